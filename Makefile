@@ -1,0 +1,28 @@
+# Everyday entry points. Each target sets up what it needs first (toolchains + .venv).
+#   make demo   generate, build and run the bundled demo model on the host template
+#   make test   lint and run the whole test suite
+VENV ?= .venv
+export VENV
+
+.PHONY: setup demo test lint bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/project-api demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup lint
+	$(VENV)/bin/python -m pytest -ra
+
+bench: setup
+	$(VENV)/bin/python bench/transport.py
+	$(VENV)/bin/python bench/rpc.py
+	$(VENV)/bin/python bench/size.py
+	$(VENV)/bin/python bench/models.py
+
+clean:
+	rm -rf build demo-out .pytest_cache .ruff_cache

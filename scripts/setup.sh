@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up everything project-api needs on a Debian/Ubuntu machine:
+#   1. the C toolchains (host gcc/make, clang + libFuzzer, arm-none-eabi-gcc, qemu-system-arm),
+#   2. a virtual environment in $VENV (default .venv) with project-api installed editable, plus test extras.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+PYTHON="${PYTHON:-python3}"
+
+APT_PACKAGES=(gcc make gcc-arm-none-eabi libnewlib-arm-none-eabi picolibc-arm-none-eabi
+              qemu-system-arm clang libclang-rt-14-dev)
+
+missing_tools() {
+    local out=()
+    command -v cc >/dev/null || out+=(gcc)
+    command -v make >/dev/null || out+=(make)
+    command -v clang >/dev/null || out+=(clang)
+    command -v arm-none-eabi-gcc >/dev/null || out+=(gcc-arm-none-eabi)
+    command -v qemu-system-arm >/dev/null || out+=(qemu-system-arm)
+    # libFuzzer's runtime ships separately from clang on Debian.
+    if command -v clang >/dev/null; then
+        local fuzzlib
+        fuzzlib=$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)
+        [ -f "$fuzzlib" ] || out+=(libclang-rt-14-dev)
+    fi
+    echo "${out[@]:-}"
+}
+
+need=$(missing_tools)
+if [ -n "$need" ]; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        echo "setup: installing toolchains with apt-get (${APT_PACKAGES[*]})" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" >/dev/null
+    else
+        echo "setup: missing toolchains: $need" >&2
+        echo "setup: install them with: sudo apt-get install ${APT_PACKAGES[*]}" >&2
+        echo "setup: continuing; tests that need them will be skipped with the reason." >&2
+    fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating virtual environment $VENV" >&2
+    "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.project-api-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing project-api and its test dependencies into $VENV" >&2
+    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$VENV/bin/python" -m pip install -q -e '.[test]'
+    touch "$stamp"
+fi
+echo "setup: done ($VENV)" >&2
