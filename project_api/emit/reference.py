@@ -1,0 +1,207 @@
+"""Run a TFLite model in the reference interpreters, for parity tests and benchmarks.
+
+Two independent references:
+
+* :func:`run_tflm`: TensorFlow Lite Micro's Python interpreter (package ``tflite-micro``), i.e.
+  TFLM's reference kernels, what a microcontroller runs without optimized kernels. Int8 results
+  of the emitted C code must match it bit for bit.
+* :func:`run_litert`: LiteRT, the desktop TFLite runtime (package ``ai-edge-litert``), with its
+  built-in kernels and no delegates (or its reference kernels on request).
+
+:func:`tflm_arena` reports how much of its tensor arena TFLM used for a model, parsed from the
+``RecordingMicroAllocator`` report that ``print_allocations()`` writes from C.
+
+Both packages are optional (the ``test`` extra). Missing ones raise
+:class:`ReferenceUnavailableError` naming the package to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from project_api.errors import ProjectAPIError
+
+__all__ = [
+    "ReferenceUnavailableError",
+    "input_details",
+    "output_details",
+    "run_litert",
+    "run_tflm",
+    "tflm_arena",
+]
+
+#: Arena handed to TFLM when the caller gives none: generous, models here are small.
+DEFAULT_ARENA_SIZE_BYTES = 1 << 20
+
+
+class ReferenceUnavailableError(ProjectAPIError, ImportError):
+    """A reference interpreter's Python package is not installed."""
+
+
+def _tflm_runtime() -> Any:
+    try:
+        from tflite_micro import runtime
+    except ImportError as exc:
+        raise ReferenceUnavailableError(
+            "the TFLite Micro reference needs the 'tflite-micro' package: pip install tflite-micro"
+        ) from exc
+    return runtime
+
+
+def _litert_interpreter() -> Any:
+    try:
+        from ai_edge_litert import interpreter
+    except ImportError as exc:
+        raise ReferenceUnavailableError(
+            "the LiteRT reference needs the 'ai-edge-litert' package: pip install ai-edge-litert"
+        ) from exc
+    return interpreter
+
+
+def _subgraph_io_count(model: bytes) -> tuple[int, int]:
+    """(number of inputs, number of outputs) of subgraph 0, read with TFLM's schema module."""
+    _tflm_runtime()
+    from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema_fb
+
+    root = schema_fb.Model.GetRootAsModel(bytearray(model), 0)
+    sg = root.Subgraphs(0)
+    return sg.InputsLength(), sg.OutputsLength()
+
+
+def _tflm_interpreter(model: bytes, arena_size_bytes: int | None) -> Any:
+    runtime = _tflm_runtime()
+    size = arena_size_bytes or max(DEFAULT_ARENA_SIZE_BYTES, 10 * len(model))
+    return runtime.Interpreter.from_bytes(bytes(model), arena_size=size)
+
+
+def _as_input(value: np.ndarray, details: dict[str, Any], index: int) -> np.ndarray:
+    arr = np.asarray(value)
+    dtype = np.dtype(details["dtype"])
+    shape = tuple(int(d) for d in details["shape"])
+    if arr.dtype != dtype:
+        raise ValueError(f"input {index}: dtype {arr.dtype} given, the model wants {dtype}")
+    if arr.size != int(np.prod(shape)):
+        raise ValueError(f"input {index}: {arr.size} elements given, the model wants shape {shape}")
+    return np.ascontiguousarray(arr.reshape(shape))
+
+
+def run_tflm(
+    model: bytes, inputs: Sequence[np.ndarray], arena_size_bytes: int | None = None,
+) -> list[np.ndarray]:
+    """Run ``model`` once in TFLite Micro (reference kernels) and return its outputs in order."""
+    n_in, n_out = _subgraph_io_count(model)
+    if len(inputs) != n_in:
+        raise ValueError(f"the model has {n_in} inputs, {len(inputs)} given")
+    interp = _tflm_interpreter(model, arena_size_bytes)
+    for i, value in enumerate(inputs):
+        interp.set_input(_as_input(value, interp.get_input_details(i), i), i)
+    interp.invoke()
+    return [np.array(interp.get_output(i), copy=True) for i in range(n_out)]
+
+
+def run_litert(
+    model: bytes, inputs: Sequence[np.ndarray], reference_kernels: bool = False,
+) -> list[np.ndarray]:
+    """Run ``model`` once in LiteRT and return its outputs in order.
+
+    LiteRT's built-in (optimized) kernels are used without delegates, single-threaded; with
+    ``reference_kernels=True`` its reference kernels instead.
+    """
+    mod = _litert_interpreter()
+    resolver = (mod.OpResolverType.BUILTIN_REF if reference_kernels
+                else mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interp = mod.Interpreter(model_content=bytes(model), num_threads=1,
+                             experimental_op_resolver_type=resolver)
+    interp.allocate_tensors()
+    ins = interp.get_input_details()
+    if len(inputs) != len(ins):
+        raise ValueError(f"the model has {len(ins)} inputs, {len(inputs)} given")
+    for i, (value, det) in enumerate(zip(inputs, ins, strict=True)):
+        interp.set_tensor(det["index"], _as_input(value, det, i))
+    interp.invoke()
+    return [np.array(interp.get_tensor(d["index"]), copy=True)
+            for d in interp.get_output_details()]
+
+
+def _details(model: bytes, outputs: bool) -> list[dict[str, Any]]:
+    n_in, n_out = _subgraph_io_count(model)
+    interp = _tflm_interpreter(model, None)
+    result = []
+    for i in range(n_out if outputs else n_in):
+        d = interp.get_output_details(i) if outputs else interp.get_input_details(i)
+        q = d.get("quantization_parameters", {})
+        scales = [float(s) for s in np.asarray(q.get("scales", []))]
+        result.append({
+            "shape": tuple(int(s) for s in d["shape"]),
+            "dtype": np.dtype(d["dtype"]),
+            "scale": scales,
+            "zero_point": [int(z) for z in np.asarray(q.get("zero_points", []))],
+            "quantized_dimension": int(q.get("quantized_dimension", 0)),
+        })
+    return result
+
+
+def input_details(model: bytes) -> list[dict[str, Any]]:
+    """Per input: ``shape`` (tuple), ``dtype`` (numpy), ``scale`` and ``zero_point`` (lists)."""
+    return _details(model, outputs=False)
+
+
+def output_details(model: bytes) -> list[dict[str, Any]]:
+    """Per output: ``shape``, ``dtype``, ``scale`` and ``zero_point``, as :func:`input_details`."""
+    return _details(model, outputs=True)
+
+
+@contextlib.contextmanager
+def _captured_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[list[str]]:
+    """Capture what C code writes to ``fds`` (redirected at the descriptor level)."""
+    text: list[str] = []
+    libc = ctypes.CDLL(None)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        saved = [os.dup(fd) for fd in fds]
+        try:
+            for fd in fds:
+                os.dup2(sink.fileno(), fd)
+            yield text
+        finally:
+            libc.fflush(None)
+            for fd, copy in zip(fds, saved, strict=True):
+                os.dup2(copy, fd)
+                os.close(copy)
+        sink.seek(0)
+        text.append(sink.read().decode("utf-8", errors="replace"))
+
+
+_ARENA_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
+
+
+def tflm_arena(model: bytes, arena_size_bytes: int | None = None) -> dict[str, int]:
+    """TFLM's arena use for ``model`` after one inference: ``{"total", "head", "tail"}`` in bytes.
+
+    ``head`` is the non-persistent part (activations, planned by TFLM's greedy planner), ``tail``
+    the persistent part (tensor structs, op data). Inputs are zeros.
+    """
+    interp = _tflm_interpreter(model, arena_size_bytes)
+    for i, det in enumerate(input_details(model)):
+        interp.set_input(np.zeros(det["shape"], dtype=det["dtype"]), i)
+    interp.invoke()
+    with _captured_fds() as captured:
+        interp.print_allocations()
+    found = {k: int(v) for k, v in _ARENA_RE.findall(captured[0])}
+    missing = {"total", "head", "tail"} - set(found)
+    if missing:
+        raise RuntimeError(
+            f"TFLM's allocation report lacks {sorted(missing)}; got: {captured[0][:200]!r}"
+        )
+    return found
