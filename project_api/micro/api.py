@@ -1,0 +1,382 @@
+"""High-level host API: a session with a device and the AOT models it runs.
+
+::
+
+    with Session(project.transport()) as session:
+        model = session.model("default")
+        model.set_input("input_1", x)
+        model.run()
+        y = model.get_output(0)
+        print(session.time(model, number=10, repeat=3).mean)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from project_api.errors import RPCError, SessionError
+from project_api.micro.rpc import (
+    CPU,
+    DataType,
+    DLTensor,
+    FunctionHandle,
+    ModuleHandle,
+    NDArray,
+    RPCClient,
+    TypeCode,
+)
+from project_api.micro.session import SessionChannel, TimeoutsLike
+
+_LOG = logging.getLogger(__name__)
+
+#: The executor functions a Model looks up (the reference's AOT executor registry names).
+EXECUTOR_FUNCTIONS = (
+    "set_input",
+    "run",
+    "get_output",
+    "get_input",
+    "get_num_outputs",
+    "get_input_index",
+    "get_num_inputs",
+    "get_input_name",
+)
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Device-measured seconds per call, one entry per repeat, with summary statistics."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results)
+
+    def __str__(self) -> str:
+        return (
+            f"mean {self.mean * 1e3:.4f} ms, median {self.median * 1e3:.4f} ms, "
+            f"min {self.min * 1e3:.4f} ms, max {self.max * 1e3:.4f} ms, std {self.std * 1e3:.4f} ms "
+            f"({len(self.results)} repeats)"
+        )
+
+
+def _tensor_shape_text(t: DLTensor) -> str:
+    return f"{t.dtype.to_numpy()}{list(t.shape)}"
+
+
+class Model:
+    """An AOT model on the device, driven through its executor module.
+
+    Created by :meth:`Session.model`; valid while the session is open.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        module: ModuleHandle,
+        functions: dict[str, FunctionHandle],
+    ):
+        self.session = session
+        self.name = name
+        self.module = module
+        self._functions = functions
+        self._input_names: list[str] | None = None
+
+    def _call(self, function: str, *args: Any) -> Any:
+        return self.session.rpc.call(self._functions[function], *args)
+
+    def _key(self, key: str | int) -> str | int:
+        if isinstance(key, str):
+            return key
+        if isinstance(key, int | np.integer) and not isinstance(key, bool):
+            n = self.num_inputs
+            if not 0 <= int(key) < n:
+                raise SessionError(
+                    f"model {self.name!r} has {n} inputs; input index {key} is out of range"
+                )
+            return int(key)
+        raise TypeError(f"input key must be a name or an index, not {type(key).__name__}")
+
+    def _input_array(self, key: str | int) -> NDArray:
+        key = self._key(key)
+        try:
+            arr = self._call("get_input", key)
+        except RPCError as err:
+            raise RPCError(
+                f"model {self.name!r} has no input {key!r} (inputs: {self.input_names}): {err}"
+            ) from err
+        if not isinstance(arr, NDArray):
+            if isinstance(key, str):
+                raise SessionError(
+                    f"model {self.name!r} has no input {key!r} (inputs: {self.input_names})"
+                )
+            raise SessionError(f"get_input({key!r}) returned {arr!r}, not an NDArray")
+        return arr
+
+    @property
+    def num_inputs(self) -> int:
+        return int(self._call("get_num_inputs"))
+
+    @property
+    def num_outputs(self) -> int:
+        return int(self._call("get_num_outputs"))
+
+    @property
+    def input_names(self) -> list[str]:
+        if self._input_names is None:
+            self._input_names = [
+                str(self._call("get_input_name", i)) for i in range(self.num_inputs)
+            ]
+        return list(self._input_names)
+
+    def get_input_index(self, name: str) -> int:
+        return int(self._call("get_input_index", name))
+
+    def _read(self, arr: NDArray) -> np.ndarray:
+        rpc = self.session.rpc
+        try:
+            data = rpc.copy_from_remote(arr.tensor)
+            rpc.stream_sync()
+        finally:
+            rpc.free_handle(arr.handle, TypeCode.NDARRAY_HANDLE)
+        return (
+            np.frombuffer(data, dtype=arr.tensor.dtype.to_numpy()).reshape(arr.tensor.shape).copy()
+        )
+
+    def set_input(self, key: str | int, value: np.ndarray) -> None:
+        """Copy ``value`` into the device's input tensor ``key`` (a name or an index).
+
+        The dtype and shape must match the device tensor (a size-1 batch dimension may be left
+        out or added); a mismatch is refused before anything is sent.
+        """
+        value = np.asarray(value)
+        arr = self._input_array(key)
+        rpc = self.session.rpc
+        try:
+            tensor = arr.tensor
+            want = tensor.dtype.to_numpy()
+            if value.dtype.newbyteorder("<") != want:
+                raise SessionError(
+                    f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got dtype "
+                    f"{value.dtype}. Convert it with .astype(np.{want.name})"
+                )
+            if tuple(value.shape) != tuple(tensor.shape):
+                if value.size != math.prod(tensor.shape) or _squeeze(value.shape) != _squeeze(
+                    tensor.shape
+                ):
+                    raise SessionError(
+                        f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got shape "
+                        f"{list(value.shape)} ({value.nbytes} bytes, the device holds {tensor.nbytes})"
+                    )
+            data = np.ascontiguousarray(value, dtype=want).tobytes()
+            rpc.copy_to_remote(tensor, data)
+            rpc.stream_sync()
+        finally:
+            rpc.free_handle(arr.handle, TypeCode.NDARRAY_HANDLE)
+
+    def get_input(self, key: str | int) -> np.ndarray:
+        """Read back the device's input tensor ``key``."""
+        return self._read(self._input_array(key))
+
+    def run(self) -> None:
+        """Run the model once on the device."""
+        self._call("run")
+
+    def get_output(self, index: int) -> np.ndarray:
+        """Read output ``index`` (dtype and shape from the device's tensor)."""
+        n = self.num_outputs
+        if not 0 <= int(index) < n:
+            raise SessionError(
+                f"model {self.name!r} has {n} outputs; output index {index} is out of range"
+            )
+        arr = self._call("get_output", int(index))
+        if not isinstance(arr, NDArray):
+            raise SessionError(f"get_output({index}) returned {arr!r}, not an NDArray")
+        return self._read(arr)
+
+    def close(self) -> None:
+        """Release the function handles on the device (the executor itself stays alive)."""
+        rpc = self.session.rpc
+        for handle in self._functions.values():
+            rpc.free_handle(handle, TypeCode.PACKED_FUNC_HANDLE)
+        self._functions = {}
+
+
+def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+class Session:
+    """An RPC session with a device over ``transport`` (a ``project_api.transport.Transport``).
+
+    ``timeouts`` overrides ``transport.timeouts()``. Entering opens the transport (unless it is
+    already open) and runs the handshake; leaving ends the session and closes the transport if
+    the session opened it.
+    """
+
+    def __init__(
+        self, transport: Any, timeouts: TimeoutsLike | None = None, name: str = "micro-rpc"
+    ):
+        self.transport = transport
+        self.name = name
+        self._timeouts = timeouts
+        self._opened_transport = False
+        self._channel: SessionChannel | None = None
+        self._rpc: RPCClient | None = None
+        self._models: dict[str, Model] = {}
+        self._globals: dict[str, FunctionHandle] = {}
+        self._syslib: ModuleHandle | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> Session:
+        if self._channel is not None:
+            return self
+        if not getattr(self.transport, "is_open", False):
+            self.transport.open()
+            self._opened_transport = True
+        try:
+            timeouts = self._timeouts if self._timeouts is not None else self.transport.timeouts()
+            channel = SessionChannel(self.transport, timeouts, name=self.name)
+            channel.start()
+        except BaseException:
+            self._close_transport()
+            raise
+        self._channel = channel
+        self._rpc = RPCClient(channel)
+        return self
+
+    def close(self) -> None:
+        channel, self._channel, self._rpc = self._channel, None, None
+        self._models.clear()
+        self._globals.clear()
+        self._syslib = None
+        if channel is not None:
+            channel.close()
+        self._close_transport()
+
+    def _close_transport(self) -> None:
+        if self._opened_transport:
+            self._opened_transport = False
+            try:
+                self.transport.close()
+            except Exception as err:  # noqa: BLE001 - closing must not mask the real outcome
+                _LOG.debug("%s: closing the transport failed: %s", self.name, err)
+
+    def __enter__(self) -> Session:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- low level ------------------------------------------------------------------------
+
+    @property
+    def rpc(self) -> RPCClient:
+        if self._rpc is None:
+            raise SessionError(f"{self.name}: the session is not open; use 'with Session(...)'")
+        return self._rpc
+
+    def get_function(self, name: str) -> FunctionHandle:
+        """The handle of device global function ``name`` (cached)."""
+        if name not in self._globals:
+            handle = self.rpc.get_global_func(name)
+            if handle is None:
+                raise SessionError(f"the device has no global function {name!r}")
+            self._globals[name] = handle
+        return self._globals[name]
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Call device global function ``name``."""
+        return self.rpc.call(self.get_function(name), *args)
+
+    def system_lib(self) -> ModuleHandle:
+        if self._syslib is None:
+            lib = self.call("runtime.SystemLib")
+            if not isinstance(lib, ModuleHandle):
+                raise SessionError(f"runtime.SystemLib returned {lib!r}, not a module")
+            self._syslib = lib
+        return self._syslib
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> DLTensor:
+        """Allocate an uninitialised device tensor."""
+        return self.rpc.alloc(shape, DataType.from_numpy(dtype))
+
+    # --- models ---------------------------------------------------------------------------
+
+    def model(self, name: str = "default") -> Model:
+        """The AOT model ``name`` on the device (created once per session)."""
+        if name in self._models:
+            return self._models[name]
+        module = self.call("tvm.aot_executor.create", self.system_lib(), CPU, name)
+        if not isinstance(module, ModuleHandle) or not module:
+            raise SessionError(f"the device has no AOT model {name!r}")
+        get_function = self.get_function("tvm.rpc.server.ModuleGetFunction")
+        functions: dict[str, FunctionHandle] = {}
+        for fname in EXECUTOR_FUNCTIONS:
+            handle = self.rpc.call(get_function, module, fname, 1)
+            if not handle:
+                raise SessionError(f"the executor of model {name!r} has no function {fname!r}")
+            functions[fname] = FunctionHandle(handle)
+        model = Model(self, name, module, functions)
+        self._models[name] = model
+        return model
+
+    def time(
+        self, model: Model, number: int = 10, repeat: int = 3, min_repeat_ms: int = 0
+    ) -> TimingResult:
+        """Time ``model.run()`` on the device: ``repeat`` rounds of ``number`` runs each.
+
+        The device's own timer measures (``runtime.RPCTimeEvaluator``); link latency is not in
+        the figures. Each result is the mean seconds per run of one round.
+        """
+        if number < 1 or repeat < 1 or min_repeat_ms < 0:
+            raise SessionError("time(): number and repeat must be >= 1 and min_repeat_ms >= 0")
+        evaluator = self.call(
+            "runtime.RPCTimeEvaluator",
+            model.module,
+            "run",
+            1,
+            0,
+            int(number),
+            int(repeat),
+            int(min_repeat_ms),
+            100,
+            0,
+            1,
+            0,
+            "",
+        )
+        if not isinstance(evaluator, FunctionHandle) or not evaluator:
+            raise SessionError(f"runtime.RPCTimeEvaluator returned {evaluator!r}, not a function")
+        try:
+            raw = self.rpc.call(evaluator)
+        finally:
+            self.rpc.free_handle(evaluator, TypeCode.PACKED_FUNC_HANDLE)
+        if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
+            raise SessionError(f"the time evaluator returned {raw!r}; expected {repeat} doubles")
+        return TimingResult(struct.unpack(f"<{repeat}d", raw))

@@ -1,0 +1,274 @@
+"""Frame layer of the device RPC (spec §4.1/§4.2): escaping, CRC-16 and resynchronisation.
+
+A frame on the wire is::
+
+    [FE, only after a framer reset] FF FD [u32 len][payload][u16 crc]
+
+where everything after ``FF FD`` is escaped (each ``FF`` is sent as ``FF FF``) and the CRC is
+CRC-16/CCITT-FALSE (``binascii.crc_hqx(..., 0xFFFF)``) over the on-wire bytes from ``FF FD``
+through the end of the escaped payload.
+
+Both classes work on whole buffers (``bytes.replace``, ``bytes.find``, regex runs) rather than
+byte by byte, because megabyte tensors pass through them.
+"""
+
+from __future__ import annotations
+
+import binascii
+import dataclasses
+import enum
+import re
+import struct
+
+ESCAPE_START = 0xFF
+ESCAPE_NOP = 0xFE
+PACKET_START = 0xFD
+
+START_SEQUENCE = b"\xff\xfd"
+NOP_PREFIX = b"\xfe"
+CRC_INIT = 0xFFFF
+
+#: Default bound on one frame's unescaped payload, used until the session learns the device's
+#: real packet size. A length field above the bound drops the frame instead of buffering it.
+DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+
+_LENGTH = struct.Struct("<I")
+_CRC = struct.Struct("<H")
+_NOT_FF = re.compile(rb"[^\xff]")
+
+
+def crc16(data: bytes | bytearray | memoryview, crc: int = CRC_INIT) -> int:
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection); chainable through ``crc``."""
+    return binascii.crc_hqx(data, crc)
+
+
+def escape(data: bytes | bytearray | memoryview) -> bytes:
+    """Escape ``data`` for the wire: every ``FF`` becomes ``FF FF``."""
+    return bytes(data).replace(b"\xff", b"\xff\xff")
+
+
+class Framer:
+    """Turns payloads into wire frames.
+
+    The first frame after construction or :meth:`reset` carries the bare ``FE`` nop prefix that
+    cancels a dangling ``FF`` at the receiver.
+    """
+
+    def __init__(self) -> None:
+        self._needs_nop = True
+
+    def reset(self) -> None:
+        """Make the next frame start with the ``FE`` nop prefix again (e.g. after a write error)."""
+        self._needs_nop = True
+
+    def frame(self, payload: bytes | bytearray | memoryview) -> bytes:
+        """Return the complete wire bytes for one frame carrying ``payload``."""
+        body = START_SEQUENCE + escape(_LENGTH.pack(len(payload)) + bytes(payload))
+        crc = _CRC.pack(crc16(body)).replace(b"\xff", b"\xff\xff")
+        prefix = NOP_PREFIX if self._needs_nop else b""
+        self._needs_nop = False
+        return prefix + body + crc
+
+
+class UnframerState(enum.IntEnum):
+    """Receiver states, numbered as in the reference (§4.2)."""
+
+    FIND_PACKET_START = 0
+    FIND_PACKET_LENGTH = 1
+    FIND_PACKET_CRC = 2
+    FIND_CRC_END = 3
+
+
+class DropReason(enum.Enum):
+    """Why the unframer threw a partial or complete frame away."""
+
+    SHORT_PACKET = "a new start sequence (FF FD) interrupted the frame"
+    INVALID_ESCAPE = "an FF was followed by a byte other than FF, FE or FD"
+    PACKET_TOO_LONG = "the frame's length field exceeds the receive limit"
+    BAD_CRC = "the CRC did not match"
+
+
+@dataclasses.dataclass
+class UnframerStats:
+    """Counters of what the unframer has seen, for diagnostics and tests."""
+
+    frames: int = 0
+    short_packet: int = 0
+    invalid_escape: int = 0
+    packet_too_long: int = 0
+    bad_crc: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.short_packet + self.invalid_escape + self.packet_too_long + self.bad_crc
+
+    def count(self, reason: DropReason) -> None:
+        name = reason.name.lower()
+        setattr(self, name, getattr(self, name) + 1)
+
+
+class Unframer:
+    """Recovers payloads from a byte stream, dropping corrupt frames without leaving stale bytes.
+
+    Feed arbitrary splits of the stream to :meth:`feed`; it returns the payloads of the frames
+    completed (and CRC-checked) by that call, in order. Bytes outside frames are ignored. The
+    behaviour follows the reference unframer (§4.2):
+
+    - ``FF FF`` inside a frame is a literal ``FF``; ``FF FE`` is an in-frame nop (still in the CRC).
+    - ``FF FD`` inside a frame aborts it and starts a new frame at that ``FD``.
+    - ``FF`` followed by anything else aborts the frame; both bytes are consumed.
+    - A length above ``max_payload_bytes`` aborts the frame (the reference has no such bound;
+      the host needs one so a corrupt length cannot make it buffer gigabytes).
+    """
+
+    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.max_payload_bytes = max_payload_bytes
+        self.stats = UnframerStats()
+        self.last_drop: DropReason | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state = UnframerState.FIND_PACKET_START
+        self._saw_ff = False  # in FIND_PACKET_START: the previous byte was FF
+        self._pending_ff = False  # inside a frame: an escape FF waits for its second byte
+        self._field = bytearray()  # unescaped bytes of the current field (length/payload/crc)
+        self._need = 0  # unescaped bytes still missing from the current field
+        self._crc = CRC_INIT
+        self._payload_len = 0
+
+    def _drop(self, reason: DropReason) -> None:
+        self.stats.count(reason)
+        self.last_drop = reason
+        self._reset()
+
+    def bytes_needed(self) -> int:
+        """How many more bytes the current state wants at least (the reference's read-size hint)."""
+        if self.state == UnframerState.FIND_PACKET_START:
+            return 1
+        return max(self._need, 1)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Consume ``data``; return the payloads of every frame it completed."""
+        data = bytes(data)
+        out: list[bytes] = []
+        pos = 0
+        end = len(data)
+        while pos < end:
+            if self.state == UnframerState.FIND_PACKET_START:
+                pos = self._find_start(data, pos)
+            else:
+                pos = self._read_field(data, pos, out)
+        return out
+
+    def _find_start(self, data: bytes, pos: int) -> int:
+        if self._saw_ff and data[pos] == PACKET_START:
+            start = pos + 1
+        else:
+            idx = data.find(START_SEQUENCE, pos)
+            if idx < 0:
+                self._saw_ff = data[-1] == ESCAPE_START
+                return len(data)
+            start = idx + 2
+        self._saw_ff = False
+        self.state = UnframerState.FIND_PACKET_LENGTH
+        self._crc = crc16(START_SEQUENCE)
+        self._field = bytearray()
+        self._need = 4
+        return start
+
+    def _read_field(self, data: bytes, pos: int, out: list[bytes]) -> int:
+        """Unescape bytes of the current field from ``data[pos:]``; return the new position."""
+        in_crc = self.state != UnframerState.FIND_CRC_END
+        end = len(data)
+        if self._pending_ff:
+            self._pending_ff = False
+            pos = self._escape_pair(data[pos], pos + 1, in_crc)
+            if self.state == UnframerState.FIND_PACKET_START:
+                return pos
+        while pos < end and self._need > 0:
+            ff = data.find(b"\xff", pos, pos + self._need)
+            if ff < 0:
+                take = min(self._need, end - pos)
+                self._take(data, pos, pos + take, in_crc)
+                pos += take
+                continue
+            if ff > pos:
+                self._take(data, pos, ff, in_crc)
+            # A run of FFs: complete pairs are literal FFs; an odd one pairs with the next byte.
+            m = _NOT_FF.search(data, ff)
+            run_end = m.start() if m else end
+            pairs = min((run_end - ff) // 2, self._need)
+            if pairs:
+                self._field += b"\xff" * pairs
+                self._need -= pairs
+                if in_crc:
+                    self._crc = crc16(data[ff : ff + 2 * pairs], self._crc)
+            pos = ff + 2 * pairs
+            if self._need == 0 or pos >= end:
+                break
+            if data[pos] != ESCAPE_START:
+                continue
+            # data[pos] is a lone FF: an escape whose second byte is non-FF (or not here yet).
+            if pos + 1 >= end:
+                self._pending_ff = True
+                return end
+            pos = self._escape_pair(data[pos + 1], pos + 2, in_crc)
+            if self.state == UnframerState.FIND_PACKET_START:
+                return pos
+        if self._need == 0:
+            self._field_done(out)
+        return pos
+
+    def _take(self, data: bytes, start: int, stop: int, in_crc: bool) -> None:
+        chunk = data[start:stop]
+        self._field += chunk
+        self._need -= stop - start
+        if in_crc:
+            self._crc = crc16(chunk, self._crc)
+
+    def _escape_pair(self, second: int, after: int, in_crc: bool) -> int:
+        """Handle ``FF <second>`` whose second byte sits just before ``after``; return where to go on."""
+        if second == ESCAPE_START:
+            self._field.append(ESCAPE_START)
+            self._need -= 1
+            if in_crc:
+                self._crc = crc16(b"\xff\xff", self._crc)
+            return after
+        if second == ESCAPE_NOP:
+            if in_crc:
+                self._crc = crc16(b"\xff\xfe", self._crc)
+            return after
+        if second == PACKET_START:
+            # Restart: the FF is consumed, the FD is reprocessed as the end of a start sequence.
+            self._drop(DropReason.SHORT_PACKET)
+            self._saw_ff = True
+            return after - 1
+        self._drop(DropReason.INVALID_ESCAPE)
+        return after
+
+    def _field_done(self, out: list[bytes]) -> None:
+        if self.state == UnframerState.FIND_PACKET_LENGTH:
+            (length,) = _LENGTH.unpack(self._field)
+            if length > self.max_payload_bytes:
+                self._drop(DropReason.PACKET_TOO_LONG)
+                return
+            self._payload_len = length
+            self.state = UnframerState.FIND_PACKET_CRC
+            self._field = bytearray()
+            self._need = length
+            if length:
+                return
+        if self.state == UnframerState.FIND_PACKET_CRC:
+            self._payload = bytes(self._field)
+            self.state = UnframerState.FIND_CRC_END
+            self._field = bytearray()
+            self._need = 2
+            return
+        (crc,) = _CRC.unpack(self._field)
+        if crc != self._crc:
+            self._drop(DropReason.BAD_CRC)
+            return
+        self.stats.frames += 1
+        out.append(self._payload)
+        self._payload = b""
+        self._reset()

@@ -1,0 +1,360 @@
+"""Session layer of the device RPC (spec §4.3/§4.4).
+
+Every frame carries one session message: ``[u16 session_id][u8 type][body]``. The session id
+is ``initiator_nonce | responder_nonce << 8``; a handshake (StartSessionInit → StartSessionReply)
+agrees on it, and normal (RPC) messages carrying another id are ignored.
+
+:class:`SessionProtocol` is the state machine without any I/O: feed it received bytes, collect
+the events, and send what it queued. Both the host and the in-Python test device use it.
+:class:`SessionChannel` is the host side: it drives a :class:`SessionProtocol` over a
+``Transport`` with the handshake retry and the three timeouts of ``TransportTimeouts``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import random
+import struct
+import time
+from collections import deque
+from typing import Any, Protocol
+
+from project_api.errors import (
+    IoTimeoutError,
+    SessionError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+    TransportClosedError,
+)
+from project_api.micro.framing import DEFAULT_MAX_PAYLOAD_BYTES, Framer, Unframer
+
+_LOG = logging.getLogger(__name__)
+#: Device log frames (kLog) become INFO records on this logger, one per frame.
+DEVICE_LOG = logging.getLogger("project_api.device")
+
+SESSION_VERSION = 0x01
+INVALID_NONCE = 0
+HEADER = struct.Struct("<HB")
+
+#: Host reads ask the transport for this much at a time; it returns what is available.
+READ_CHUNK_BYTES = 64 * 1024
+
+
+class MessageType(enum.IntEnum):
+    START_SESSION_INIT = 0x00
+    START_SESSION_REPLY = 0x01
+    TERMINATE_SESSION = 0x02
+    LOG = 0x03
+    NORMAL = 0x10
+
+
+class SessionState(enum.IntEnum):
+    RESET = 0
+    NO_SESSION_ESTABLISHED = 1
+    START_SESSION_SENT = 2
+    SESSION_ESTABLISHED = 3
+
+
+def regenerate_nonce(nonce: int) -> int:
+    """The reference's nonce update: ``((n << 5) | (n >> 5)) + 1`` in 8 bits, never 0."""
+    n = ((((nonce & 0x07) << 5) | (nonce >> 5)) + 1) & 0xFF
+    return n or 1
+
+
+class EventKind(enum.Enum):
+    ESTABLISHED = "established"
+    TERMINATED = "terminated"
+    LOG = "log"
+    NORMAL = "normal"
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionEvent:
+    kind: EventKind
+    data: bytes = b""
+
+
+class SessionProtocol:
+    """Session state machine (no I/O). Outgoing wire bytes accumulate until :meth:`take_output`.
+
+    Behaviour follows §4.3 with two deliberate differences that only make the receiver more
+    robust: a normal message with the wrong session id is dropped instead of wedging the receive
+    buffer, and a stray StartSessionReply after establishment is ignored instead of resetting.
+    """
+
+    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.framer = Framer()
+        self.unframer = Unframer(max_payload_bytes)
+        self.state = SessionState.RESET
+        self.local_nonce = INVALID_NONCE
+        self.session_id = 0
+        self._out = bytearray()
+
+    # --- sending --------------------------------------------------------------------------
+
+    def take_output(self) -> bytes:
+        """Return and forget the wire bytes queued so far."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def _send(self, session_id: int, message_type: MessageType, body: bytes = b"") -> None:
+        self._out += self.framer.frame(HEADER.pack(session_id, message_type) + body)
+
+    def initialize(self, nonce: int) -> None:
+        """Take ``nonce`` as the local nonce and send a TerminateSession (``00 00 02``)."""
+        self.local_nonce = nonce & 0xFF
+        self.terminate_session()
+
+    def terminate_session(self) -> None:
+        self.session_id = 0
+        self.state = SessionState.NO_SESSION_ESTABLISHED
+        self._send(0, MessageType.TERMINATE_SESSION)
+
+    def start_session(self) -> None:
+        """Regenerate the nonce and send StartSessionInit."""
+        if self.state == SessionState.RESET:
+            raise SessionError("start_session() before initialize()")
+        self.local_nonce = regenerate_nonce(self.local_nonce)
+        self.session_id = self.local_nonce
+        self._send(self.session_id, MessageType.START_SESSION_INIT, bytes([SESSION_VERSION]))
+        self.state = SessionState.START_SESSION_SENT
+
+    def send_message(self, message_type: MessageType, body: bytes) -> None:
+        """Send a message; kLog always goes out (with session id 0), others need a session."""
+        if message_type == MessageType.LOG:
+            self._send(0, message_type, body)
+            return
+        if self.state != SessionState.SESSION_ESTABLISHED:
+            raise SessionError(f"cannot send {message_type.name}: no session is established")
+        self._send(self.session_id, message_type, body)
+
+    def _reply_to_start(self, initiator: int) -> list[SessionEvent]:
+        self.local_nonce = regenerate_nonce(self.local_nonce)
+        self.session_id = initiator | (self.local_nonce << 8)
+        self._send(self.session_id, MessageType.START_SESSION_REPLY, bytes([SESSION_VERSION]))
+        self.state = SessionState.SESSION_ESTABLISHED
+        return [SessionEvent(EventKind.ESTABLISHED)]
+
+    # --- receiving ------------------------------------------------------------------------
+
+    def receive(self, data: bytes) -> list[SessionEvent]:
+        """Feed wire bytes; return the events of the complete messages they finished."""
+        events: list[SessionEvent] = []
+        for payload in self.unframer.feed(data):
+            events += self._on_message(payload)
+        return events
+
+    def _on_message(self, payload: bytes) -> list[SessionEvent]:
+        if len(payload) < HEADER.size:
+            _LOG.debug("ignoring a %d-byte frame: shorter than the session header", len(payload))
+            return []
+        session_id, mtype = HEADER.unpack_from(payload)
+        body = payload[HEADER.size :]
+        initiator, responder = session_id & 0xFF, session_id >> 8
+        if mtype == MessageType.START_SESSION_INIT:
+            if initiator == INVALID_NONCE or not body:
+                return []
+            if self.state in (SessionState.RESET, SessionState.NO_SESSION_ESTABLISHED):
+                return self._reply_to_start(initiator)
+            if self.state == SessionState.START_SESSION_SENT:
+                if initiator < self.local_nonce:
+                    return self._reply_to_start(initiator) if body[0] == SESSION_VERSION else []
+                if initiator == self.local_nonce:
+                    self.start_session()
+                return []
+            return self._reply_to_start(initiator)
+        if mtype == MessageType.START_SESSION_REPLY:
+            if responder == INVALID_NONCE or not body:
+                return []
+            if (
+                self.state == SessionState.START_SESSION_SENT
+                and initiator == self.local_nonce
+                and body[0] == SESSION_VERSION
+            ):
+                self.session_id = session_id
+                self.state = SessionState.SESSION_ESTABLISHED
+                return [SessionEvent(EventKind.ESTABLISHED)]
+            _LOG.debug("ignoring StartSessionReply %04x in state %s", session_id, self.state.name)
+            return []
+        if mtype == MessageType.TERMINATE_SESSION:
+            if self.state == SessionState.SESSION_ESTABLISHED:
+                self.state = SessionState.NO_SESSION_ESTABLISHED
+                self.session_id = 0
+                return [SessionEvent(EventKind.TERMINATED)]
+            return []
+        if mtype == MessageType.LOG:
+            if session_id in (0, self.session_id):
+                return [SessionEvent(EventKind.LOG, body)]
+            return []
+        if self.state == SessionState.SESSION_ESTABLISHED and session_id == self.session_id:
+            if mtype == MessageType.NORMAL:
+                return [SessionEvent(EventKind.NORMAL, body)]
+        _LOG.debug("ignoring message type 0x%02x for session %04x", mtype, session_id)
+        return []
+
+
+class TimeoutsLike(Protocol):
+    """The three fields of ``project_api.server.TransportTimeouts`` (seconds; 0 = see below)."""
+
+    session_start_retry_timeout_sec: float
+    session_start_timeout_sec: float
+    session_established_timeout_sec: float
+
+
+class TransportLike(Protocol):
+    def read(self, n: int, timeout_sec: float | None) -> bytes: ...
+
+    def write(self, data: bytes, timeout_sec: float | None) -> Any: ...
+
+
+class SessionChannel:
+    """The host end of a device session over a transport.
+
+    Timeouts (seconds) follow the reference (§1.7, §4.4):
+
+    - ``session_start_retry_timeout_sec``: resend Terminate + StartSessionInit (with a new nonce)
+      when no reply arrived in this time; 0 disables retries.
+    - ``session_start_timeout_sec``: total handshake time; 0 means no limit.
+    - ``session_established_timeout_sec``: wait per reply once the session is up; 0 waits forever.
+    """
+
+    def __init__(
+        self,
+        transport: TransportLike,
+        timeouts: TimeoutsLike,
+        name: str = "micro-rpc",
+        rng: random.Random | None = None,
+    ) -> None:
+        self.transport = transport
+        self.timeouts = timeouts
+        self.name = name
+        self._rng = rng or random.Random()
+        self.protocol = SessionProtocol()
+        self._inbox: deque[bytes] = deque()
+        self._terminated = False
+
+    @property
+    def established(self) -> bool:
+        return self.protocol.state == SessionState.SESSION_ESTABLISHED and not self._terminated
+
+    def set_max_payload_bytes(self, n: int) -> None:
+        """Bound received frames to ``n`` payload bytes (sized from the device's packet size)."""
+        self.protocol.unframer.max_payload_bytes = n
+
+    # --- I/O helpers ----------------------------------------------------------------------
+
+    def _write_timeout(self) -> float | None:
+        if self.protocol.state == SessionState.SESSION_ESTABLISHED:
+            t = self.timeouts.session_established_timeout_sec
+        else:
+            t = self.timeouts.session_start_timeout_sec
+        return float(t) if t else None
+
+    def _flush(self) -> None:
+        out = self.protocol.take_output()
+        if out:
+            self.transport.write(out, self._write_timeout())
+
+    def _pump(self, timeout_sec: float | None) -> None:
+        """Read what the transport has (waiting up to ``timeout_sec``) and handle its events."""
+        n = max(self.protocol.unframer.bytes_needed(), READ_CHUNK_BYTES)
+        data = self.transport.read(n, timeout_sec)
+        for event in self.protocol.receive(data):
+            self._handle(event)
+        self._flush()
+
+    def _handle(self, event: SessionEvent) -> None:
+        if event.kind == EventKind.LOG:
+            text = event.data.rstrip(b"\0").decode("utf-8", errors="replace")
+            DEVICE_LOG.info("%s", text, extra={"session_name": self.name})
+        elif event.kind == EventKind.NORMAL:
+            self._inbox.append(event.data)
+        elif event.kind == EventKind.TERMINATED:
+            self._terminated = True
+            raise SessionTerminatedError(
+                f"{self.name}: the device ended the session (it sent TerminateSession); it "
+                "probably restarted or reset. Open a new Session to talk to it again."
+            )
+
+    # --- public API -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the handshake; raise :class:`SessionTimeoutError` if it does not complete in time."""
+        retry = float(self.timeouts.session_start_retry_timeout_sec or 0)
+        start_limit = float(self.timeouts.session_start_timeout_sec or 0)
+        self._terminated = False
+        self._send_start()
+        begin = time.monotonic()
+        end = begin + start_limit if start_limit else None
+        deadline = None if not (retry or start_limit) else begin + (retry or start_limit)
+        while self.protocol.state != SessionState.SESSION_ESTABLISHED:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                if end is not None and now >= end:
+                    raise SessionTimeoutError(
+                        f"{self.name}: session start handshake failed after {start_limit:g}s: "
+                        "the device did not answer StartSessionInit. Check that it is flashed, "
+                        "running and connected, or raise session_start_timeout_sec."
+                    )
+                _LOG.debug("%s: no StartSessionReply after %gs; retrying", self.name, retry)
+                deadline += retry
+                if end is not None:
+                    deadline = min(deadline, end)
+                self._send_start()
+                continue
+            try:
+                self._pump(None if deadline is None else deadline - now)
+            except IoTimeoutError:
+                pass
+        _LOG.debug("%s: session %04x established", self.name, self.protocol.session_id)
+
+    def _send_start(self) -> None:
+        nonce = self._rng.randrange(1, 256)
+        self.protocol.initialize(nonce)
+        self.protocol.start_session()
+        self._flush()
+
+    def send(self, packet: bytes) -> None:
+        """Send one RPC packet (with its u64 length prefix) as one normal message."""
+        if self._terminated:
+            raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
+        self.protocol.send_message(MessageType.NORMAL, packet)
+        self._flush()
+
+    def receive(self) -> bytes:
+        """Wait for the next normal message and return its body (one RPC packet)."""
+        if self._inbox:
+            return self._inbox.popleft()
+        if self._terminated:
+            raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
+        limit = float(self.timeouts.session_established_timeout_sec or 0)
+        deadline = time.monotonic() + limit if limit else None
+        while not self._inbox:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise SessionTimeoutError(
+                    f"{self.name}: no reply from the device within {limit:g}s "
+                    "(session_established_timeout_sec)"
+                )
+            try:
+                self._pump(remaining)
+            except IoTimeoutError as err:
+                raise SessionTimeoutError(
+                    f"{self.name}: no reply from the device within {limit:g}s "
+                    "(session_established_timeout_sec)"
+                ) from err
+        return self._inbox.popleft()
+
+    def close(self, timeout_sec: float = 1.0) -> None:
+        """Tell the device the session is over (best effort; a dead link is not an error here)."""
+        if self.protocol.state != SessionState.SESSION_ESTABLISHED or self._terminated:
+            return
+        self.protocol.terminate_session()
+        out = self.protocol.take_output()
+        try:
+            self.transport.write(out, timeout_sec)
+        except (IoTimeoutError, TransportClosedError, OSError) as err:
+            _LOG.debug("%s: could not send TerminateSession: %s", self.name, err)
