@@ -1,0 +1,34 @@
+/*!
+ * \file tvm/runtime/crt/rpc_common/crc16.h
+ * \brief CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, xorout 0).
+ *
+ * This is the frame check of the microTVM wire protocol. It equals Python's
+ * binascii.crc_hqx(data, 0xFFFF); the check value of "123456789" is 0x29B1.
+ */
+#ifndef TVM_RUNTIME_CRT_RPC_COMMON_CRC16_H_
+#define TVM_RUNTIME_CRT_RPC_COMMON_CRC16_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! \brief Initial value of a CRC-16/CCITT-FALSE computation. */
+#define TVM_CRC16_INIT ((uint16_t)0xFFFF)
+
+/*!
+ * \brief Continue a CRC over more bytes.
+ * \param crc The running CRC (TVM_CRC16_INIT to start).
+ * \param data The bytes to add.
+ * \param size_bytes How many bytes data holds.
+ * \return The updated CRC.
+ */
+uint16_t TVMCrc16Update(uint16_t crc, const uint8_t* data, size_t size_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // TVM_RUNTIME_CRT_RPC_COMMON_CRC16_H_

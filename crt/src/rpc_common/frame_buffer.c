@@ -1,0 +1,50 @@
+/*!
+ * \file rpc_common/frame_buffer.c
+ * \brief Linear receive buffer over caller-owned memory.
+ */
+#include <string.h>
+#include <tvm/runtime/crt/rpc_common/frame_buffer.h>
+
+void TVMFrameBufferInit(tvm_frame_buffer_t* buffer, uint8_t* data, size_t capacity_bytes) {
+  buffer->data = data;
+  buffer->capacity_bytes = capacity_bytes;
+  TVMFrameBufferClear(buffer);
+}
+
+size_t TVMFrameBufferWrite(tvm_frame_buffer_t* buffer, const uint8_t* data, size_t size_bytes) {
+  size_t room = buffer->capacity_bytes - buffer->num_valid_bytes;
+  if (size_bytes > room) {
+    size_bytes = room;
+  }
+  if (size_bytes > 0) {
+    memcpy(buffer->data + buffer->num_valid_bytes, data, size_bytes);
+    buffer->num_valid_bytes += size_bytes;
+  }
+  return size_bytes;
+}
+
+size_t TVMFrameBufferRead(tvm_frame_buffer_t* buffer, uint8_t* out, size_t size_bytes) {
+  size_t available = TVMFrameBufferReadAvailable(buffer);
+  if (size_bytes > available) {
+    size_bytes = available;
+  }
+  if (size_bytes > 0) {
+    memcpy(out, buffer->data + buffer->read_position, size_bytes);
+    buffer->read_position += size_bytes;
+  }
+  return size_bytes;
+}
+
+size_t TVMFrameBufferPeek(const tvm_frame_buffer_t* buffer, const uint8_t** out_data) {
+  *out_data = buffer->data + buffer->read_position;
+  return TVMFrameBufferReadAvailable(buffer);
+}
+
+size_t TVMFrameBufferReadAvailable(const tvm_frame_buffer_t* buffer) {
+  return buffer->num_valid_bytes - buffer->read_position;
+}
+
+void TVMFrameBufferClear(tvm_frame_buffer_t* buffer) {
+  buffer->num_valid_bytes = 0;
+  buffer->read_position = 0;
+}

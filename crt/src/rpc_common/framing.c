@@ -1,0 +1,346 @@
+/*!
+ * \file rpc_common/framing.c
+ * \brief Framer (payload -> wire bytes) and unframer (wire bytes -> payload), spec §4.1-4.2.
+ */
+#include <string.h>
+#include <tvm/runtime/crt/rpc_common/crc16.h>
+#include <tvm/runtime/crt/rpc_common/framing.h>
+
+#define kChunkBytes TVM_CRT_FRAMING_CHUNK_SIZE_BYTES
+
+static const uint8_t kPacketStartSequence[2] = {TVM_FRAMING_ESCAPE_START,
+                                                TVM_FRAMING_PACKET_START};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Unframer                                                                                   */
+
+void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream) {
+  memset(unframer, 0, sizeof(*unframer));
+  unframer->stream = stream;
+  unframer->state = kTvmUnframerFindPacketStart;
+}
+
+/* Scan for FF FD; everything before it is discarded. */
+static void UnframerFindPacketStart(tvm_unframer_t* u) {
+  size_t i;
+  for (i = 0; i < u->input_size_bytes; ++i) {
+    uint8_t c = u->input[i];
+    if (c == TVM_FRAMING_ESCAPE_START) {
+      u->saw_escape_start = 1;
+    } else if (c == TVM_FRAMING_PACKET_START && u->saw_escape_start) {
+      u->crc = TVMCrc16Update(TVM_CRC16_INIT, kPacketStartSequence, sizeof(kPacketStartSequence));
+      u->saw_escape_start = 0;
+      u->state = kTvmUnframerFindPacketLength;
+      ++i;
+      break;
+    } else {
+      u->saw_escape_start = 0;
+    }
+  }
+  u->input += i;
+  u->input_size_bytes -= i;
+}
+
+/*
+ * Unescape input into buffer until it holds fill_to bytes or the input runs out. The raw bytes
+ * eaten are added to the CRC when update_crc is set. FF FD leaves the FD unconsumed with the
+ * escape flag set, so the next call starts a new packet from it.
+ */
+static tvm_crt_error_t UnframerConsumeInput(tvm_unframer_t* u, size_t fill_to, int update_crc) {
+  tvm_crt_error_t err = kTvmErrorNoError;
+  const uint8_t* in = u->input;
+  size_t i = 0;
+  while (i < u->input_size_bytes && u->num_buffer_bytes_valid < fill_to) {
+    uint8_t c = in[i];
+    if (u->saw_escape_start) {
+      if (c == TVM_FRAMING_PACKET_START) {
+        err = kTvmErrorFramingShortPacket;
+        break;
+      }
+      u->saw_escape_start = 0;
+      ++i;
+      if (c == TVM_FRAMING_ESCAPE_NOP) {
+        continue;
+      }
+      if (c != TVM_FRAMING_ESCAPE_START) {
+        err = kTvmErrorFramingInvalidEscape;
+        break;
+      }
+    } else {
+      ++i;
+      if (c == TVM_FRAMING_ESCAPE_START) {
+        u->saw_escape_start = 1;
+        continue;
+      }
+    }
+    u->buffer[u->num_buffer_bytes_valid++] = c;
+  }
+  if (update_crc) {
+    u->crc = TVMCrc16Update(u->crc, in, i);
+  }
+  u->input += i;
+  u->input_size_bytes -= i;
+  return err;
+}
+
+static tvm_crt_error_t UnframerFindPacketLength(tvm_unframer_t* u) {
+  tvm_crt_error_t err = UnframerConsumeInput(u, 4, 1);
+  if (err != kTvmErrorNoError || u->num_buffer_bytes_valid < 4) {
+    return err;
+  }
+  u->num_payload_bytes_remaining = (uint32_t)u->buffer[0] | ((uint32_t)u->buffer[1] << 8) |
+                                   ((uint32_t)u->buffer[2] << 16) |
+                                   ((uint32_t)u->buffer[3] << 24);
+  u->num_buffer_bytes_valid = 0;
+  u->state = kTvmUnframerFindPacketCrc;
+  if (u->stream->packet_start != NULL) {
+    u->stream->packet_start(u->stream->context, u->num_payload_bytes_remaining);
+  }
+  return kTvmErrorNoError;
+}
+
+/* Raw input bytes that unescape to num_bytes payload bytes, starting with escape flag saw. */
+static size_t UnframerRawLength(const uint8_t* in, uint8_t saw, size_t num_bytes) {
+  size_t pos = 0;
+  while (num_bytes > 0) {
+    uint8_t c = in[pos++];
+    if (saw) {
+      saw = 0;
+      if (c != TVM_FRAMING_ESCAPE_NOP) {
+        --num_bytes;
+      }
+    } else if (c == TVM_FRAMING_ESCAPE_START) {
+      saw = 1;
+    } else {
+      --num_bytes;
+    }
+  }
+  return pos;
+}
+
+static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
+  while (u->num_payload_bytes_remaining > 0) {
+    size_t fill_to = u->num_payload_bytes_remaining < kChunkBytes
+                         ? (size_t)u->num_payload_bytes_remaining
+                         : (size_t)kChunkBytes;
+    const uint8_t* chunk_input = u->input;
+    size_t chunk_input_size = u->input_size_bytes;
+    uint8_t chunk_saw_escape = u->saw_escape_start;
+    size_t written = 0;
+    tvm_crt_error_t err = UnframerConsumeInput(u, fill_to, 1);
+    if (err != kTvmErrorNoError) {
+      return err;
+    }
+    if (u->num_buffer_bytes_valid == 0) {
+      break;
+    }
+    err = TVMWriteStreamWriteAll(u->stream, u->buffer, u->num_buffer_bytes_valid, &written);
+    u->num_buffer_bytes_valid = 0;
+    u->num_payload_bytes_remaining -= (uint32_t)written;
+    if (err != kTvmErrorNoError) {
+      /* Consume only the raw bytes behind what the stream accepted. */
+      size_t raw = UnframerRawLength(chunk_input, chunk_saw_escape, written);
+      u->input = chunk_input + raw;
+      u->input_size_bytes = chunk_input_size - raw;
+      u->saw_escape_start = 0;
+      return err;
+    }
+  }
+  if (u->num_payload_bytes_remaining == 0) {
+    u->state = kTvmUnframerFindCrcEnd;
+  }
+  return kTvmErrorNoError;
+}
+
+static tvm_crt_error_t UnframerFindCrcEnd(tvm_unframer_t* u) {
+  tvm_crt_error_t err = UnframerConsumeInput(u, 2, 0);
+  uint16_t received;
+  if (err != kTvmErrorNoError || u->num_buffer_bytes_valid < 2) {
+    return err;
+  }
+  received = (uint16_t)(u->buffer[0] | (u->buffer[1] << 8));
+  u->num_buffer_bytes_valid = 0;
+  u->state = kTvmUnframerFindPacketStart;
+  if (u->stream->packet_done != NULL) {
+    u->stream->packet_done(u->stream->context, received == u->crc);
+  }
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, size_t size_bytes,
+                                 size_t* out_consumed_bytes) {
+  tvm_crt_error_t err = kTvmErrorNoError;
+  unframer->input = data;
+  unframer->input_size_bytes = size_bytes;
+  while (err == kTvmErrorNoError && unframer->input_size_bytes > 0) {
+    switch (unframer->state) {
+      case kTvmUnframerFindPacketStart:
+        UnframerFindPacketStart(unframer);
+        break;
+      case kTvmUnframerFindPacketLength:
+        err = UnframerFindPacketLength(unframer);
+        break;
+      case kTvmUnframerFindPacketCrc:
+        err = UnframerFindPacketCrc(unframer);
+        break;
+      default:
+        err = UnframerFindCrcEnd(unframer);
+        break;
+    }
+  }
+  *out_consumed_bytes = size_bytes - unframer->input_size_bytes;
+  unframer->input = NULL;
+  unframer->input_size_bytes = 0;
+  if (err != kTvmErrorNoError) {
+    unframer->state = kTvmUnframerFindPacketStart;
+    unframer->num_buffer_bytes_valid = 0;
+  }
+  return err;
+}
+
+size_t TVMUnframerBytesNeeded(const tvm_unframer_t* unframer) {
+  switch (unframer->state) {
+    case kTvmUnframerFindPacketLength:
+      return 4u - unframer->num_buffer_bytes_valid;
+    case kTvmUnframerFindPacketCrc:
+      /* An empty payload still has its 2 CRC bytes to come. */
+      return unframer->num_payload_bytes_remaining > 0 ? unframer->num_payload_bytes_remaining
+                                                       : 2u;
+    case kTvmUnframerFindCrcEnd:
+      return 2u - unframer->num_buffer_bytes_valid;
+    default:
+      return 1u;
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Framer                                                                                     */
+
+void TVMFramerInit(tvm_framer_t* framer, tvm_write_stream_t* stream) {
+  framer->stream = stream;
+  TVMFramerReset(framer);
+}
+
+void TVMFramerReset(tvm_framer_t* framer) {
+  framer->state = kTvmFramerReset;
+  framer->num_payload_bytes_remaining = 0;
+  framer->chunk_size_bytes = 0;
+  framer->chunk_crc_start = 0;
+}
+
+/* Add the not yet covered chunk bytes to the CRC. */
+static void FramerCrcSync(tvm_framer_t* f) {
+  f->crc = TVMCrc16Update(f->crc, f->chunk + f->chunk_crc_start,
+                          (size_t)(f->chunk_size_bytes - f->chunk_crc_start));
+  f->chunk_crc_start = f->chunk_size_bytes;
+}
+
+static tvm_crt_error_t FramerFlush(tvm_framer_t* f) {
+  size_t written;
+  tvm_crt_error_t err;
+  if (f->state == kTvmFramerTransmitting) {
+    FramerCrcSync(f);
+  }
+  err = TVMWriteStreamWriteAll(f->stream, f->chunk, f->chunk_size_bytes, &written);
+  f->chunk_size_bytes = 0;
+  f->chunk_crc_start = 0;
+  if (err != kTvmErrorNoError) {
+    f->state = kTvmFramerReset;
+  }
+  return err;
+}
+
+/* Append bytes, escaping 0xFF; an FF FF pair never straddles two chunks. */
+static tvm_crt_error_t FramerPutEscaped(tvm_framer_t* f, const uint8_t* data, size_t size_bytes) {
+  size_t i;
+  for (i = 0; i < size_bytes; ++i) {
+    uint8_t c = data[i];
+    size_t need = c == TVM_FRAMING_ESCAPE_START ? 2u : 1u;
+    if (f->chunk_size_bytes + need > kChunkBytes) {
+      tvm_crt_error_t err = FramerFlush(f);
+      if (err != kTvmErrorNoError) {
+        return err;
+      }
+    }
+    f->chunk[f->chunk_size_bytes++] = c;
+    if (need == 2u) {
+      f->chunk[f->chunk_size_bytes++] = c;
+    }
+  }
+  return kTvmErrorNoError;
+}
+
+static void PutLe(uint8_t* out, uint32_t value, size_t size_bytes) {
+  size_t i;
+  for (i = 0; i < size_bytes; ++i) {
+    out[i] = (uint8_t)(value >> (8 * i));
+  }
+}
+
+tvm_crt_error_t TVMFramerStartPacket(tvm_framer_t* framer, uint32_t payload_size_bytes) {
+  uint8_t length[4];
+  /* A packet left unfinished is abandoned: the receiver resyncs on the new FF FD. */
+  framer->chunk_size_bytes = 0;
+  framer->chunk_crc_start = 0;
+  if (framer->state == kTvmFramerReset) {
+    framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_ESCAPE_NOP;
+    framer->chunk_crc_start = 1; /* the nop is outside the CRC */
+  }
+  framer->crc = TVM_CRC16_INIT;
+  framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_ESCAPE_START;
+  framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_PACKET_START;
+  framer->state = kTvmFramerTransmitting;
+  PutLe(length, payload_size_bytes, sizeof(length));
+  framer->num_payload_bytes_remaining = payload_size_bytes;
+  return FramerPutEscaped(framer, length, sizeof(length));
+}
+
+tvm_crt_error_t TVMFramerWritePayloadChunk(tvm_framer_t* framer, const uint8_t* data,
+                                           size_t size_bytes) {
+  tvm_crt_error_t err;
+  if (framer->state != kTvmFramerTransmitting) {
+    return kTvmErrorFramingInvalidState;
+  }
+  if (size_bytes > framer->num_payload_bytes_remaining) {
+    return kTvmErrorFramingPayloadOverflow;
+  }
+  err = FramerPutEscaped(framer, data, size_bytes);
+  if (err == kTvmErrorNoError) {
+    framer->num_payload_bytes_remaining -= (uint32_t)size_bytes;
+  }
+  return err;
+}
+
+tvm_crt_error_t TVMFramerFinishPacket(tvm_framer_t* framer) {
+  uint8_t crc[2];
+  tvm_crt_error_t err;
+  if (framer->state != kTvmFramerTransmitting) {
+    return kTvmErrorFramingInvalidState;
+  }
+  if (framer->num_payload_bytes_remaining != 0) {
+    return kTvmErrorFramingPayloadIncomplete;
+  }
+  FramerCrcSync(framer);
+  framer->state = kTvmFramerIdle; /* from here on nothing is added to the CRC */
+  PutLe(crc, framer->crc, sizeof(crc));
+  err = FramerPutEscaped(framer, crc, sizeof(crc));
+  if (err != kTvmErrorNoError) {
+    return err;
+  }
+  return FramerFlush(framer);
+}
+
+tvm_crt_error_t TVMFramerWrite(tvm_framer_t* framer, const uint8_t* payload, size_t size_bytes) {
+  tvm_crt_error_t err;
+  if (size_bytes != (size_t)(uint32_t)size_bytes) {
+    return kTvmErrorFramingPayloadOverflow;
+  }
+  err = TVMFramerStartPacket(framer, (uint32_t)size_bytes);
+  if (err == kTvmErrorNoError) {
+    err = TVMFramerWritePayloadChunk(framer, payload, size_bytes);
+  }
+  if (err == kTvmErrorNoError) {
+    err = TVMFramerFinishPacket(framer);
+  }
+  return err;
+}
