@@ -38,6 +38,7 @@ __all__ = [
     "ACTIVATIONS",
     "BUILTIN_OPS",
     "BUILTIN_OPTIONS",
+    "MODES",
     "ModelBuilder",
     "PADDINGS",
     "TENSOR_TYPES",
@@ -46,6 +47,7 @@ __all__ = [
     "dequantize_array",
     "quantize_array",
     "quantize_params",
+    "single_op_model",
     "symmetric_scales",
 ]
 
@@ -811,4 +813,76 @@ def demo_model(seed: int = 0) -> bytes:
     r = mb.reshape(p, (1, 128))
     f = mb.fully_connected(r, 10)
     mb.output(mb.softmax(f))
+    return mb.build()
+
+
+#: Weight/activation types of :func:`single_op_model`.
+MODES = ("int8", "int8_per_channel", "float32")
+
+_DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
+    "CONV_2D": (1, 9, 9, 3), "DEPTHWISE_CONV_2D": (1, 9, 9, 3), "FULLY_CONNECTED": (1, 12),
+    "AVERAGE_POOL_2D": (1, 8, 8, 3), "MAX_POOL_2D": (1, 8, 8, 3), "ADD": (1, 4, 4, 3),
+    "MUL": (1, 4, 4, 3), "RESHAPE": (1, 4, 4, 3), "SOFTMAX": (1, 10), "QUANTIZE": (1, 4, 4, 3),
+    "DEQUANTIZE": (1, 4, 4, 3),
+}
+
+
+def single_op_model(
+    op: str,
+    mode: str = "int8",
+    seed: int = 0,
+    input_shape: Sequence[int] | None = None,
+    **options: Any,
+) -> bytes:
+    """A model made of one operator ``op`` (a :data:`BUILTIN_OPS` name) with ``options``.
+
+    ``mode`` is one of :data:`MODES`. The input range (hence an int8 input's scale and zero
+    point) and every weight are drawn from ``seed``. ``options`` go to the builder method, plus:
+    ADD/MUL ``b_shape`` (shape of the second operand, default the input's) and ``b_input``
+    (True: the second operand is a second model input; False: a constant); QUANTIZE: mode
+    "float32" quantizes float32 -> int8, mode "int8" requantizes int8 -> int8; DEQUANTIZE
+    takes an int8 input (mode "int8").
+    """
+    _check_choice(op, BUILTIN_OPS, "operator")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
+    dtype = "float32" if mode == "float32" else "int8"
+    mb = ModelBuilder(seed=seed, per_channel=mode == "int8_per_channel",
+                      description=f"{op} {mode} seed {seed}")
+    shape = tuple(input_shape or _DEFAULT_SHAPES[op])
+    value_range = (-float(mb.rng.uniform(0.2, 3.0)), float(mb.rng.uniform(0.2, 3.0)))
+    if op == "DEQUANTIZE" and dtype != "int8":
+        raise ValueError("DEQUANTIZE models take an int8 input: use mode 'int8'")
+    x = mb.input(shape, dtype, value_range=value_range, name="input")
+    if op == "CONV_2D":
+        y = mb.conv2d(x, options.pop("filters", 4), **options)
+    elif op == "DEPTHWISE_CONV_2D":
+        y = mb.depthwise_conv2d(x, **options)
+    elif op == "FULLY_CONNECTED":
+        y = mb.fully_connected(x, options.pop("units", 5), **options)
+    elif op == "AVERAGE_POOL_2D":
+        y = mb.average_pool2d(x, **options)
+    elif op == "MAX_POOL_2D":
+        y = mb.max_pool2d(x, **options)
+    elif op in ("ADD", "MUL"):
+        b_shape = tuple(options.pop("b_shape", shape))
+        if options.pop("b_input", True):
+            b_range = (-float(mb.rng.uniform(0.2, 3.0)), float(mb.rng.uniform(0.2, 3.0)))
+            b: TensorRef | np.ndarray = mb.input(b_shape, dtype, value_range=b_range, name="input_b")
+        else:
+            b = mb.rng.uniform(-2.0, 2.0, size=b_shape).astype(np.float32)
+        y = mb.add(x, b, **options) if op == "ADD" else mb.mul(x, b, **options)
+    elif op == "RESHAPE":
+        y = mb.reshape(x, options.pop("shape", (1, -1)), **options)
+    elif op == "SOFTMAX":
+        y = mb.softmax(x, **options)
+    elif op == "QUANTIZE":
+        if "quant" not in options:
+            lo, hi = value_range
+            options["quant"] = quantize_params(lo * float(mb.rng.uniform(0.5, 1.5)),
+                                               hi * float(mb.rng.uniform(0.5, 1.5)))
+        y = mb.quantize(x, **options)
+    else:  # DEQUANTIZE
+        y = mb.dequantize(x, **options)
+    mb.output(y)
     return mb.build()
