@@ -1,0 +1,140 @@
+/*
+ * Host-driven "device" for the host template: an RPC server on stdin/stdout.
+ *
+ * The host (project_api.micro.Session) speaks the microTVM RPC protocol over this process's
+ * stdin and stdout; its stderr carries human-readable diagnostics only. Calling the global
+ * "tvm.testing.reset_server" re-executes the program, which is how tests simulate a device reset.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/platform.h>
+
+/*! Bytes read from stdin per read(): whatever is available, up to this much. */
+#define TVM_HOST_READ_CHUNK_BYTES 65536
+
+static uint8_t g_host_model_workspace[TVM_HOST_MODEL_WORKSPACE_BYTES] __attribute__((aligned(16)));
+static uint8_t g_host_read_buffer[TVM_HOST_READ_CHUNK_BYTES];
+static char** g_host_argv;
+
+static ssize_t host_write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
+  size_t written = 0;
+  (void)context;
+  while (written < num_bytes) {
+    ssize_t n = write(STDOUT_FILENO, data + written, num_bytes - written);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return -1;
+    }
+    if (n == 0) {
+      break;
+    }
+    written += (size_t)n;
+  }
+  return (ssize_t)written;
+}
+
+static int host_reset_server(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_value,
+                             int* ret_type_code, void* resource_handle) {
+  (void)args;
+  (void)type_codes;
+  (void)num_args;
+  (void)ret_value;
+  (void)ret_type_code;
+  (void)resource_handle;
+  fprintf(stderr, "microTVM host device: reset requested, re-executing %s\n", g_host_argv[0]);
+  execv(g_host_argv[0], g_host_argv);
+  fprintf(stderr, "microTVM host device: execv failed: %s\n", strerror(errno));
+  TVMAPISetLastError("tvm.testing.reset_server: execv failed");
+  return -1;
+}
+
+/* Framing and session errors come from bytes on the line (noise, a host restarting a session);
+ * the server has already dropped the bad packet, so the device keeps listening. */
+static int host_error_is_recoverable(tvm_crt_error_t err) {
+  unsigned category = ((unsigned)err >> 8) & 0xffu;
+  return err == kTvmErrorNoError || category == 2u || category == 4u;
+}
+
+int main(int argc, char** argv) {
+  microtvm_rpc_server_t server;
+  tvm_crt_error_t err;
+  (void)argc;
+  g_host_argv = argv;
+
+  /* A host that goes away must show up as a write error, not kill us silently mid-reply. */
+  signal(SIGPIPE, SIG_IGN);
+
+  err = TVMPlatformInitialize();
+  if (err != kTvmErrorNoError) {
+    fprintf(stderr, "microTVM host device: platform init failed: 0x%08x\n", (unsigned)err);
+    return 2;
+  }
+  err = TVMBackendWorkspaceInit(g_host_model_workspace, sizeof(g_host_model_workspace));
+  if (err != kTvmErrorNoError) {
+    fprintf(stderr, "microTVM host device: workspace init failed: 0x%08x\n", (unsigned)err);
+    return 2;
+  }
+  server = MicroTVMRpcServerInit(host_write_stdout, NULL);
+  if (server == NULL) {
+    fprintf(stderr, "microTVM host device: RPC server init failed\n");
+    return 2;
+  }
+  if (TVMFuncRegisterGlobal("tvm.testing.reset_server", (TVMFunctionHandle)&host_reset_server,
+                            0) != 0) {
+    fprintf(stderr, "microTVM host device: cannot register tvm.testing.reset_server\n");
+    return 2;
+  }
+
+  for (;;) {
+    uint8_t* data;
+    size_t data_size_bytes;
+    ssize_t n = read(STDIN_FILENO, g_host_read_buffer, sizeof(g_host_read_buffer));
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fprintf(stderr, "microTVM host device: read failed: %s\n", strerror(errno));
+      return 2;
+    }
+    if (n == 0) {
+      fprintf(stderr, "microTVM host device: end of input, exiting\n");
+      return 0;
+    }
+    data = g_host_read_buffer;
+    data_size_bytes = (size_t)n;
+    while (data_size_bytes > 0) {
+      size_t before = data_size_bytes;
+      err = MicroTVMRpcServerLoop(server, &data, &data_size_bytes);
+      if (err == kTvmErrorPlatformShutdown) {
+        fprintf(stderr, "microTVM host device: shutdown requested, exiting\n");
+        return 0;
+      }
+      if (!host_error_is_recoverable(err)) {
+        fprintf(stderr, "microTVM host device: RPC server error 0x%08x, exiting\n", (unsigned)err);
+        return 2;
+      }
+      if (data_size_bytes == before) {
+        if (err == kTvmErrorNoError) {
+          fprintf(stderr, "microTVM host device: RPC server consumed no input, exiting\n");
+          return 2;
+        }
+        /* No progress on an error: drop one byte so noise can never stall the loop. */
+        data++;
+        data_size_bytes--;
+      }
+    }
+  }
+}
