@@ -1,0 +1,58 @@
+/*
+ * tvm/runtime/crt/ndarray.h: tensors the runtime hands out as kTVMNDArrayHandle values.
+ *
+ * A TVMNDArray starts with its DLTensor, so a TVMNDArray* is a valid DLTensor* / TVMArrayHandle.
+ * Its shape is stored inline. Either it owns its data (allocated with TVMPlatformMemoryAllocate,
+ * freed on release) or it is a view of memory owned by someone else (a model's static buffer),
+ * which release leaves alone. The struct itself always comes from TVMPlatformMemoryAllocate.
+ */
+#ifndef TVM_RUNTIME_CRT_NDARRAY_H_
+#define TVM_RUNTIME_CRT_NDARRAY_H_
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/error_codes.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct TVMNDArray {
+  DLTensor dl_tensor;               /*!< must stay first */
+  int64_t shape[TVM_CRT_MAX_NDIM];  /*!< dl_tensor.shape points here */
+  int owns_data;                    /*!< nonzero: release frees dl_tensor.data */
+} TVMNDArray;
+
+/*!
+ * \brief Bytes of a compact tensor: prod(shape) * ceil(bits * lanes / 8).
+ * \return kTvmErrorNoError, or kTvmErrorFunctionCallInvalidArg for ndim out of 0..MAX_NDIM, a
+ *   negative extent, or a size that overflows size_t.
+ */
+tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                         size_t* out_size_bytes);
+
+/*!
+ * \brief A new tensor owning zero-filled data of the given shape and type.
+ * \return kTvmErrorNoError, kTvmErrorFunctionCallInvalidArg (see DataSizeBytes) or
+ *   kTvmErrorPlatformNoMemory (nothing leaked).
+ */
+tvm_crt_error_t TVMNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                 DLDevice dev, TVMNDArray** out_array);
+
+/*!
+ * \brief A new tensor viewing data (not owned, not freed on release).
+ * \return As TVMNDArray_Empty.
+ */
+tvm_crt_error_t TVMNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
+                                      DLDataType dtype, DLDevice dev, TVMNDArray** out_array);
+
+/*! \brief Free the tensor (and its data if owned). NULL is accepted. */
+tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* TVM_RUNTIME_CRT_NDARRAY_H_ */
