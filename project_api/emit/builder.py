@@ -673,6 +673,60 @@ class ModelBuilder:
         self._op("DEQUANTIZE", [x.index], [y.index], "DequantizeOptions", 0)
         return y
 
+    def single_op(
+        self,
+        op: str,
+        dtype: str = "int8",
+        input_shape: Sequence[int] | None = None,
+        name: str = "input",
+        **options: Any,
+    ) -> TensorRef:
+        """A new model input named ``name`` feeding one operator ``op``; returns its output.
+
+        The input's float range (hence an int8 input's scale and zero point) is drawn from the
+        builder's generator. ``options`` go to the operator's method, plus: ADD/MUL ``b_shape``
+        (shape of the second operand, default the input's) and ``b_input`` (True: the second
+        operand is another model input, ``name + "_b"``; False: a constant). QUANTIZE with a
+        float32 ``dtype`` quantizes to int8, with int8 it requantizes (``quant`` defaults to a
+        range different from the input's). DEQUANTIZE needs ``dtype="int8"``.
+        """
+        _check_choice(op, BUILTIN_OPS, "operator")
+        if op == "DEQUANTIZE" and dtype != "int8":
+            raise ValueError("DEQUANTIZE takes an int8 input: use dtype 'int8'")
+        shape = tuple(input_shape or _DEFAULT_SHAPES[op])
+        value_range = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+        x = self.input(shape, dtype, value_range=value_range, name=name)
+        if op == "CONV_2D":
+            return self.conv2d(x, options.pop("filters", 4), **options)
+        if op == "DEPTHWISE_CONV_2D":
+            return self.depthwise_conv2d(x, **options)
+        if op == "FULLY_CONNECTED":
+            return self.fully_connected(x, options.pop("units", 5), **options)
+        if op == "AVERAGE_POOL_2D":
+            return self.average_pool2d(x, **options)
+        if op == "MAX_POOL_2D":
+            return self.max_pool2d(x, **options)
+        if op in ("ADD", "MUL"):
+            b_shape = tuple(options.pop("b_shape", shape))
+            if options.pop("b_input", True):
+                b_range = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+                b: TensorRef | np.ndarray = self.input(b_shape, dtype, value_range=b_range,
+                                                       name=f"{name}_b")
+            else:
+                b = self.rng.uniform(-2.0, 2.0, size=b_shape).astype(np.float32)
+            return self.add(x, b, **options) if op == "ADD" else self.mul(x, b, **options)
+        if op == "RESHAPE":
+            return self.reshape(x, options.pop("shape", (1, -1)), **options)
+        if op == "SOFTMAX":
+            return self.softmax(x, **options)
+        if op == "QUANTIZE":
+            if "quant" not in options:
+                lo, hi = value_range
+                options["quant"] = quantize_params(lo * float(self.rng.uniform(0.5, 1.5)),
+                                                   hi * float(self.rng.uniform(0.5, 1.5)))
+            return self.quantize(x, **options)
+        return self.dequantize(x, **options)
+
     # -- serialization ------------------------------------------------------------------------
 
     def build(self) -> bytes:
@@ -836,53 +890,14 @@ def single_op_model(
 ) -> bytes:
     """A model made of one operator ``op`` (a :data:`BUILTIN_OPS` name) with ``options``.
 
-    ``mode`` is one of :data:`MODES`. The input range (hence an int8 input's scale and zero
-    point) and every weight are drawn from ``seed``. ``options`` go to the builder method, plus:
-    ADD/MUL ``b_shape`` (shape of the second operand, default the input's) and ``b_input``
-    (True: the second operand is a second model input; False: a constant); QUANTIZE: mode
-    "float32" quantizes float32 -> int8, mode "int8" requantizes int8 -> int8; DEQUANTIZE
-    takes an int8 input (mode "int8").
+    ``mode`` is one of :data:`MODES`; int8 weights are per-channel in "int8_per_channel". The
+    input range (hence an int8 input's scale and zero point) and every weight are drawn from
+    ``seed``. See :meth:`ModelBuilder.single_op` for ``options``.
     """
-    _check_choice(op, BUILTIN_OPS, "operator")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
-    dtype = "float32" if mode == "float32" else "int8"
     mb = ModelBuilder(seed=seed, per_channel=mode == "int8_per_channel",
                       description=f"{op} {mode} seed {seed}")
-    shape = tuple(input_shape or _DEFAULT_SHAPES[op])
-    value_range = (-float(mb.rng.uniform(0.2, 3.0)), float(mb.rng.uniform(0.2, 3.0)))
-    if op == "DEQUANTIZE" and dtype != "int8":
-        raise ValueError("DEQUANTIZE models take an int8 input: use mode 'int8'")
-    x = mb.input(shape, dtype, value_range=value_range, name="input")
-    if op == "CONV_2D":
-        y = mb.conv2d(x, options.pop("filters", 4), **options)
-    elif op == "DEPTHWISE_CONV_2D":
-        y = mb.depthwise_conv2d(x, **options)
-    elif op == "FULLY_CONNECTED":
-        y = mb.fully_connected(x, options.pop("units", 5), **options)
-    elif op == "AVERAGE_POOL_2D":
-        y = mb.average_pool2d(x, **options)
-    elif op == "MAX_POOL_2D":
-        y = mb.max_pool2d(x, **options)
-    elif op in ("ADD", "MUL"):
-        b_shape = tuple(options.pop("b_shape", shape))
-        if options.pop("b_input", True):
-            b_range = (-float(mb.rng.uniform(0.2, 3.0)), float(mb.rng.uniform(0.2, 3.0)))
-            b: TensorRef | np.ndarray = mb.input(b_shape, dtype, value_range=b_range, name="input_b")
-        else:
-            b = mb.rng.uniform(-2.0, 2.0, size=b_shape).astype(np.float32)
-        y = mb.add(x, b, **options) if op == "ADD" else mb.mul(x, b, **options)
-    elif op == "RESHAPE":
-        y = mb.reshape(x, options.pop("shape", (1, -1)), **options)
-    elif op == "SOFTMAX":
-        y = mb.softmax(x, **options)
-    elif op == "QUANTIZE":
-        if "quant" not in options:
-            lo, hi = value_range
-            options["quant"] = quantize_params(lo * float(mb.rng.uniform(0.5, 1.5)),
-                                               hi * float(mb.rng.uniform(0.5, 1.5)))
-        y = mb.quantize(x, **options)
-    else:  # DEQUANTIZE
-        y = mb.dequantize(x, **options)
-    mb.output(y)
+    dtype = "float32" if mode == "float32" else "int8"
+    mb.output(mb.single_op(op, dtype, input_shape, **options))
     return mb.build()
