@@ -1,0 +1,168 @@
+"""The high-level Session / Model / TimingResult API against the in-Python fake device."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+
+import numpy as np
+import pytest
+from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
+
+from project_api.errors import RPCError, SessionError, SessionTerminatedError, SessionTimeoutError
+from project_api.micro import Model, Session, TimingResult
+from project_api.micro.rpc import RPCCode, TypeCode
+from project_api.micro.session import MessageType, SessionState
+
+
+def mlp(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, bias = inputs
+    y = (x.astype(np.float32) * 0.5 + bias).astype(np.float32)
+    return [y, (x.astype(np.int32).sum(axis=-1) % 128).astype(np.int8)]
+
+
+def make_device(max_packet: int = 512) -> FakeDevice:
+    model = FakeModel(
+        inputs=[("input_1", "int8", (1, 300)), ("bias", "float32", (1, 300))],
+        outputs=[("out", "float32", (1, 300)), ("sum", "int8", (1,))],
+        compute=mlp,
+    )
+    return FakeDevice(max_packet_size=max_packet, models={"default": model})
+
+
+def test_model_end_to_end() -> None:
+    device = make_device()
+    transport = FakeTransport(device)
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, 300), dtype=np.int8)
+    bias = rng.standard_normal((1, 300)).astype(np.float32)
+    with Session(transport) as session:
+        assert transport.is_open
+        model = session.model()
+        assert isinstance(model, Model)
+        assert model.num_inputs == 2 and model.num_outputs == 2
+        assert model.input_names == ["input_1", "bias"]
+        assert model.get_input_index("bias") == 1
+        model.set_input("input_1", x)
+        model.set_input(1, bias)
+        np.testing.assert_array_equal(model.get_input(0), x)
+        np.testing.assert_array_equal(model.get_input("bias"), bias)
+        model.run()
+        y, s = model.get_output(0), model.get_output(1)
+        expected_y, expected_s = mlp([x, bias])
+        assert y.dtype == np.float32 and y.shape == (1, 300)
+        np.testing.assert_array_equal(y, expected_y)
+        assert s.dtype == np.int8 and s.shape == (1,)
+        np.testing.assert_array_equal(s, expected_s)
+        assert session.model("default") is model
+    # Tensors bigger than a packet went in several chunks.
+    assert device.requests.count(RPCCode.COPY_TO_REMOTE) > 2
+    assert device.largest_payload <= 512
+    # Every NDArray handle the host got was freed, each copy was followed by a stream sync.
+    assert device.live_ndarrays == set()
+    assert device.stream_syncs == 6
+    # Leaving the session ended it on the device and closed the transport the session opened.
+    assert device.session.state == SessionState.NO_SESSION_ESTABLISHED
+    assert not transport.is_open
+
+
+def test_set_input_refuses_mismatches_before_sending() -> None:
+    device = make_device()
+    with Session(FakeTransport(device)) as session:
+        model = session.model()
+        sent_before = len(device.requests)
+        with pytest.raises(
+            SessionError, match=r"input 'input_1' .* is int8\[1, 300\]; got shape \[1, 301\]"
+        ):
+            model.set_input("input_1", np.zeros((1, 301), np.int8))
+        with pytest.raises(SessionError, match=r"got dtype float32.*astype\(np.int8\)"):
+            model.set_input("input_1", np.zeros((1, 300), np.float32))
+        with pytest.raises(SessionError, match="out of range"):
+            model.set_input(5, np.zeros(1, np.int8))
+        assert RPCCode.COPY_TO_REMOTE not in device.requests[sent_before:]
+        with pytest.raises(RPCError, match="no input named nope"):
+            model.set_input("nope", np.zeros(1, np.int8))
+        # A size-1 dimension may be dropped; the data is the same.
+        model.set_input("input_1", np.arange(300, dtype=np.int64).astype(np.int8))
+        np.testing.assert_array_equal(model.get_input(0)[0], np.arange(300).astype(np.int8))
+        assert device.live_ndarrays == set()
+        with pytest.raises(SessionError, match="has 2 outputs; output index 2"):
+            model.get_output(2)
+
+
+def test_time_uses_device_evaluator() -> None:
+    device = make_device()
+    with Session(FakeTransport(device)) as session:
+        model = session.model()
+        model.set_input(0, np.ones((1, 300), np.int8))
+        runs_before = device.models["default"].runs
+        result = session.time(model, number=4, repeat=3)
+        assert isinstance(result, TimingResult)
+        assert len(result.results) == 3 and all(r > 0 for r in result.results)
+        assert result.mean == pytest.approx(statistics.fmean(result.results))
+        assert result.median == statistics.median(result.results)
+        assert result.min <= result.median <= result.max
+        # One warm-up plus number x repeat runs happened on the device.
+        assert device.models["default"].runs - runs_before == 1 + 4 * 3
+    # The evaluator function handle was released.
+    assert any(tc == TypeCode.PACKED_FUNC_HANDLE for _, tc in device.freed)
+
+
+def test_unknown_model() -> None:
+    with Session(FakeTransport(make_device())) as session:
+        with pytest.raises(RPCError, match="no model named other"):
+            session.model("other")
+
+
+def test_session_handshake_failure_closes_transport() -> None:
+    transport = FakeTransport(make_device(), timeouts=Timeouts(0.02, 0.1, 0))
+    transport.drop_writes = 100
+    with pytest.raises(SessionTimeoutError):
+        Session(transport).open()
+    assert not transport.is_open
+
+
+def test_timeouts_override_transport() -> None:
+    transport = FakeTransport(make_device(), timeouts=Timeouts(0, 0, 0))
+    transport.drop_writes = 100
+    with pytest.raises(SessionTimeoutError, match="after 0.1s"):
+        Session(transport, timeouts=Timeouts(0.05, 0.1, 0)).open()
+
+
+def test_device_restart_reported_clearly(caplog: pytest.LogCaptureFixture) -> None:
+    device = make_device()
+    with Session(FakeTransport(device)) as session:
+        model = session.model()
+        device.log("watchdog reset")
+        device.boot()
+        with caplog.at_level(logging.INFO, logger="project_api.device"):
+            with pytest.raises(SessionTerminatedError, match="probably restarted"):
+                model.run()
+    assert "watchdog reset" in [
+        r.getMessage() for r in caplog.records if r.name == "project_api.device"
+    ]
+
+
+def test_session_not_open() -> None:
+    session = Session(FakeTransport(make_device()))
+    with pytest.raises(SessionError, match="not open"):
+        session.model()
+
+
+def test_already_open_transport_is_left_open() -> None:
+    transport = FakeTransport(make_device())
+    transport.open()
+    with Session(transport, name="bench") as session:
+        assert session.call("tvm.rpc.server.GetCRTMaxPacketSize") == 512 - 11
+    assert transport.is_open
+
+
+def test_garbage_between_replies_is_survived() -> None:
+    device = make_device()
+    transport = FakeTransport(device)
+    with Session(transport) as session:
+        model = session.model()
+        transport.inject(b"\x00garbage\xff\xfe\xff\xfd\x01")
+        device.session.send_message(MessageType.LOG, b"noise")
+        device.output += device.session.take_output()
+        assert model.num_inputs == 2
