@@ -1,0 +1,250 @@
+"""The ``project-api`` command: one module per verb, registered in :data:`VERB_MODULES`.
+
+How to add a verb:
+
+1. Write ``project_api/cli/<verb>.py`` with one subclass of
+   :class:`project_api.cli.base.Subcommand` (``NAMES``, ``HELP``, ``EPILOG`` with examples,
+   ``add_arguments(parser)``, ``invoke() -> int``). It is found automatically; a module may also
+   list its classes explicitly in ``COMMANDS = [...]``.
+2. Add ``"<verb>"`` to :data:`VERB_MODULES` below. Nothing else.
+
+The list is tolerant: a listed module that does not exist yet is skipped, and one that fails to
+import still gets its verb, which then reports the import error as its one-line failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from project_api import __version__
+from project_api.cli.base import Subcommand, UsageError
+from project_api.errors import (
+    ClientError,
+    JSONRPCError,
+    MLFError,
+    OptionError,
+    ProjectAPIError,
+    ProjectError,
+)
+
+#: Verb modules under project_api/cli, in the order ``--help`` lists them.
+VERB_MODULES = [
+    "templates",
+    "info",
+    "generate",
+    "build",
+    "flash",
+    "run",  # host-template helper
+    "emit",  # emitter helper
+]
+
+_LOG = logging.getLogger("project_api.cli")
+
+EPILOG = """\
+examples:
+  project-api templates
+  project-api generate --template host --model model.tar --out prj
+  project-api build prj
+  project-api flash prj
+  project-api info prj --json
+
+'project-api <command> --help' explains each command;
+'project-api generate --template NAME --help' lists that template's options.
+exit status: 0 success, 1 failure, 2 usage error."""
+
+
+class _Unavailable(Subcommand):
+    """Stands in for a verb whose module failed to import."""
+
+    ERROR = ""
+
+    def invoke(self) -> int:
+        raise ProjectError(self.ERROR)
+
+
+def _commands_of(module: object) -> list[type[Subcommand]]:
+    listed = getattr(module, "COMMANDS", None)
+    if listed is None and getattr(module, "COMMAND", None) is not None:
+        listed = [module.COMMAND]  # type: ignore[attr-defined]
+    if listed is None:
+        listed = [
+            obj for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, Subcommand) and obj is not Subcommand
+            and obj.__module__ == module.__name__ and obj.NAMES  # type: ignore[attr-defined]
+        ]
+    return list(listed)
+
+
+def load_commands(modules: Sequence[str] = VERB_MODULES) -> list[type[Subcommand]]:
+    """Import each verb module and collect its Subcommand classes (see module docstring)."""
+    commands: list[type[Subcommand]] = []
+    for name in modules:
+        qualified = f"{__name__}.{name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:
+            if exc.name == qualified:
+                _LOG.debug("verb module %s is not present; skipping", qualified)
+                continue
+            commands.append(_unavailable(name, exc))
+            continue
+        except Exception as exc:  # a broken verb must not take the whole CLI down
+            commands.append(_unavailable(name, exc))
+            continue
+        commands.extend(_commands_of(module))
+    return commands
+
+
+def _unavailable(name: str, exc: BaseException) -> type[Subcommand]:
+    message = f"the '{name}' command is unavailable ({type(exc).__name__}: {exc}); reinstall project-api"
+    return type(f"Unavailable_{name}", (_Unavailable,),
+                {"NAMES": [name], "HELP": f"(unavailable: {type(exc).__name__})", "ERROR": message})
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors become one line (raised as UsageError)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message}; see '{self.prog} --help'")
+
+
+def _common_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    group = common.add_argument_group("common options")
+    group.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    group.add_argument("-v", "--verbose", action="count", default=0,
+                       help="show logs on stderr (-vv: debug logs, also from the servers)")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    return common
+
+
+def build_parser(commands: Sequence[type[Subcommand]] | None = None) -> tuple[
+        argparse.ArgumentParser, dict[str, tuple[type[Subcommand], argparse.ArgumentParser]]]:
+    """The top-level parser and, per verb name or alias, its class and sub-parser."""
+    if commands is None:
+        commands = load_commands()
+    parser = _Parser(
+        prog="project-api",
+        description="Generate, build, flash and drive microcontroller projects for compiled "
+                    "ML models (the standalone successor of microTVM's Project API).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"project-api {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = _common_parser()
+    table: dict[str, tuple[type[Subcommand], argparse.ArgumentParser]] = {}
+    for cls in commands:
+        if not cls.NAMES or cls.NAMES[0] in table:
+            continue
+        sub = subparsers.add_parser(
+            cls.NAMES[0], aliases=cls.NAMES[1:], help=cls.HELP,
+            description=cls.DESCRIPTION or cls.HELP, epilog=cls.EPILOG or None,
+            parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        cls.add_arguments(sub)
+        sub.set_defaults(command_class=cls)
+        for n in cls.NAMES:
+            table[n] = (cls, sub)
+    return parser, table
+
+
+def _setup_logging(verbosity: int) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_project_api_cli", False):
+            root.removeHandler(handler)
+    if verbosity <= 0:
+        handler: logging.Handler = logging.NullHandler()  # no stray "lastResort" output
+        level = logging.CRITICAL + 1
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        level = logging.INFO if verbosity == 1 else logging.DEBUG
+    handler._project_api_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def format_error(exc: BaseException) -> str:
+    """``<what went wrong>; <what to do>`` on one line."""
+    if isinstance(exc, JSONRPCError):
+        text = exc.message
+        tb = exc.data.get("traceback") if isinstance(exc.data, dict) else None
+        last = [line for line in str(tb or "").splitlines() if line.strip()]
+        if last and not last[-1].startswith(" "):
+            text = f"{text}: {last[-1].strip()}"  # the server's exception, e.g. "OSError: ..."
+        context = f"{exc.client_context}: " if exc.client_context else ""
+        what = f"the project server failed: {context}{text}"
+        hint = "run again with -v to see the server's traceback"
+    elif isinstance(exc, ClientError):
+        what = str(exc) or type(exc).__name__
+        hint = "check that the project's microtvm_api_server.py runs (-v shows its output)"
+    elif isinstance(exc, (ProjectAPIError, UsageError)):
+        what = str(exc) or type(exc).__name__
+        hint = "see 'project-api --help'"
+        if isinstance(exc, MLFError):
+            hint = "pass a Model Library Format .tar (from TVM or 'project-api emit')"
+    elif isinstance(exc, OSError):
+        what = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+        hint = "check the path and its permissions"
+    else:
+        what = f"internal error: {type(exc).__name__}: {exc}"
+        hint = "please report it with the output of -vv"
+    what = " ".join(what.split())
+    if ";" in what:
+        return what
+    return f"{what}; {hint}"
+
+
+def _exit_code(exc: BaseException) -> int:
+    return 2 if isinstance(exc, (UsageError, OptionError)) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``project-api`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, table = build_parser()
+
+    if any(a in ("-h", "--help") for a in argv):
+        verb = next((a for a in argv if not a.startswith("-")), None)
+        if verb in table:
+            cls, sub = table[verb]
+            cls.prepare_help(sub, argv)
+
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {format_error(exc)}\n")
+        return 2
+    except SystemExit as exc:  # argparse after --help / --version
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    verbosity = getattr(args, "verbose", 0) or 0
+    _setup_logging(verbosity)
+
+    cls = getattr(args, "command_class", None)
+    if cls is None:
+        parser.print_help(sys.stderr)
+        return 2
+    json_mode = bool(getattr(args, "json", False))
+    try:
+        return int(cls(args).invoke() or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted; run the command again to finish\n")
+        return 130
+    except Exception as exc:
+        _LOG.debug("command failed", exc_info=True)
+        if verbosity and isinstance(exc, JSONRPCError) and isinstance(exc.data, dict):
+            tb = exc.data.get("traceback")
+            if tb:
+                _LOG.info("server traceback:\n%s", tb)
+        line = format_error(exc)
+        if json_mode:
+            sys.stdout.write(json.dumps({"error": line}) + "\n")
+        sys.stderr.write(f"error: {line}\n")
+        return _exit_code(exc)

@@ -1,0 +1,124 @@
+"""The base class of every ``project-api`` verb, and the CLI's output and error conventions.
+
+A verb is one module with one :class:`Subcommand` subclass (pyOCD style)::
+
+    class BuildCommand(Subcommand):
+        NAMES = ["build"]
+        HELP = "Build a generated project."
+        EPILOG = "example:\\n  project-api build prj"
+
+        @classmethod
+        def add_arguments(cls, parser):
+            parser.add_argument("project_dir")
+
+        def invoke(self) -> int:
+            ...
+            self.output({"project_dir": ...}, f"built {...}")
+            return 0
+
+Conventions: results go to stdout (text, or JSON with ``--json``); progress lines go to stderr;
+logs appear only with ``-v``. A failure raises (any :class:`~project_api.errors.ProjectAPIError`,
+or :class:`UsageError`) and ``main`` turns it into ONE stderr line ``error: <what>; <what to do>``
+and exit status 1 (2 for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+
+class UsageError(Exception):
+    """The command line is wrong; exit status 2."""
+
+
+class Subcommand:
+    """One verb of the ``project-api`` command."""
+
+    #: Verb name first, then aliases.
+    NAMES: ClassVar[list[str]] = []
+    #: One line for the verb list in ``project-api --help``.
+    HELP: ClassVar[str] = ""
+    #: Longer text above the options in ``project-api <verb> --help`` (defaults to HELP).
+    DESCRIPTION: ClassVar[str | None] = None
+    #: Examples, shown below the options.
+    EPILOG: ClassVar[str] = ""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self._started = time.monotonic()
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this verb's arguments to ``parser`` (common ones like --json are already there)."""
+
+    @classmethod
+    def prepare_help(cls, parser: argparse.ArgumentParser, argv: list[str]) -> None:
+        """Called before ``--help`` is printed for this verb, to add dynamic text to the epilog."""
+
+    def invoke(self) -> int:
+        """Run the verb; return the exit status (0 on success)."""
+        raise NotImplementedError
+
+    # --- helpers for verbs ---------------------------------------------------------------------
+
+    @property
+    def json_output(self) -> bool:
+        return bool(getattr(self.args, "json", False))
+
+    @property
+    def verbosity(self) -> int:
+        return int(getattr(self.args, "verbose", 0) or 0)
+
+    def output(self, data: Any, text: str | Callable[[], str]) -> None:
+        """Print the result: ``data`` as JSON with --json, else ``text``."""
+        if self.json_output:
+            sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        else:
+            rendered = text() if callable(text) else text
+            if rendered:
+                sys.stdout.write(rendered.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+    def progress(self, message: str) -> None:
+        """A progress line on stderr (never on stdout, so --json output stays clean)."""
+        if getattr(self.args, "quiet", False):
+            return
+        sys.stderr.write(f"{message}\n")
+        sys.stderr.flush()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+
+def format_options(options: Iterable[Mapping[str, Any]], indent: str = "  ") -> str:
+    """Human-readable list of a server's project options."""
+    lines: list[str] = []
+    for opt in options:
+        facts = [str(opt.get("type", "?"))]
+        if opt.get("required"):
+            facts.append("required for " + ", ".join(opt["required"]))
+        if opt.get("optional"):
+            facts.append("used by " + ", ".join(opt["optional"]))
+        if opt.get("default") is not None:
+            default = opt["default"]
+            facts.append(f"default {json.dumps(default) if isinstance(default, bool) else default}")
+        if opt.get("choices"):
+            facts.append("choices: " + ", ".join(map(str, opt["choices"])))
+        lines.append(f"{indent}{opt['name']}  ({'; '.join(facts)})")
+        if opt.get("help"):
+            lines.append(f"{indent}    {opt['help']}")
+    return "\n".join(lines) if lines else f"{indent}(no options)"
+
+
+def add_option_argument(parser: argparse.ArgumentParser) -> None:
+    """``-o NAME=VALUE`` (repeatable): a project option, typed by the server's option types."""
+    parser.add_argument(
+        "-o", "--option", dest="options", action="append", default=[], metavar="NAME=VALUE",
+        help="set a project option (repeatable); the value is typed by the option's type "
+             "(bool: true/false, int, str)",
+    )

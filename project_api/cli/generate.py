@@ -1,0 +1,82 @@
+"""``project-api generate``: make a project from a template and a model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from project_api.cli.base import Subcommand, add_option_argument, format_options
+from project_api.errors import ProjectAPIError
+from project_api.project import TemplateProject, parse_option_assignments, resolve_template
+
+
+class GenerateCommand(Subcommand):
+    NAMES = ["generate"]
+    HELP = "Generate a project from a template and a Model Library Format archive."
+    DESCRIPTION = (
+        "Generate a project directory from a template (a built-in name or a directory) and a "
+        "model (an MLF .tar or its directory). Options are checked against the template's "
+        "before anything is generated; an existing output directory is refused unless --force."
+    )
+    EPILOG = """\
+examples:
+  project-api generate --template host --model model.tar --out prj
+  project-api generate --template host --model model.tar --out prj -o verbose=true --force
+  project-api generate --template ./my_template --model mlf_dir --out prj --json
+  project-api generate --template host --help     # lists the host template's options"""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--template", "-t", required=True, metavar="NAME|DIR",
+                            help="built-in template name (see 'project-api templates') or a directory")
+        parser.add_argument("--model", "-m", required=True, metavar="MLF",
+                            help="Model Library Format .tar, or its unpacked directory")
+        parser.add_argument("--out", required=True, metavar="DIR",
+                            help="project directory to create (must not exist unless --force)")
+        add_option_argument(parser)
+        parser.add_argument("--force", action="store_true",
+                            help="replace --out if it exists (its contents are deleted)")
+
+    @classmethod
+    def prepare_help(cls, parser: argparse.ArgumentParser, argv: list[str]) -> None:
+        template = _value_of(argv, ("--template", "-t"))
+        if template is None:
+            parser.epilog = (parser.epilog or "") + (
+                "\n\nadd --template NAME to this --help to list that template's options")
+            return
+        try:
+            with TemplateProject.from_directory(resolve_template(template)) as tpl:
+                listing = format_options(tpl.project_options)
+                title = f"options of template {template!r} (platform {tpl.platform_name}), set with -o NAME=VALUE:"
+        except (ProjectAPIError, OSError) as exc:
+            title = f"could not list the options of template {template!r}:"
+            listing = "  " + " ".join(str(exc).split())
+        parser.epilog = f"{title}\n{listing}\n\n{parser.epilog or ''}"
+
+    def invoke(self) -> int:
+        args = self.args
+        template_dir = resolve_template(args.template)
+        self.progress(f"starting the server of template {args.template} ...")
+        with TemplateProject.from_directory(template_dir, debug=self.verbosity >= 2) as tpl:
+            options = parse_option_assignments(args.options, tpl.project_options, tpl.where)
+            self.progress(f"generating {args.out} from {args.model} ...")
+            project = tpl.generate_project_from_mlf(args.model, args.out, options, force=args.force)
+            with project:
+                full = project.options
+                platform = project.platform_name
+        out = str(Path(args.out))
+        data = {"project_dir": str(Path(args.out).absolute()), "template": str(template_dir),
+                "platform": platform, "options": full}
+        self.output(data, f"generated {out} (template {args.template}, platform {platform}); "
+                          f"next: project-api build {out}")
+        return 0
+
+
+def _value_of(argv: list[str], flags: tuple[str, ...]) -> str | None:
+    for i, arg in enumerate(argv):
+        for flag in flags:
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if flag.startswith("--") and arg.startswith(flag + "="):
+                return arg[len(flag) + 1 :]
+    return None

@@ -1,0 +1,95 @@
+"""``project-api info DIR``: what a project (or a model archive) is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from project_api import TVM_COMPAT_VERSION
+from project_api.cli.base import Subcommand, UsageError, format_options
+from project_api.mlf import ModelLibrary, open_mlf
+from project_api.project import OPTIONS_FILE, SERVER_SCRIPT, _load_options
+
+
+def describe_library(lib: ModelLibrary) -> str:
+    """Human-readable summary of an MLF: modules, entry points, inputs and outputs."""
+    lines = [f"  MLF version {lib.version}"
+             + ("; carries its producer's runtime (./runtime), not used" if lib.has_bundled_runtime else "")]
+    for mod in lib.modules.values():
+        lines.append(
+            f"  module {mod.name}: executors {', '.join(mod.executors) or '-'}, entry "
+            f"{mod.run_function or '-'}, workspace {mod.workspace_size_bytes} B, "
+            f"constants {mod.constants_size_bytes} B"
+        )
+        for kind, tensors in (("input", mod.inputs), ("output", mod.outputs)):
+            for i, t in enumerate(tensors):
+                shape = "x".join(map(str, t.shape)) if t.shape is not None else "?"
+                quant = ""
+                if t.quantization:
+                    quant = f"  scale {t.quantization['scale'][0]:g} zero_point {t.quantization['zero_point'][0]}"
+                lines.append(f"    {kind} {i}: {t.name}  {t.dtype}[{shape}]  {t.size_bytes} B{quant}")
+    return "\n".join(lines)
+
+
+class InfoCommand(Subcommand):
+    NAMES = ["info"]
+    HELP = "Show what a project directory (template or generated) or an MLF archive is."
+    DESCRIPTION = (
+        "Start the project's server and show its platform, whether it is a template, its "
+        "options and, for a generated project, the model it was generated from. Given a Model "
+        "Library Format .tar (or its directory), show the model's modules, inputs and outputs."
+    )
+    EPILOG = """\
+examples:
+  project-api info prj
+  project-api info templates/host
+  project-api info model.tar
+  project-api info prj --json"""
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        parser.add_argument("path", metavar="DIR", help="project directory, or an MLF .tar/directory")
+
+    def invoke(self) -> int:
+        path = Path(self.args.path)
+        if not path.exists():
+            raise UsageError(f"{path} does not exist")
+        if path.is_file() or (path / "metadata.json").is_file() and not (path / SERVER_SCRIPT).exists():
+            with open_mlf(path) as lib:
+                data = lib.to_json()
+                self.output(data, lambda: f"{path}: Model Library Format\n{describe_library(lib)}")
+            return 0
+
+        from project_api import client as client_mod
+
+        client = client_mod.instantiate_from_dir(str(path), debug=self.verbosity >= 2)
+        try:
+            info = dict(client.server_info_query(TVM_COMPAT_VERSION))
+        finally:
+            client.shutdown()
+        data: dict[str, Any] = {"path": str(path), **info}
+        model_text = ""
+        mlf_path = info.get("model_library_format_path")
+        if not info.get("is_template"):
+            data["saved_options"] = _load_options(path)
+            if mlf_path and Path(mlf_path).exists():
+                with open_mlf(mlf_path) as lib:
+                    data["model"] = lib.to_json()
+                    model_text = describe_library(lib)
+
+        def text() -> str:
+            kind = "template project" if info.get("is_template") else "generated project"
+            lines = [f"{path}: {kind}, platform {info.get('platform_name')}"]
+            if not info.get("is_template"):
+                lines.append(f"model: {mlf_path or '-'}")
+                if model_text:
+                    lines.append(model_text)
+                if data.get("saved_options"):
+                    saved = ", ".join(f"{k}={v}" for k, v in data["saved_options"].items())
+                    lines.append(f"generated with: {saved}  ({OPTIONS_FILE})")
+            lines.append("options:")
+            lines.append(format_options(info.get("project_options") or []))
+            return "\n".join(lines)
+
+        self.output(data, text)
+        return 0

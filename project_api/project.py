@@ -1,0 +1,544 @@
+"""Template projects, generated projects and project options: the client-side glue.
+
+A *template project* is a directory with a ``microtvm_api_server.py`` that reports
+``is_template == True``; its server turns a Model Library Format archive into a *generated
+project*, a new directory with its own server that can build, flash and talk to the device::
+
+    from project_api.project import generate_project
+
+    with generate_project("host", "model.tar", "prj", {"verbose": False}) as project:
+        project.build()
+        project.flash()
+        with project.session() as session:
+            ...
+
+Every call checks the options against what the server advertises *before* the call goes out
+(:func:`check_options`): unknown names (with the closest valid name suggested), wrong types,
+values outside ``choices`` and options the method requires are reported as :class:`OptionError`;
+options not given get their defaults (:func:`add_unspecified_options`).
+
+Unlike microTVM, every server process started here is shut down again: projects are context
+managers, and :func:`generate_project` stops the template server before returning. The options a
+project was generated with are remembered in ``<project>/.project-api-options.json`` so that a later
+``build`` or ``flash`` need not repeat them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from project_api import TVM_COMPAT_VERSION, paths
+from project_api.errors import (
+    NotATemplateProjectError,
+    OptionError,
+    ProjectError,
+    TemplateProjectError,
+)
+
+if TYPE_CHECKING:
+    from project_api.client import ProjectAPIClient
+    from project_api.transport import Transport
+
+_LOG = logging.getLogger(__name__)
+
+SERVER_SCRIPT = "microtvm_api_server.py"
+#: Where a generated project remembers the options it was generated with.
+OPTIONS_FILE = ".project-api-options.json"
+
+#: Methods that take options, as named in ``required``/``optional`` of a ProjectOption.
+OPTION_METHODS = ("generate_project", "build", "flash", "open_transport")
+
+_TYPES: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "str": (str,)}
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
+               "false": False, "0": False, "no": False, "off": False}
+
+
+# --- options -----------------------------------------------------------------------------------
+
+
+def add_unspecified_options(
+    options: dict[str, Any] | None, server_project_options: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Fill each advertised option missing from ``options`` with its ``"default"``.
+
+    Mutates and returns ``options`` (a new dict when ``options`` is falsy), as microTVM's does.
+    """
+    if not options:
+        options = {}
+    for opt in server_project_options:
+        options.setdefault(opt["name"], opt.get("default"))
+    return options
+
+
+def _names_hint(names: list[str]) -> str:
+    return ", ".join(sorted(names)) if names else "(this server takes no options)"
+
+
+def _describe_type(kind: str) -> str:
+    return {"bool": "a bool (true/false)", "int": "an integer", "str": "a string"}.get(kind, kind)
+
+
+def check_option_names(
+    options: Mapping[str, Any], project_options: Iterable[Mapping[str, Any]], where: str = ""
+) -> None:
+    """Raise :class:`OptionError` for the first option name the server does not advertise."""
+    known = [o["name"] for o in project_options]
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise OptionError(
+                f"unknown option {name!r}{where}; {hint}valid options: {_names_hint(known)}"
+            )
+
+
+def check_option_value(option: Mapping[str, Any], value: Any) -> None:
+    """Raise :class:`OptionError` if ``value`` does not fit ``option``'s type and choices.
+
+    ``None`` means "not set" and always fits here (:func:`check_options` handles ``required``).
+    Ints are accepted only for "int" (a bool is not an int here) and real bools only for "bool".
+    """
+    if value is None:
+        return
+    name, kind = option["name"], option.get("type")
+    allowed = _TYPES.get(kind) if isinstance(kind, str) else None
+    if allowed is not None:
+        ok = isinstance(value, allowed) and not (kind == "int" and isinstance(value, bool))
+        if not ok:
+            raise OptionError(
+                f"option {name!r} expects {_describe_type(kind)}, got {type(value).__name__} "
+                f"{value!r}; pass e.g. -o {name}={_example(option)}"
+            )
+    choices = option.get("choices")
+    if choices and value not in choices:
+        raise OptionError(
+            f"option {name!r} = {value!r} is not one of its choices: "
+            f"{', '.join(map(str, choices))}; pick one of those"
+        )
+
+
+def _example(option: Mapping[str, Any]) -> str:
+    if option.get("choices"):
+        return str(option["choices"][0])
+    return {"bool": "true", "int": "1024", "str": "value"}.get(option.get("type", ""), "value")
+
+
+def check_options(
+    options: Mapping[str, Any] | None,
+    project_options: Iterable[Mapping[str, Any]],
+    method: str | None = None,
+    where: str = "",
+) -> dict[str, Any]:
+    """Validate ``options`` against the server's ``project_options``; return them with defaults.
+
+    Checks, in order: every name is advertised (else the valid names and the closest match),
+    every value has the advertised type and is one of its ``choices``, and, when ``method`` is
+    given, every option whose ``required`` lists ``method`` has a value. ``where`` (e.g. " for
+    template 'host'") is put into messages.
+
+    Raises:
+        OptionError: on the first problem found.
+    """
+    project_options = list(project_options)
+    given = dict(options or {})
+    check_option_names(given, project_options, where)
+    by_name = {o["name"]: o for o in project_options}
+    for name, value in given.items():
+        check_option_value(by_name[name], value)
+    full = add_unspecified_options(given, project_options)
+    if method is not None:
+        for opt in project_options:
+            if method in (opt.get("required") or []) and full.get(opt["name"]) is None:
+                choices = opt.get("choices")
+                also = f" (one of: {', '.join(map(str, choices))})" if choices else ""
+                raise OptionError(
+                    f"option {opt['name']!r} is required by {method}{where} but was not given; "
+                    f"pass -o {opt['name']}=<value>{also}"
+                )
+    return full
+
+
+def parse_option_value(option: Mapping[str, Any], text: str) -> Any:
+    """Turn command-line text into a value of ``option``'s type ("bool", "int" or "str")."""
+    kind = option.get("type")
+    name = option["name"]
+    if kind == "bool":
+        try:
+            return _BOOL_WORDS[text.strip().lower()]
+        except KeyError:
+            raise OptionError(
+                f"option {name!r} expects a bool, got {text!r}; use true or false"
+            ) from None
+    if kind == "int":
+        try:
+            return int(text.strip(), 0)
+        except ValueError:
+            raise OptionError(
+                f"option {name!r} expects an integer, got {text!r}; pass e.g. -o {name}=1024"
+            ) from None
+    return text
+
+
+def parse_option_assignments(
+    assignments: Iterable[str], project_options: Iterable[Mapping[str, Any]], where: str = ""
+) -> dict[str, Any]:
+    """Parse ``NAME=VALUE`` strings, typed by the server's options (unknown names are errors)."""
+    project_options = list(project_options)
+    by_name = {o["name"]: o for o in project_options}
+    result: dict[str, Any] = {}
+    for item in assignments:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise OptionError(f"option {item!r} is not NAME=VALUE; write e.g. -o verbose=true")
+        check_option_names({name: None}, project_options, where)
+        result[name] = parse_option_value(by_name[name], text)
+    return result
+
+
+# --- templates -----------------------------------------------------------------------------------
+
+
+def builtin_templates() -> dict[str, Path]:
+    """Built-in template directories (those holding a server script), by name."""
+    root = paths.templates_dir()
+    if not root.is_dir():
+        return {}
+    return {
+        d.name: d
+        for d in sorted(root.iterdir())
+        if d.is_dir() and (d / SERVER_SCRIPT).is_file()
+    }
+
+
+def resolve_template(template: str | os.PathLike[str]) -> Path:
+    """A template directory from a built-in name or a path."""
+    path = Path(template)
+    if path.is_dir():
+        return path
+    builtins = builtin_templates()
+    name = str(template)
+    if name in builtins:
+        return builtins[name]
+    close = difflib.get_close_matches(name, list(builtins), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ProjectError(
+        f"no template {name!r}: it is neither a built-in template nor a directory; {hint}"
+        f"built-in templates: {', '.join(builtins) or 'none'} (see 'project-api templates')"
+    )
+
+
+def _launch(project_dir: Path, debug: bool) -> ProjectAPIClient:
+    from project_api import client as client_mod
+
+    return client_mod.instantiate_from_dir(str(project_dir), debug=debug)
+
+
+def _query(client: ProjectAPIClient) -> dict[str, Any]:
+    return client.server_info_query(TVM_COMPAT_VERSION)
+
+
+class _ServerOwner:
+    """Owns one server process; closing (or leaving ``with``) shuts it down once."""
+
+    def __init__(self, client: ProjectAPIClient, info: dict[str, Any], directory: Path | None):
+        self._client = client
+        self._info = info
+        self.directory = directory
+
+    @property
+    def client(self) -> ProjectAPIClient:
+        return self._client
+
+    def info(self) -> dict[str, Any]:
+        """The server's ``server_info_query`` reply."""
+        return self._info
+
+    @property
+    def platform_name(self) -> str:
+        return str(self._info.get("platform_name", ""))
+
+    @property
+    def project_options(self) -> list[dict[str, Any]]:
+        return list(self._info.get("project_options") or [])
+
+    def close(self) -> None:
+        """Shut the server down (idempotent)."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.shutdown()
+            except Exception as exc:  # the server may already be gone; nothing to keep
+                _LOG.debug("shutting down %s: %s", self.directory, exc)
+
+    @property
+    def closed(self) -> bool:
+        return self._client is None
+
+    def _require_open(self) -> ProjectAPIClient:
+        if self._client is None:
+            raise ProjectError(f"the project server for {self.directory} is closed")
+        return self._client
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class TemplateProject(_ServerOwner):
+    """A template project's server, ready to generate projects."""
+
+    @classmethod
+    def from_directory(cls, template_project_dir: str | os.PathLike[str], debug: bool = False) -> TemplateProject:
+        """Launch the server in ``template_project_dir`` and check that it is a template."""
+        directory = Path(template_project_dir)
+        client = _launch(directory, debug)
+        try:
+            info = _query(client)
+            if not info.get("is_template"):
+                raise NotATemplateProjectError(
+                    f"{directory} is a generated project, not a template; use it with "
+                    "'project-api build' or GeneratedProject.from_directory"
+                )
+        except BaseException:
+            client.shutdown()
+            raise
+        project = cls(client, info, directory)
+        project.debug = debug
+        return project
+
+    debug = False
+
+    @property
+    def where(self) -> str:
+        return f" for template {self.platform_name or str(self.directory)!r}"
+
+    def generate_project_from_mlf(
+        self,
+        model_library_format_path: str | os.PathLike[str],
+        project_dir: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        *,
+        force: bool = False,
+    ) -> GeneratedProject:
+        """Generate ``project_dir`` from an MLF tar or directory and open the new project.
+
+        The options are checked first (nothing is sent when they are wrong). ``project_dir`` must
+        not exist unless ``force`` is true, in which case it is removed first. If generation
+        fails, whatever was generated is removed again.
+
+        Raises:
+            OptionError: bad options. MLFError: the archive is unsafe or invalid.
+            ProjectError: ``project_dir`` exists. Server errors propagate unchanged.
+        """
+        from project_api.mlf import open_mlf
+
+        client = self._require_open()
+        user_options = dict(options or {})
+        full = check_options(user_options, self.project_options, "generate_project", self.where)
+        mlf = Path(model_library_format_path)
+        project = Path(project_dir).absolute()
+
+        with open_mlf(mlf) as library:  # validates (and safety-checks) before the server sees it
+            if library.has_bundled_runtime:
+                _LOG.info("%s carries its producer's C runtime (./runtime); the generated project "
+                          "uses project-api's runtime instead", mlf)
+        _prepare_output_dir(project, force, protect=[mlf, self.directory])
+
+        with tempfile.TemporaryDirectory(prefix="project-api-gen-") as tmp:
+            tar_path = mlf if mlf.is_file() else _pack_dir(mlf, Path(tmp) / "model.tar")
+            try:
+                client.generate_project(
+                    model_library_format_path=str(tar_path.absolute()),
+                    standalone_crt_dir=str(paths.crt_dir()),
+                    project_dir=str(project),
+                    options=full,
+                )
+                _save_options(project, user_options)
+                return GeneratedProject.from_directory(project, user_options, debug=self.debug)
+            except BaseException:
+                if project.exists():
+                    _LOG.info("generation failed; removing %s", project)
+                    shutil.rmtree(project, ignore_errors=True)
+                raise
+
+
+def _pack_dir(directory: Path, tar_path: Path) -> Path:
+    """Pack an MLF directory as TVM would (root ``.``), for servers that want a tar."""
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(str(directory), arcname=".")
+    return tar_path
+
+
+def _prepare_output_dir(project: Path, force: bool, protect: list[Path | None]) -> None:
+    if not project.exists() and not project.is_symlink():
+        return
+    if not force:
+        raise ProjectError(
+            f"{project} already exists; choose a new output directory or pass --force "
+            "(force=True) to replace it"
+        )
+    resolved = project.resolve()
+    guarded = [Path("/"), Path.home().resolve(), Path.cwd().resolve()]
+    for p in guarded:
+        if resolved == p or p.is_relative_to(resolved):
+            raise ProjectError(f"refusing to remove {project} with --force: it holds {p}")
+    for p in protect:
+        if p is not None and Path(p).resolve().is_relative_to(resolved):
+            raise ProjectError(
+                f"refusing to remove {project} with --force: it holds the input {p}; "
+                "write the project elsewhere"
+            )
+    if project.is_symlink() or project.is_file():
+        project.unlink()
+    else:
+        shutil.rmtree(project)
+
+
+def _save_options(project: Path, options: Mapping[str, Any]) -> None:
+    if not project.is_dir():
+        return
+    try:
+        (project / OPTIONS_FILE).write_text(json.dumps(dict(options), indent=2, sort_keys=True) + "\n")
+    except (OSError, TypeError) as exc:
+        _LOG.warning("could not record the project options in %s: %s", project, exc)
+
+
+def _load_options(project: Path) -> dict[str, Any]:
+    path = project / OPTIONS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ProjectError(f"{path} is unreadable ({exc}); delete it and pass the options again") from None
+    if not isinstance(data, dict):
+        raise ProjectError(f"{path} must hold a JSON object; delete it and pass the options again")
+    return data
+
+
+class GeneratedProject(_ServerOwner):
+    """A generated project's server: build, flash and open the device transport."""
+
+    def __init__(self, client: ProjectAPIClient, options: Mapping[str, Any] | None = None,
+                 directory: Path | None = None, info: dict[str, Any] | None = None):
+        if info is None:
+            info = _query(client)
+        if info.get("is_template"):
+            raise TemplateProjectError(
+                f"{directory or 'the project'} is a template, not a generated project; generate "
+                "one with 'project-api generate' or TemplateProject.generate_project_from_mlf"
+            )
+        super().__init__(client, info, directory)
+        self._options: dict[str, Any] = {}
+        try:
+            self.options = dict(options or {})
+        except BaseException:
+            self._client = None  # the caller still owns the client and shuts it down
+            raise
+
+    @classmethod
+    def from_directory(
+        cls,
+        project_dir: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        debug: bool = False,
+    ) -> GeneratedProject:
+        """Launch the server of a generated project.
+
+        The options it was generated with (``.project-api-options.json``) are used, updated by
+        ``options``; names the server no longer advertises are dropped from the saved ones.
+        """
+        directory = Path(project_dir)
+        client = _launch(directory, debug)
+        try:
+            info = _query(client)
+            known = {o["name"] for o in info.get("project_options") or []}
+            saved = {k: v for k, v in _load_options(directory).items() if k in known}
+            merged = {**saved, **dict(options or {})}
+            return cls(client, merged, directory, info)
+        except BaseException:
+            client.shutdown()
+            raise
+
+    @property
+    def where(self) -> str:
+        return f" for project {str(self.directory or self.platform_name)!r}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The full options (given values plus defaults) sent with every call."""
+        return dict(self._options)
+
+    @options.setter
+    def options(self, options: Mapping[str, Any]) -> None:
+        self._options = check_options(options, self.project_options, None, self.where)
+
+    def _options_for(self, method: str) -> dict[str, Any]:
+        return check_options(self._options, self.project_options, method, self.where)
+
+    def build(self) -> None:
+        """Build the project (the server's ``build``)."""
+        self._require_open().build(self._options_for("build"))
+
+    def flash(self) -> None:
+        """Flash the built project onto the device (the server's ``flash``)."""
+        self._require_open().flash(self._options_for("flash"))
+
+    def transport(self, debug: bool = False) -> Transport:
+        """A :class:`~project_api.transport.Transport` to the device, not yet opened.
+
+        With ``debug=True`` it is wrapped in a ``TransportLogger`` that hex-dumps every call.
+        """
+        from project_api.transport import ProjectTransport, TransportLogger
+
+        client = self._require_open()
+        # The project owns its server: closing the transport must not shut the client down.
+        transport: Transport = ProjectTransport(
+            client, self._options_for("open_transport"), shutdown_client=False
+        )
+        if debug:
+            transport = TransportLogger(f"project {self.directory.name if self.directory else ''}".strip(),
+                                        transport)
+        return transport
+
+    def session(self, *, debug: bool = False, **kwargs: Any) -> Any:
+        """A :class:`project_api.micro.Session` over :meth:`transport` (use it with ``with``)."""
+        from project_api.micro import Session
+
+        return Session(self.transport(debug=debug), **kwargs)
+
+
+def generate_project(
+    template: str | os.PathLike[str],
+    mlf: str | os.PathLike[str],
+    project_dir: str | os.PathLike[str],
+    options: Mapping[str, Any] | None = None,
+    *,
+    force: bool = False,
+    debug: bool = False,
+) -> GeneratedProject:
+    """Generate ``project_dir`` from ``template`` (a built-in name or a directory) and ``mlf``.
+
+    The template server is shut down before this returns; close the returned project (or use it
+    in a ``with``) to stop its server.
+    """
+    with TemplateProject.from_directory(resolve_template(template), debug=debug) as tpl:
+        return tpl.generate_project_from_mlf(mlf, project_dir, options, force=force)
