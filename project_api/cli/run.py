@@ -1,0 +1,331 @@
+"""``project-api run`` and ``project-api demo``: run a model on a device from the host.
+
+``run DIR`` opens an RPC session with the built project in DIR, feeds the inputs, runs the model
+once, prints the outputs and times runs on the device. ``run --template T --model M`` does
+generate + build + run in one go (a ``.tflite`` model is emitted to MLF first). ``demo`` runs the
+bundled demo model on the host template (:func:`project_api.demo.run_demo`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.errors import ProjectError
+
+_LOG = logging.getLogger(__name__)
+
+DEFAULT_SEED = 0
+
+
+def _parse_inputs(items: list[str]) -> list[tuple[str, Path]]:
+    pairs = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--input {item!r}: want NAME=FILE (FILE a .npy, or raw .bin bytes)")
+        pairs.append((name, Path(path)))
+    return pairs
+
+
+def _find(tensors: list[Any], key: str, kind: str) -> tuple[int, Any]:
+    for i, t in enumerate(tensors):
+        if key in (t.name, t.c_name) or key == str(i):
+            return i, t
+    names = ", ".join(t.name for t in tensors)
+    raise UsageError(f"the model has no {kind} {key!r}; its {kind}s: {names}")
+
+
+def _load_input(path: Path, tensor: Any) -> np.ndarray:
+    """An input array from ``.npy`` or raw ``.bin``, checked against the model's tensor."""
+    if not path.is_file():
+        raise ProjectError(f"input file {path} does not exist")
+    want = np.dtype(tensor.dtype)
+    shape = tensor.require_shape()
+    if path.suffix == ".npy":
+        arr = np.load(path, allow_pickle=False)
+        if arr.dtype != want:
+            raise ProjectError(
+                f"{path} holds {arr.dtype}; input {tensor.name!r} wants {want} "
+                f"(convert with arr.astype(np.{want.name}))"
+            )
+        if arr.size != int(np.prod(shape)):
+            raise ProjectError(
+                f"{path} holds shape {list(arr.shape)}; input {tensor.name!r} wants {list(shape)}"
+            )
+        return arr.reshape(shape)
+    data = path.read_bytes()
+    if len(data) != tensor.size_bytes:
+        raise ProjectError(
+            f"{path} holds {len(data)} bytes; input {tensor.name!r} ({want}{list(shape)}) "
+            f"needs exactly {tensor.size_bytes}"
+        )
+    return np.frombuffer(data, dtype=want).reshape(shape).copy()
+
+
+def random_input(tensor: Any, rng: np.random.Generator) -> np.ndarray:
+    """A deterministic stand-in input: full-range integers, or floats in [-1, 1)."""
+    dtype = np.dtype(tensor.dtype)
+    shape = tensor.require_shape()
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    if dtype.kind == "f":
+        return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 1, size=shape, endpoint=True).astype(dtype)
+    raise ProjectError(f"cannot make a random input of dtype {dtype} for {tensor.name!r}; pass --input")
+
+
+def _summary(arr: np.ndarray) -> str:
+    with np.printoptions(threshold=64, edgeitems=4, precision=6, suppress=True):
+        return np.array2string(arr, prefix="    ")
+
+
+class RunCommand(Subcommand):
+    NAMES = ["run"]
+    HELP = "Run a model on the device of a built project (or generate+build+run in one go)."
+    DESCRIPTION = (
+        "Run the model of a built project on its device: set the inputs, run once, print the\n"
+        "outputs and the device-measured time per run. Without --input, deterministic random\n"
+        "inputs (seeded) are used. With --template and --model instead of DIR, the project is\n"
+        "generated and built first (a .tflite model is emitted to MLF on the way)."
+    )
+    EPILOG = """\
+examples:
+  project-api run prj --input input_1=x.npy --output y.npz --repeat 3
+  project-api run prj                      # seeded random inputs
+  project-api run --template host --model model.tar
+  project-api run --template host --model model.tflite --out work --check"""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("project_dir", nargs="?", help="a generated and built project")
+        parser.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE",
+                            help="an input: NAME (or index) = .npy file or raw .bin (repeatable)")
+        parser.add_argument("--output", metavar="FILE.npz", help="save the outputs to an .npz")
+        parser.add_argument("--module", default=None, help="model module name (default: the only one)")
+        parser.add_argument("--repeat", type=int, default=3, help="timing rounds (default 3)")
+        parser.add_argument("--number", type=int, default=10, help="runs per timing round (default 10)")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                            help=f"seed of the random inputs (default {DEFAULT_SEED})")
+        parser.add_argument("--force", action="store_true",
+                            help="overwrite --output / replace --out if they exist")
+        one_go = parser.add_argument_group("generate + build + run in one go")
+        one_go.add_argument("--template", help="template name or directory (e.g. host)")
+        one_go.add_argument("--model", help="model: MLF .tar or .tflite")
+        one_go.add_argument("--out", help="where to keep the generated project (default: a "
+                                          "temporary directory, removed afterwards)")
+        one_go.add_argument("--check", action="store_true",
+                            help="compare the outputs with the TFLite Micro reference (.tflite only)")
+        add_option_argument(one_go)
+
+    def invoke(self) -> int:
+        a = self.args
+        if a.repeat < 1 or a.number < 1:
+            raise UsageError("--repeat and --number must be at least 1")
+        if a.output and Path(a.output).exists() and not a.force:
+            raise ProjectError(f"{a.output} already exists; pass --force to overwrite it")
+        if a.project_dir and (a.template or a.model):
+            raise UsageError("give either a project DIR or --template with --model, not both")
+        if a.project_dir:
+            if a.check or a.out or a.options:
+                raise UsageError("--check, --out and -o go with --template/--model")
+            from project_api.project import GeneratedProject
+
+            with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
+                return self._run(project, None)
+        if not (a.template and a.model):
+            raise UsageError("give a project DIR, or --template and --model to do it all in one go")
+        return self._one_go()
+
+    def _one_go(self) -> int:
+        from project_api.project import generate_project, parse_option_assignments, resolve_template
+
+        a = self.args
+        model = Path(a.model)
+        if not model.is_file():
+            raise ProjectError(f"model {model} does not exist")
+        tflite = model.read_bytes() if model.suffix == ".tflite" else None
+        if a.check and tflite is None:
+            raise UsageError("--check needs a .tflite model: its reference is TFLite Micro")
+        keep = a.out is not None
+        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-run-"))
+        try:
+            if keep and work.exists():
+                if not a.force:
+                    raise ProjectError(f"{work} already exists; pass --force to replace it")
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            mlf_path = model
+            if tflite is not None:
+                mlf_path = work / "model.tar"
+                self.progress(f"emitting {model} -> {mlf_path}")
+                _emit(model, mlf_path)
+            template = resolve_template(a.template)
+            from project_api.project import TemplateProject
+
+            with TemplateProject.from_directory(template) as tpl:
+                options = parse_option_assignments(a.options, tpl.project_options)
+            project_dir = work / "project"
+            self.progress(f"generating {project_dir} from template {a.template}")
+            with generate_project(template, mlf_path, project_dir, options,
+                                  debug=self.verbosity > 1) as project:
+                self.progress("building")
+                project.build()
+                project.flash()
+                return self._run(project, tflite)
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+
+    def _run(self, project: Any, tflite: bytes | None) -> int:
+        from project_api import mlf
+
+        a = self.args
+        mlf_path = project.info.get("model_library_format_path")
+        if not mlf_path:
+            raise ProjectError("the project's server reports no model archive; regenerate it")
+        with mlf.open_mlf(mlf_path) as library:
+            module = library.module(a.module)
+        given = {}
+        for key, path in _parse_inputs(a.input):
+            idx, tensor = _find(module.inputs, key, "input")
+            given[idx] = _load_input(path, tensor)
+        inputs = []
+        rng = np.random.default_rng(a.seed)
+        for i, tensor in enumerate(module.inputs):
+            if i in given:
+                inputs.append(given[i])
+            else:
+                inputs.append(random_input(tensor, rng))
+        missing = [t.name for i, t in enumerate(module.inputs) if i not in given]
+        if missing:
+            self.progress(f"no --input for {', '.join(missing)}: using seeded random inputs "
+                          f"(seed {a.seed})")
+
+        self.progress("opening a session with the device")
+        with project.session(debug=self.verbosity > 1) as session:
+            model = session.model(module.name)
+            for i, value in enumerate(inputs):
+                model.set_input(i, value)
+            model.run()
+            outputs = [model.get_output(i) for i in range(len(module.outputs))]
+            timing = session.time(model, number=a.number, repeat=a.repeat)
+
+        status = 0
+        check_lines: list[str] = []
+        if a.__dict__.get("check") and tflite is not None:
+            status, check_lines = _check(tflite, inputs, outputs)
+        if a.output:
+            np.savez(a.output, **{t.c_name: o for t, o in zip(module.outputs, outputs, strict=True)})
+
+        data = {
+            "module": module.name,
+            "inputs": {t.name: v.tolist() for t, v in zip(module.inputs, inputs, strict=True)},
+            "outputs": {t.name: o.tolist() for t, o in zip(module.outputs, outputs, strict=True)},
+            "seconds_per_run": list(timing.results),
+            "check": check_lines or None,
+        }
+
+        def text() -> str:
+            lines = [f"model {module.name!r}:"]
+            for t, o in zip(module.outputs, outputs, strict=True):
+                lines.append(f"  output {t.name} {o.dtype}{list(o.shape)}:")
+                lines.append("    " + _summary(o))
+            lines.append(
+                f"  device time per run: mean {timing.mean * 1e6:.2f} us, min "
+                f"{timing.min * 1e6:.2f} us ({a.repeat} x {a.number} runs)"
+            )
+            lines += [f"  {c}" for c in check_lines]
+            if a.output:
+                lines.append(f"  outputs saved to {a.output}")
+            return "\n".join(lines)
+
+        self.output(data, text)
+        return status
+
+
+def _emit(tflite_path: Path, out_tar: Path) -> None:
+    try:
+        from project_api.emit import emit
+    except ImportError as exc:
+        raise ProjectError(
+            f"the TFLite emitter is not available ({exc}); emit the model with a project-api "
+            "that has it, or pass an MLF .tar"
+        ) from None
+    emit(str(tflite_path), str(out_tar), name="default")
+
+
+def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[int, list[str]]:
+    from project_api.emit.reference import run_tflm
+
+    ref = run_tflm(tflite, inputs)
+    lines, status = [], 0
+    for i, (got, want) in enumerate(zip(outputs, ref, strict=True)):
+        got = got.reshape(want.shape)
+        if want.dtype.kind == "f":
+            ok = bool(np.allclose(got, want, rtol=1e-4, atol=1e-5))
+        else:
+            ok = bool(np.array_equal(got, want))
+        diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if got.size else 0.0
+        lines.append(f"check output {i} against TFLite Micro: {'OK' if ok else 'MISMATCH'} "
+                     f"(max abs difference {diff:g})")
+        status = status or (0 if ok else 1)
+    return status, lines
+
+
+class DemoCommand(Subcommand):
+    NAMES = ["demo"]
+    HELP = "Generate, build and run the bundled demo model on the host (no hardware needed)."
+    EPILOG = """\
+examples:
+  project-api demo
+  project-api demo --out demo-out --force"""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--out", default="demo-out",
+                            help="directory for the model and generated project (default demo-out)")
+        parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of weights and inputs")
+
+    def invoke(self) -> int:
+        from project_api.demo import run_demo
+
+        a = self.args
+        result = run_demo(a.out, force=a.force, seed=a.seed, progress=self.progress)
+        data = {
+            "project_dir": str(result.project_dir),
+            "model": str(result.model_path),
+            "outputs": [o.tolist() for o in result.outputs],
+            "reference": [r.tolist() for r in result.reference],
+            "max_abs_error": result.max_abs_error,
+            "seconds_per_run": list(result.run_seconds),
+            "ok": result.ok,
+        }
+
+        def text() -> str:
+            best = min(result.run_seconds)
+            return "\n".join([
+                f"demo model ran on the host device process ({result.project_dir})",
+                "  input:     " + _summary(result.inputs["input"]),
+                "  output:    " + _summary(result.outputs[0]),
+                "  numpy:     " + _summary(result.reference[0]),
+                f"  max |device - numpy| = {result.max_abs_error:.3g}: "
+                + ("OK" if result.ok else "MISMATCH"),
+                f"  device time per run: best {best * 1e6:.2f} us",
+            ])
+
+        self.output(data, text)
+        return 0 if result.ok else 1
+
+
+COMMANDS = [RunCommand, DemoCommand]
