@@ -1,0 +1,374 @@
+/*!
+ * \file rpc_server/rpc_execute.c
+ * \brief Executing decoded MinRPC requests on the C runtime and encoding the replies.
+ *
+ * Every request is answered: errors become ReturnException replies (the reference spins
+ * forever instead), and the session keeps working.
+ */
+#include <string.h>
+#include <tvm/runtime/c_runtime_api.h>
+
+#include "rpc_packet.h"
+
+/* ---- Reply encoding ------------------------------------------------------------------------ */
+
+/* Replies are encoded twice: once to count their size (for the headers), once to send. */
+typedef struct {
+  tvm_session_t* session;
+  size_t size_bytes;
+  tvm_crt_error_t error;
+  int counting;
+} rpc_writer_t;
+
+static void WriteBytes(rpc_writer_t* w, const void* data, size_t size_bytes) {
+  if (w->counting) {
+    w->size_bytes += size_bytes;
+  } else if (w->error == kTvmErrorNoError && size_bytes > 0) {
+    w->error = TVMSessionSendBodyChunk(w->session, (const uint8_t*)data, size_bytes);
+  }
+}
+
+static void WriteLe(rpc_writer_t* w, uint64_t value, size_t size_bytes) {
+  uint8_t b[8];
+  size_t i;
+  for (i = 0; i < size_bytes; ++i) {
+    b[i] = (uint8_t)(value >> (8u * i));
+  }
+  WriteBytes(w, b, size_bytes);
+}
+
+static void WriteTensor(rpc_writer_t* w, const DLTensor* t) {
+  int32_t i;
+  WriteLe(w, (uint64_t)(uintptr_t)t->data, 8);
+  WriteLe(w, (uint32_t)t->device.device_type, 4);
+  WriteLe(w, (uint32_t)t->device.device_id, 4);
+  WriteLe(w, (uint32_t)t->ndim, 4);
+  WriteLe(w, t->dtype.code | ((uint32_t)t->dtype.bits << 8) | ((uint32_t)t->dtype.lanes << 16), 4);
+  for (i = 0; i < t->ndim; ++i) {
+    WriteLe(w, (uint64_t)t->shape[i], 8);
+  }
+  WriteLe(w, t->byte_offset, 8);
+}
+
+static void WriteValue(rpc_writer_t* w, int type_code, const TVMValue* v) {
+  switch (type_code) {
+    case kTVMNullptr:
+      break;
+    case kTVMStr: {
+      size_t n = strlen(v->v_str);
+      WriteLe(w, n, 8);
+      WriteBytes(w, v->v_str, n);
+      break;
+    }
+    case kTVMBytes: {
+      const TVMByteArray* b = (const TVMByteArray*)v->v_handle;
+      WriteLe(w, b->size, 8);
+      WriteBytes(w, b->data, b->size);
+      break;
+    }
+    case kTVMDLTensorHandle:
+      WriteTensor(w, (const DLTensor*)v->v_handle);
+      break;
+    case kTVMDataType:
+      WriteLe(w, v->v_type.code | ((uint32_t)v->v_type.bits << 8) |
+                     ((uint32_t)v->v_type.lanes << 16), 8);
+      break;
+    case kDLDevice:
+      WriteLe(w, (uint32_t)v->v_device.device_type, 4);
+      WriteLe(w, (uint32_t)v->v_device.device_id, 4);
+      break;
+    case kTVMOpaqueHandle:
+      WriteLe(w, (uint64_t)(uintptr_t)v->v_handle, 8);
+      break;
+    default: /* kDLInt, kDLUInt, kDLFloat: the 8 bytes of the union */
+      WriteLe(w, (uint64_t)v->v_int64, 8);
+      break;
+  }
+}
+
+/* A reply: code kTvmRpcReturn/kTvmRpcException with a packed sequence, or kTvmRpcCopyAck. */
+typedef struct {
+  int32_t code;
+  int32_t num_values;
+  int type_codes[3];
+  TVMValue values[3];
+  const uint8_t* ack_data;
+  size_t ack_size_bytes;
+} rpc_reply_t;
+
+static void EncodeReply(rpc_writer_t* w, const rpc_reply_t* r) {
+  int32_t i;
+  WriteLe(w, (uint32_t)r->code, 4);
+  if (r->code == kTvmRpcCopyAck) {
+    WriteBytes(w, r->ack_data, r->ack_size_bytes);
+    return;
+  }
+  WriteLe(w, (uint32_t)r->num_values, 4);
+  for (i = 0; i < r->num_values; ++i) {
+    WriteLe(w, (uint32_t)r->type_codes[i], 4);
+  }
+  for (i = 0; i < r->num_values; ++i) {
+    WriteValue(w, r->type_codes[i], &r->values[i]);
+  }
+}
+
+static void SendReply(tvm_session_t* session, const rpc_reply_t* reply) {
+  rpc_writer_t w;
+  w.session = session;
+  w.size_bytes = 0;
+  w.error = kTvmErrorNoError;
+  w.counting = 1;
+  EncodeReply(&w, reply);
+  w.counting = 0;
+  if (TVMSessionStartMessage(session, kTvmSessionNormal, w.size_bytes + 8u) != kTvmErrorNoError) {
+    return;
+  }
+  WriteLe(&w, w.size_bytes, 8);
+  EncodeReply(&w, reply);
+  if (w.error == kTvmErrorNoError) {
+    (void)TVMSessionFinishMessage(session);
+  }
+}
+
+static void SetReply1(rpc_reply_t* r, int32_t code, int type_code) {
+  memset(r, 0, sizeof(*r));
+  r->code = code;
+  r->num_values = 1;
+  r->type_codes[0] = type_code;
+}
+
+void TVMRpcSendException(tvm_session_t* session, const char* message) {
+  rpc_reply_t r;
+  SetReply1(&r, kTvmRpcException, kTVMStr);
+  r.values[0].v_str = message;
+  SendReply(session, &r);
+}
+
+/* ---- Execution ----------------------------------------------------------------------------- */
+
+/*
+ * Check argument type codes against sig: one letter per argument.
+ * i int, h handle or null, d device, t tensor, T dtype, s str, n null or str.
+ */
+static int ArgsMatch(const tvm_rpc_request_t* q, const char* sig) {
+  int32_t i;
+  if ((size_t)q->num_args != strlen(sig)) {
+    return 0;
+  }
+  for (i = 0; i < q->num_args; ++i) {
+    int tc = q->type_codes[i];
+    int ok;
+    switch (sig[i]) {
+      case 'i': ok = tc == kDLInt || tc == kDLUInt; break;
+      case 'h': ok = tc == kTVMOpaqueHandle || tc == kTVMNullptr; break;
+      case 'd': ok = tc == kDLDevice; break;
+      case 't': ok = tc == kTVMDLTensorHandle; break;
+      case 'T': ok = tc == kTVMDataType; break;
+      case 's': ok = tc == kTVMStr; break;
+      default: ok = tc == kTVMStr || tc == kTVMNullptr; break;
+    }
+    if (!ok) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Address of [byte_offset, byte_offset + num_bytes) of a CPU tensor, or NULL if out of range. */
+static uint8_t* TensorRange(const DLTensor* t, uint64_t num_bytes) {
+  int ok;
+  uint64_t size = TVMRpcTensorNumBytes(t, &ok);
+  if (!ok || (uint64_t)(uintptr_t)size != size || t->data == NULL ||
+      t->device.device_type != kDLCPU || t->byte_offset > size || num_bytes > size - t->byte_offset) {
+    return NULL;
+  }
+  return (uint8_t*)t->data + (uintptr_t)t->byte_offset;
+}
+
+static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
+  const TVMValue* a = q->values;
+  void* handle = NULL;
+  const char* bad_args = "RPC syscall: wrong argument count or types";
+  int err = 0;
+  switch (q->code) {
+    case kTvmRpcGetGlobalFunc:
+      if (!ArgsMatch(q, "s")) return bad_args;
+      if (TVMFuncGetGlobal(a[0].v_str, &handle) != 0) {
+        handle = NULL; /* not found: the host sees a null handle */
+      }
+      break;
+    case kTvmRpcFreeHandle:
+      if (!ArgsMatch(q, "hi")) return bad_args;
+      if (a[1].v_int64 == kTVMNDArrayHandle) {
+        err = TVMArrayFree((TVMArrayHandle)a[0].v_handle);
+      } else if (a[1].v_int64 == kTVMPackedFuncHandle) {
+        err = TVMFuncFree(a[0].v_handle);
+      } else if (a[1].v_int64 == kTVMModuleHandle) {
+        err = TVMModFree(a[0].v_handle);
+      }
+      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
+      return err != 0 ? TVMGetLastError() : NULL;
+    case kTvmRpcDevSetDevice:
+      return "SetDevice not supported";
+    case kTvmRpcDevGetAttr:
+      return "GetAttr not supported";
+    case kTvmRpcDevAllocData:
+      if (!ArgsMatch(q, "diiT")) return bad_args;
+      if (a[1].v_int64 < 0 || (uint64_t)a[1].v_int64 != (size_t)a[1].v_int64 ||
+          a[2].v_int64 < 0 || (uint64_t)a[2].v_int64 != (size_t)a[2].v_int64) {
+        return "AllocData: size or alignment out of range";
+      }
+      err = TVMDeviceAllocDataSpace(a[0].v_device, (size_t)a[1].v_int64, (size_t)a[2].v_int64,
+                                    a[3].v_type, &handle);
+      break;
+    case kTvmRpcDevAllocDataWithScope: {
+      const DLTensor* t = (const DLTensor*)a[0].v_handle;
+      size_t element_bytes;
+      uint64_t size;
+      int ok;
+      if (!ArgsMatch(q, "tn")) return bad_args;
+      size = TVMRpcTensorNumBytes(t, &ok);
+      element_bytes = ((size_t)t->dtype.bits * t->dtype.lanes + 7u) / 8u;
+      if ((uint64_t)(size_t)size != size) {
+        return "AllocDataWithScope: tensor too large";
+      }
+      err = TVMDeviceAllocDataSpace(t->device, (size_t)size, element_bytes > 64u ? element_bytes : 64u,
+                                    t->dtype, &handle);
+      break;
+    }
+    case kTvmRpcDevFreeData:
+      if (!ArgsMatch(q, "dh")) return bad_args;
+      err = TVMDeviceFreeDataSpace(a[0].v_device, a[1].v_handle);
+      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
+      return err != 0 ? TVMGetLastError() : NULL;
+    case kTvmRpcDevCreateStream:
+      /* The CPU runs synchronously: its stream is the null stream. */
+      if (!ArgsMatch(q, "d")) return bad_args;
+      break;
+    case kTvmRpcDevFreeStream:
+    case kTvmRpcDevStreamSync:
+    case kTvmRpcDevSetStream:
+      if (!ArgsMatch(q, "dh")) return bad_args;
+      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
+      return NULL;
+    case kTvmRpcCopyAmongRemote: {
+      const DLTensor* from = (const DLTensor*)a[0].v_handle;
+      const DLTensor* to = (const DLTensor*)a[1].v_handle;
+      int ok;
+      uint64_t size;
+      uint8_t* src;
+      uint8_t* dst;
+      if (!ArgsMatch(q, "tth")) return bad_args;
+      size = TVMRpcTensorNumBytes(from, &ok);
+      src = TensorRange(from, size);
+      dst = TensorRange(to, size);
+      if (src == NULL || dst == NULL) {
+        return "CopyAmongRemote: tensors out of range or not on the CPU";
+      }
+      memmove(dst, src, (size_t)size);
+      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
+      return NULL;
+    }
+    default:
+      return "Syscall not recognized";
+  }
+  if (err != 0) {
+    return TVMGetLastError();
+  }
+  SetReply1(r, kTvmRpcReturn, kTVMOpaqueHandle);
+  r->values[0].v_handle = handle;
+  return NULL;
+}
+
+/* kCallFunc: reply [kDLInt type_code][value...] (spec §4.6 return-value convention). */
+static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, TVMValue* ret,
+                                   int* ret_tcode) {
+  void* func = (void*)(uintptr_t)q->func_handle;
+  if ((uint64_t)(uintptr_t)func != q->func_handle) {
+    return "CallFunc: bad function handle";
+  }
+  ret->v_handle = NULL;
+  *ret_tcode = kTVMNullptr;
+  if (TVMFuncCall(func, q->values, q->type_codes, q->num_args, ret, ret_tcode) != 0) {
+    return TVMGetLastError();
+  }
+  memset(r, 0, sizeof(*r));
+  r->code = kTvmRpcReturn;
+  r->num_values = 2;
+  r->type_codes[0] = kDLInt;
+  r->values[0].v_int64 = *ret_tcode;
+  r->values[1] = *ret;
+  switch (*ret_tcode) {
+    case kTVMModuleHandle:
+    case kTVMPackedFuncHandle:
+      r->type_codes[1] = kTVMOpaqueHandle;
+      break;
+    case kTVMNDArrayHandle:
+      /* [kDLInt 13][the DLTensor][the handle, later released with kFreeHandle 13] */
+      r->num_values = 3;
+      r->type_codes[1] = kTVMDLTensorHandle;
+      r->type_codes[2] = kTVMOpaqueHandle;
+      r->values[2] = *ret;
+      break;
+    case kDLInt:
+    case kDLUInt:
+    case kDLFloat:
+    case kTVMOpaqueHandle:
+    case kTVMNullptr:
+    case kTVMDataType:
+    case kDLDevice:
+    case kTVMDLTensorHandle:
+    case kTVMStr:
+    case kTVMBytes:
+      r->type_codes[1] = *ret_tcode;
+      break;
+    default:
+      return "CallFunc: return type not supported by the RPC server";
+  }
+  return NULL;
+}
+
+int TVMRpcExecuteRequest(const tvm_rpc_request_t* q, tvm_session_t* session) {
+  rpc_reply_t r;
+  TVMValue ret;
+  int ret_tcode = kTVMNullptr;
+  const char* error = NULL;
+  SetReply1(&r, kTvmRpcReturn, kTVMNullptr);
+  switch (q->code) {
+    case kTvmRpcNone:
+      return 0;
+    case kTvmRpcShutdown:
+      return 1;
+    case kTvmRpcInitServer:
+      break;
+    case kTvmRpcCallFunc:
+      error = ExecuteCallFunc(q, &r, &ret, &ret_tcode);
+      break;
+    case kTvmRpcCopyFromRemote:
+    case kTvmRpcCopyToRemote: {
+      uint8_t* p = TensorRange(q->tensor, q->num_bytes);
+      if (p == NULL) {
+        error = "Copy: range outside the tensor, or the tensor is not on the CPU";
+      } else if (q->code == kTvmRpcCopyToRemote) {
+        memcpy(p, q->data, (size_t)q->num_bytes);
+      } else {
+        r.code = kTvmRpcCopyAck;
+        r.ack_data = p;
+        r.ack_size_bytes = (size_t)q->num_bytes;
+      }
+      break;
+    }
+    default:
+      error = ExecuteSyscall(q, &r);
+      break;
+  }
+  if (error != NULL) {
+    TVMRpcSendException(session, error);
+  } else {
+    SendReply(session, &r);
+  }
+  if (ret_tcode == kTVMBytes && error == NULL) {
+    (void)TVMByteArrayFree((TVMByteArray*)ret.v_handle);
+  }
+  return 0;
+}

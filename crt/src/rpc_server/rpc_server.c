@@ -1,0 +1,155 @@
+/*!
+ * \file rpc_server/rpc_server.c
+ * \brief MicroTVMRpcServerInit/Loop: unframer -> session -> MinRPC packets, and the globals the
+ *     host needs for RPC (spec §4.5, §4.7). All storage is static.
+ */
+#include <string.h>
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/crt.h>
+#include <tvm/runtime/crt/logging.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/rpc_common/frame_buffer.h>
+#include <tvm/runtime/crt/rpc_common/framing.h>
+#include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "rpc_packet.h"
+
+/* The 11 bytes a frame adds around an RPC packet: start 2 + length 4 + session header 3 + CRC 2. */
+#define TVM_CRT_FRAME_OVERHEAD_BYTES 11
+
+struct microtvm_rpc_server {
+  microtvm_rpc_channel_write_t write_func;
+  void* write_func_ctx;
+  tvm_write_stream_t channel;
+  tvm_framer_t framer;
+  tvm_unframer_t unframer;
+  tvm_session_t session;
+  tvm_frame_buffer_t receive_buffer;
+  tvm_rpc_arena_t arena;
+  int is_shutdown;
+};
+
+static struct microtvm_rpc_server g_server;
+static uint8_t g_receive_storage[TVM_CRT_MAX_PACKET_SIZE_BYTES];
+/* uint64_t elements keep the arena 8-byte aligned. */
+static uint64_t g_arena_storage[(TVM_CRT_RPC_ARENA_SIZE_BYTES + 7) / 8];
+
+static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t size_bytes,
+                                    size_t* out_written_bytes) {
+  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  ssize_t n = s->write_func(s->write_func_ctx, data, size_bytes);
+  if (n < 0) {
+    *out_written_bytes = 0;
+    return (tvm_crt_error_t)n;
+  }
+  *out_written_bytes = (size_t)n;
+  return kTvmErrorNoError;
+}
+
+static void HandleMessage(void* context, tvm_session_message_type_t type,
+                          tvm_frame_buffer_t* buffer) {
+  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  if (buffer == NULL) {
+    return; /* session established / terminated: nothing to do */
+  }
+  if (type == kTvmSessionNormal) {
+    const uint8_t* message;
+    size_t size = TVMFrameBufferPeek(buffer, &message);
+    tvm_rpc_request_t request;
+    const char* error = TVMRpcDecodeRequest(message, size, &s->arena, &request);
+    if (error != NULL) {
+      TVMRpcSendException(&s->session, error);
+    } else if (TVMRpcExecuteRequest(&request, &s->session)) {
+      s->is_shutdown = 1;
+    }
+  }
+  TVMSessionClearReceiveBuffer(&s->session);
+}
+
+static void LogSink(void* context, const char* message, size_t size_bytes) {
+  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  /* Never interleave with a reply being framed. */
+  if (s->framer.state != kTvmFramerTransmitting) {
+    (void)TVMSessionSendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message, size_bytes);
+  }
+}
+
+/* tvm.rpc.server.GetCRTMaxPacketSize() -> int: the largest RPC packet the device accepts. */
+static int GetCRTMaxPacketSize(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret,
+                               int* out_ret_tcode, void* resource_handle) {
+  (void)args;
+  (void)type_codes;
+  (void)num_args;
+  (void)resource_handle;
+  out_ret->v_int64 = TVM_CRT_MAX_PACKET_SIZE_BYTES - TVM_CRT_FRAME_OVERHEAD_BYTES;
+  *out_ret_tcode = kDLInt;
+  return 0;
+}
+
+/* tvm.rpc.server.ModuleGetFunction(Module, str name, int query_imports) -> PackedFunc or null. */
+static int ModuleGetFunction(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret,
+                             int* out_ret_tcode, void* resource_handle) {
+  TVMFunctionHandle func = NULL;
+  (void)resource_handle;
+  if (num_args != 3 || (type_codes[0] != kTVMModuleHandle && type_codes[0] != kTVMOpaqueHandle) ||
+      type_codes[1] != kTVMStr || (type_codes[2] != kDLInt && type_codes[2] != kDLUInt)) {
+    TVMAPISetLastError("ModuleGetFunction: expected (Module, str, int)");
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  if (TVMModGetFunction(args[0].v_handle, args[1].v_str, (int)args[2].v_int64, &func) != 0) {
+    return -1;
+  }
+  out_ret->v_handle = func;
+  *out_ret_tcode = func != NULL ? kTVMPackedFuncHandle : kTVMNullptr;
+  return 0;
+}
+
+static void CheckOrAbort(tvm_crt_error_t err) {
+  if (err != kTvmErrorNoError) {
+    TVMPlatformAbort(err);
+  }
+}
+
+microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_func,
+                                            void* write_func_ctx) {
+  struct microtvm_rpc_server* s = &g_server;
+  uint8_t nonce = 0;
+  memset(s, 0, sizeof(*s));
+  s->write_func = write_func;
+  s->write_func_ctx = write_func_ctx;
+  s->channel.write = ChannelWrite;
+  s->channel.context = s;
+  s->arena.base = (uint8_t*)g_arena_storage;
+  s->arena.size_bytes = sizeof(g_arena_storage);
+
+  CheckOrAbort(TVMInitializeRuntime());
+  CheckOrAbort(TVMRuntimeRegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
+  CheckOrAbort(
+      TVMRuntimeRegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
+
+  TVMFrameBufferInit(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
+  TVMFramerInit(&s->framer, &s->channel);
+  TVMSessionInit(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
+  TVMUnframerInit(&s->unframer, TVMSessionReceiver(&s->session));
+  TVMLogSetSink(LogSink, s);
+
+  CheckOrAbort(TVMPlatformGenerateRandom(&nonce, 1));
+  CheckOrAbort(TVMSessionReset(&s->session, nonce));
+  return s;
+}
+
+tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
+                                      size_t* new_data_size_bytes) {
+  size_t consumed = 0;
+  tvm_crt_error_t err;
+  if (server->is_shutdown) {
+    return kTvmErrorPlatformShutdown;
+  }
+  err = TVMUnframerWrite(&server->unframer, *new_data, *new_data_size_bytes, &consumed);
+  *new_data += consumed;
+  *new_data_size_bytes -= consumed;
+  return server->is_shutdown ? kTvmErrorPlatformShutdown : err;
+}
