@@ -219,13 +219,22 @@ def _check_choice(value: str, choices: dict[str, int], what: str) -> str:
 
 
 def _act_range(lo: float, hi: float, activation: str) -> tuple[float, float]:
-    if activation == "RELU":
-        return max(lo, 0.0), max(hi, 1e-3)
-    if activation == "RELU6":
-        return max(lo, 0.0), min(max(hi, 1e-3), 6.0)
-    if activation == "RELU_N1_TO_1":
-        return max(lo, -1.0), min(hi, 1.0)
-    return lo, hi
+    """The range ``[lo, hi]`` after ``activation``, never narrower than a quarter of the input's.
+
+    The floor keeps int8 requantization multipliers sane when an estimate falls mostly outside
+    the activation's range (a RELU after an all-negative estimate).
+    """
+    bounds = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+    if activation not in bounds:
+        return lo, hi
+    floor, ceil = bounds[activation]
+    width = max(hi - lo, 1e-6) / 4.0
+    new_lo = min(max(lo, floor), ceil)
+    new_hi = min(max(hi, floor), ceil)
+    if new_hi - new_lo < width:
+        new_hi = min(new_lo + width, ceil)
+        new_lo = max(min(new_lo, new_hi - width), floor)
+    return new_lo, new_hi
 
 
 class ModelBuilder:

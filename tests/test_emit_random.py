@@ -1,0 +1,441 @@
+"""Randomized parity of the emitted C against TFLite Micro and LiteRT, operator by operator.
+
+Every operator option combination is one test: a model whose branches (one input and one
+output each) cover the fused activations and three seeds, each seed with its own input shape,
+kernel size, weights and quantization. The model goes through ``project_api.emit.emit`` into a
+Model Library Format tar; the tar's C sources are compiled with a small generated ``main`` against
+the CRT backend library (``crt/src/backend`` + ``crt/src/memory/stack_allocator.c``) under
+ASan+UBSan, run once per input set, and compared with:
+
+* int8 outputs: bit-exact with TFLM (reference kernels) and within 1 LSB of LiteRT;
+* float32 outputs: within ``rtol=1e-5, atol=1e-5`` of both.
+
+A failure names the operator, the type, the options and the branch (seed, activation, shapes).
+An operator the emitter does not implement FAILS here (it never skips).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tarfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tflite
+from conftest import require_tool
+
+from project_api.emit import builder as B
+from project_api.emit import reference as R
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CRT_DIR = REPO_ROOT / "crt"
+
+ACTIVATIONS = ("NONE", "RELU", "RELU6")
+SEEDS = (0, 1, 2)
+RUNS = 3  # input sets per compiled model: two random, one at the extremes
+WORKSPACE_SLACK_BYTES = 256  # room for the stack allocator's own bookkeeping
+CFLAGS = ["-std=c99", "-O0", "-g", "-Wall", "-Wextra", "-Werror",
+          "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+FLOAT_RTOL = 1e-5
+FLOAT_ATOL = 1e-5
+LABEL_ONLY = ("seed", "shapes", "from")  # case keys that name a variant, not a builder option
+
+
+# --- the case matrix ----------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    op: str
+    mode: str  # one of builder.MODES
+    options: dict[str, Any]  # the combination under test
+    branches: list[dict[str, Any]] = field(default_factory=list)  # options per branch
+
+    @property
+    def id(self) -> str:
+        opts = ",".join(f"{k}={_fmt(v)}" for k, v in self.options.items())
+        return f"{self.op}-{self.mode}" + (f"-{opts}" if opts else "")
+
+    @property
+    def dtype(self) -> str:
+        return "float32" if self.mode == "float32" else "int8"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "x".join(str(i) for i in v)
+    return str(v)
+
+
+def _with_branches(op: str, mode: str, options: dict[str, Any],
+                   per_seed: list[dict[str, Any]], activations: bool = True) -> Case:
+    """A case whose branches are (activation x seed), each seed adding ``per_seed[seed]``."""
+    case = Case(op, mode, options)
+    for act in ACTIVATIONS if activations else (None,):
+        for s in SEEDS:
+            br = {**options, **per_seed[s]}
+            if act is not None:
+                br["activation"] = act
+            case.branches.append(br)
+    return case
+
+
+def _cases() -> Iterator[Case]:
+    weighted_modes = B.MODES
+    plain_modes = ("int8", "float32")
+    for mode in weighted_modes:
+        for stride in (1, 2):
+            for padding in ("SAME", "VALID"):
+                for dilation in (1, 2):
+                    opts = {"stride": stride, "padding": padding, "dilation": dilation}
+                    yield _with_branches("CONV_2D", mode, opts, [
+                        {"input_shape": (1, 9, 9, 3), "kernel_size": 3, "filters": 4},
+                        {"input_shape": (1, 8, 7, 4), "kernel_size": (2, 3), "filters": 5},
+                        {"input_shape": (1, 7, 10, 2), "kernel_size": 1, "filters": 8},
+                    ])
+                    for mult in (1, 2):
+                        yield _with_branches("DEPTHWISE_CONV_2D", mode,
+                                             {**opts, "depth_multiplier": mult}, [
+                            {"input_shape": (1, 9, 9, 3), "kernel_size": 3},
+                            {"input_shape": (1, 8, 7, 4), "kernel_size": (3, 2)},
+                            {"input_shape": (1, 7, 10, 2), "kernel_size": 2},
+                        ])
+        for bias in (True, False):
+            for keep in (False, True):
+                yield _with_branches("FULLY_CONNECTED", mode,
+                                     {"bias": bias, "keep_num_dims": keep}, [
+                    {"input_shape": (1, 12), "units": 5},
+                    {"input_shape": (3, 7), "units": 8},
+                    {"input_shape": (1, 2, 10), "units": 3},
+                ])
+    for mode in plain_modes:
+        for op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+            for filt in (2, 3):
+                for stride in (1, 2):
+                    for padding in ("SAME", "VALID"):
+                        yield _with_branches(op, mode, {"filter_size": filt, "stride": stride,
+                                                        "padding": padding}, [
+                            {"input_shape": (1, 8, 8, 3)},
+                            {"input_shape": (1, 7, 9, 4)},
+                            {"input_shape": (1, 6, 5, 2)},
+                        ])
+        for op in ("ADD", "MUL"):
+            for kind, per_seed in _binary_shapes().items():
+                yield _with_branches(op, mode, {"shapes": kind}, per_seed)
+        for shape_input in (True, False):
+            case = Case("RESHAPE", mode, {"shape_input": shape_input})
+            for s in SEEDS:
+                for target in ((1, -1), (1, 12, 4), (48,)):
+                    case.branches.append({"shape_input": shape_input, "shape": target,
+                                          "input_shape": (1, 4, 4, 3), "seed": s})
+            yield case
+        case = Case("SOFTMAX", mode, {})
+        for beta in (1.0, 0.5, 2.0):
+            for s, shape in zip(SEEDS, ((1, 10), (2, 5), (1, 3, 7)), strict=True):
+                case.branches.append({"beta": beta, "input_shape": shape, "seed": s})
+        yield case
+        # QUANTIZE: float32 -> int8 in mode float32, int8 -> int8 (requantize) in mode int8
+        case = Case("QUANTIZE", mode, {"from": mode})
+        for s in SEEDS:
+            for shape in ((1, 4, 4, 3), (1, 10), (2, 3)):
+                case.branches.append({"input_shape": shape, "seed": s})
+        yield case
+    case = Case("DEQUANTIZE", "int8", {})
+    for s in SEEDS:
+        for shape in ((1, 4, 4, 3), (1, 10), (2, 3)):
+            case.branches.append({"input_shape": shape, "seed": s})
+    yield case
+
+
+def _binary_shapes() -> dict[str, list[dict[str, Any]]]:
+    """ADD/MUL operand shapes per kind, one entry per seed (channel counts differ by seed)."""
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    chans = (3, 8, 1)
+    kinds["same"] = [{"input_shape": (1, 4, 4, c), "b_shape": (1, 4, 4, c)} for c in chans]
+    kinds["same_const"] = [{"input_shape": (1, 4, 4, c), "b_shape": (1, 4, 4, c),
+                            "b_input": False} for c in chans]
+    kinds["bcast_channel"] = [{"input_shape": (1, 4, 4, c), "b_shape": (1, 1, 1, c)}
+                              for c in chans]
+    kinds["bcast_rank_const"] = [{"input_shape": (1, 4, 4, c), "b_shape": (c,),
+                                  "b_input": False} for c in chans]
+    kinds["bcast_both"] = [{"input_shape": (1, 4, 1, c), "b_shape": (1, 1, 5, c)} for c in chans]
+    kinds["bcast_2d"] = [{"input_shape": (2, 2 * c), "b_shape": (1, 2 * c)} for c in chans]
+    return kinds
+
+
+CASES = list(_cases())
+
+
+def build_case(case: Case) -> tuple[bytes, list[str]]:
+    """The case's model, and a label per output (branch) for messages."""
+    mb = B.ModelBuilder(seed=zlib.crc32(case.id.encode()), per_channel=case.mode == "int8_per_channel",
+                        description=case.id)
+    labels = []
+    for k, br in enumerate(case.branches):
+        opts = {key: v for key, v in br.items() if key not in LABEL_ONLY}
+        shape = opts.pop("input_shape", None)
+        labels.append(f"branch {k} (" + ", ".join(f"{key}={_fmt(v)}" for key, v in br.items()) + ")")
+        mb.output(mb.single_op(case.op, case.dtype, shape, name=f"in{k}", **opts))
+    return mb.build(), labels
+
+
+# --- compile and run the emitted code ---------------------------------------------------------
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^0-9A-Za-z]", "_", name)
+
+
+def _io_names(model: bytes) -> tuple[list[str], list[str]]:
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    ins = [sg.Tensors(int(i)).Name().decode() for i in sg.InputsAsNumpy()]
+    outs = [sg.Tensors(int(i)).Name().decode() for i in sg.OutputsAsNumpy()]
+    return ins, outs
+
+
+def _struct_members(header: str, name: str, which: str) -> list[str]:
+    m = re.search(rf"struct\s+tvmgen_{name}_{which}\s*\{{(.*?)\}}\s*;", header, re.S)
+    if m is None:
+        raise AssertionError(f"interface header lacks 'struct tvmgen_{name}_{which} {{...}};'")
+    return re.findall(r"void\s*\*\s*(\w+)\s*;", m.group(1))
+
+
+def _order(members: list[str], tensor_names: list[str], which: str) -> list[str]:
+    """Struct members in model order: matched by sanitized tensor name, else positionally."""
+    if len(members) != len(tensor_names):
+        raise AssertionError(f"the interface struct has {len(members)} {which}, the model "
+                             f"{len(tensor_names)}: {members} vs {tensor_names}")
+    wanted = [_sanitize(n) for n in tensor_names]
+    if sorted(wanted) == sorted(members):
+        return wanted
+    return members
+
+
+def _workspace_init_decl() -> str:
+    """Include the CRT header declaring TVMBackendWorkspaceInit (crt-core's backend API)."""
+    include = CRT_DIR / "include"
+    for h in sorted(include.rglob("*.h")):
+        if "TVMBackendWorkspaceInit" in h.read_text(errors="replace"):
+            return f'#include "{h.relative_to(include).as_posix()}"'
+    raise AssertionError("no header under crt/include declares TVMBackendWorkspaceInit "
+                         "(the backend library's workspace set-up, see the team brief)")
+
+
+MAIN_C = """\
+/* Generated by tests/test_emit_random.py: feed inputs from a file, write outputs to a file. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+{workspace_include}
+#include "tvmgen_{name}.h"
+
+static uint8_t g_workspace[TVMGEN_{NAME}_WORKSPACE_SIZE + {slack}] __attribute__((aligned(16)));
+{buffers}
+
+int main(int argc, char** argv) {{
+  FILE* fin;
+  FILE* fout;
+  int runs;
+  int r;
+  if (argc != 4) return 2;
+  fin = fopen(argv[1], "rb");
+  fout = fopen(argv[2], "wb");
+  runs = atoi(argv[3]);
+  if (fin == NULL || fout == NULL) return 2;
+  if (TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)) != 0) {{
+    fprintf(stderr, "TVMBackendWorkspaceInit failed\\n");
+    return 3;
+  }}
+  for (r = 0; r < runs; ++r) {{
+    struct tvmgen_{name}_inputs inputs;
+    struct tvmgen_{name}_outputs outputs;
+    int32_t rc;
+{reads}
+{outputs_init}
+{fill}
+    rc = tvmgen_{name}_run(&inputs, &outputs);
+    if (rc != 0) {{
+      fprintf(stderr, "tvmgen_{name}_run returned %d on run %d\\n", (int)rc, r);
+      return 4;
+    }}
+{writes}
+  }}
+  fclose(fin);
+  fclose(fout);
+  return 0;
+}}
+"""
+
+
+def _main_c(name: str, in_members: list[str], in_sizes: list[int], out_members: list[str],
+            out_sizes: list[int]) -> str:
+    buffers, reads, init, fill, writes = [], [], [], [], []
+    for i, (m, size) in enumerate(zip(in_members, in_sizes, strict=True)):
+        buffers.append(f"static uint8_t g_in{i}[{size}] __attribute__((aligned(16)));")
+        reads.append(f"    if (fread(g_in{i}, 1, {size}, fin) != {size}) return 5;")
+        init.append(f"    inputs.{m} = g_in{i};")
+    for i, (m, size) in enumerate(zip(out_members, out_sizes, strict=True)):
+        buffers.append(f"static uint8_t g_out{i}[{size}] __attribute__((aligned(16)));")
+        fill.append(f"    memset(g_out{i}, 0x5a, {size});  /* unwritten outputs show */")
+        init.append(f"    outputs.{m} = g_out{i};")
+        writes.append(f"    if (fwrite(g_out{i}, 1, {size}, fout) != {size}) return 6;")
+    return MAIN_C.format(
+        name=name, NAME=name.upper(), slack=WORKSPACE_SLACK_BYTES,
+        workspace_include=_workspace_init_decl(), buffers="\n".join(buffers),
+        reads="\n".join(reads), outputs_init="\n".join(init), fill="\n".join(fill),
+        writes="\n".join(writes),
+    )
+
+
+def _backend_sources() -> list[Path]:
+    sources = sorted((CRT_DIR / "src" / "backend").glob("*.c"))
+    stack = CRT_DIR / "src" / "memory" / "stack_allocator.c"
+    if not sources or not stack.is_file():
+        raise AssertionError("the CRT backend library is missing (crt/src/backend/*.c and "
+                             "crt/src/memory/stack_allocator.c); the emitted code links against it")
+    return [*sources, stack]
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise AssertionError(f"{what} failed (exit {proc.returncode}):\n$ {' '.join(cmd)}\n"
+                             f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def backend_objects(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The CRT backend library, compiled once for all models."""
+    cc = require_tool("cc")
+    out = tmp_path_factory.mktemp("crt_backend")
+    objs = []
+    for src in _backend_sources():
+        obj = out / (src.stem + ".o")
+        _run([cc, *CFLAGS, "-I", str(CRT_DIR / "include"), "-c", str(src), "-o", str(obj)],
+             f"compiling {src.relative_to(REPO_ROOT)}")
+        objs.append(obj)
+    return objs
+
+
+def emit_and_run(model: bytes, name: str, runs: list[list[np.ndarray]], workdir: Path,
+                 backend: list[Path]) -> list[list[np.ndarray]]:
+    """Emit ``model``, build it with a generated main, run every input set; outputs per run."""
+    cc = require_tool("cc")
+    try:
+        from project_api.emit import emit
+    except ImportError as exc:
+        raise AssertionError(f"project_api.emit.emit is not available: {exc}") from exc
+    tar_path = workdir / f"{name}.tar"
+    emit(model, tar_path, name=name)
+    root = workdir / "mlf"
+    root.mkdir()
+    with tarfile.open(tar_path) as tf:
+        tf.extractall(root, filter="data")
+    header_path = root / "codegen" / "host" / "include" / f"tvmgen_{name}.h"
+    if not header_path.is_file():
+        raise AssertionError(f"the MLF lacks codegen/host/include/tvmgen_{name}.h")
+    header = header_path.read_text()
+    in_names, out_names = _io_names(model)
+    in_members = _order(_struct_members(header, name, "inputs"), in_names, "inputs")
+    out_members = _order(_struct_members(header, name, "outputs"), out_names, "outputs")
+    in_det, out_det = R.input_details(model), R.output_details(model)
+    in_sizes = [int(np.prod(d["shape"])) * d["dtype"].itemsize for d in in_det]
+    out_sizes = [int(np.prod(d["shape"])) * d["dtype"].itemsize for d in out_det]
+    (workdir / "main.c").write_text(_main_c(name, in_members, in_sizes, out_members, out_sizes))
+    sources = sorted((root / "codegen" / "host" / "src").glob("*.c"))
+    if not sources:
+        raise AssertionError("the MLF has no C sources under codegen/host/src")
+    exe = workdir / "model"
+    _run([cc, *CFLAGS, "-I", str(CRT_DIR / "include"), "-I", str(header_path.parent),
+          *map(str, sources), str(workdir / "main.c"), *map(str, backend), "-lm", "-o", str(exe)],
+         "compiling the emitted C")
+    with open(workdir / "inputs.bin", "wb") as f:
+        for inputs in runs:
+            for arr, d in zip(inputs, in_det, strict=True):
+                f.write(np.ascontiguousarray(arr, dtype=d["dtype"]).tobytes())
+    _run([str(exe), "inputs.bin", "outputs.bin", str(len(runs))], "running the emitted C",
+         cwd=workdir)
+    raw = (workdir / "outputs.bin").read_bytes()
+    result, pos = [], 0
+    for _ in runs:
+        outs = []
+        for d, size in zip(out_det, out_sizes, strict=True):
+            outs.append(np.frombuffer(raw[pos:pos + size], d["dtype"]).reshape(d["shape"]))
+            pos += size
+        result.append(outs)
+    assert pos == len(raw), f"the program wrote {len(raw)} bytes, expected {pos}"
+    return result
+
+
+# --- inputs and comparison ------------------------------------------------------------------
+
+
+def input_sets(model: bytes, seed: int) -> list[list[np.ndarray]]:
+    """RUNS input sets: random over each input's whole range, then one at the extremes."""
+    rng = np.random.default_rng(seed)
+    dets = R.input_details(model)
+    sets = []
+    for r in range(RUNS):
+        one = []
+        for d in dets:
+            if d["dtype"] == np.int8:
+                if r < RUNS - 1:
+                    one.append(rng.integers(-128, 128, size=d["shape"], dtype=np.int8))
+                else:
+                    one.append(rng.choice(np.array([-128, 127], np.int8), size=d["shape"]))
+            else:
+                scale = 3.0 if r < RUNS - 1 else 50.0
+                one.append(rng.uniform(-scale, scale, size=d["shape"]).astype(np.float32))
+        sets.append(one)
+    return sets
+
+
+def compare(got: np.ndarray, want: np.ndarray, ref: str, lsb: int) -> str | None:
+    """None when ``got`` matches ``want``, else a one-line description of the mismatch."""
+    if got.shape != want.shape:
+        return f"shape {got.shape} vs {ref} {want.shape}"
+    if want.dtype.kind == "f":
+        bad = ~np.isclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        err = np.abs(got.astype(np.float64) - want)
+        return (f"{int(bad.sum())}/{bad.size} elements differ from {ref} beyond rtol={FLOAT_RTOL}, "
+                f"atol={FLOAT_ATOL} (max abs error {err.max():.3g}); first at {idx}: emitted "
+                f"{got[idx]!r}, {ref} {want[idx]!r}")
+    diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+    bad = diff > lsb
+    if not bad.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"{int(bad.sum())}/{bad.size} elements differ from {ref} by more than {lsb} LSB "
+            f"(max {int(diff.max())}); first at {idx}: emitted {int(got[idx])}, {ref} "
+            f"{int(want[idx])}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_emitted_matches_references(case: Case, tmp_path: Path, backend_objects: list[Path]) -> None:
+    model, labels = build_case(case)
+    runs = input_sets(model, zlib.crc32(case.id.encode()) + 1)
+    name = _sanitize(f"{case.op.lower()}_{case.mode}")
+    got_runs = emit_and_run(model, name, runs, tmp_path, backend_objects)
+    problems = []
+    for r, (inputs, got) in enumerate(zip(runs, got_runs, strict=True)):
+        tflm = R.run_tflm(model, inputs)
+        lite = R.run_litert(model, inputs)
+        for k, label in enumerate(labels):
+            checks = [(tflm[k], "TFLM", 0), (lite[k], "LiteRT", 1)]
+            for want, ref, lsb in checks:
+                msg = compare(got[k], want, ref, lsb)
+                if msg:
+                    problems.append(f"{case.id} {label} run {r}: {msg}")
+    assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:20])
