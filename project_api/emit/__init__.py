@@ -1,0 +1,65 @@
+"""The emitter: a TFLite flatbuffer in, a Model Library Format (v7) archive of portable C out.
+
+``emit(model, out_path, name="default")`` reads the model (:mod:`.tflite_reader`), prepares every
+operator (:mod:`.ops`, one module per operator, with all checks done here and none in the C),
+plans the activation pool (:mod:`.planner`), renders C from the Jinja2 kernels in ``kernels/``
+(:mod:`.codegen`) and writes a deterministic tar (:mod:`.mlf_writer`).
+
+The generated ``tvmgen_<name>_run(inputs, outputs)`` reads and writes the caller's buffers and
+takes every intermediate from one ``TVMBackendAllocWorkspace`` call of
+``TVMGEN_<NAME>_WORKSPACE_SIZE`` bytes, so it links only the CRT backend library. int8 results
+match the TFLM reference kernels bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codegen import Generated, IOTensor, generate
+from .mlf_writer import tar_bytes, write_mlf
+from .tflite_reader import read_tflite
+
+__all__ = ["EmitResult", "IOTensor", "emit", "emit_sources", "read_tflite"]
+
+
+@dataclass
+class EmitResult:
+    """What :func:`emit` produced."""
+
+    path: Path | None
+    name: str
+    inputs: list[IOTensor]
+    outputs: list[IOTensor]
+    workspace_size_bytes: int
+    lower_bound_bytes: int
+    constants_size_bytes: int
+    num_operators: int
+    generated: Generated
+
+
+def emit_sources(model: bytes | bytearray | str | Path, name: str = "default") -> Generated:
+    """Read and compile ``model`` (bytes or a path) to C sources without writing anything."""
+    return generate(read_tflite(model), name)
+
+
+def emit(model: bytes | bytearray | str | Path, out_path: str | Path, name: str = "default",
+         force: bool = False) -> EmitResult:
+    """Compile ``model`` and write the MLF archive to ``out_path``.
+
+    Raises :class:`~project_api.errors.EmitError` for a corrupt model or an existing
+    ``out_path`` without ``force``, and :class:`~project_api.errors.UnsupportedOperatorError`
+    (naming the node) for anything the emitter does not implement.
+    """
+    gen = emit_sources(model, name)
+    path = write_mlf(gen, out_path, force=force)
+    return EmitResult(path, name, gen.inputs, gen.outputs, gen.workspace_size_bytes,
+                      gen.lower_bound_bytes, gen.constants_size_bytes,
+                      len(gen.kernels), gen)
+
+
+def archive_bytes(model: bytes | bytearray | str | Path, name: str = "default") -> bytes:
+    """The archive as bytes (for tests of determinism)."""
+    from .mlf_writer import mlf_files
+
+    return tar_bytes(mlf_files(emit_sources(model, name)))

@@ -1,0 +1,312 @@
+"""Turn a :class:`~.graph.Graph` into C: prepare every op, plan memory, render the sources.
+
+The output is one C file (kernels, constants and ``tvmgen_<name>_run``) and the TVM-style
+interface header. All checks happen while preparing the ops; the C has none beyond the one
+``TVMBackendAllocWorkspace`` result check.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from ..errors import EmitError, UnsupportedOperatorError
+from . import planner
+from .graph import DTYPE_BYTES, Graph, Tensor
+from .ops import (
+    add,
+    conv2d,
+    depthwise_conv2d,
+    dequantize,
+    fully_connected,
+    mul,
+    pool2d,
+    reshape,
+    softmax,
+)
+from .ops import quantize as quantize_op
+from .ops.common import C_TYPES, ConstArray, Kernel, float_literal
+
+LOG = logging.getLogger(__name__)
+
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+
+OPS = {
+    "CONV_2D": conv2d.prepare,
+    "DEPTHWISE_CONV_2D": depthwise_conv2d.prepare,
+    "FULLY_CONNECTED": fully_connected.prepare,
+    "AVERAGE_POOL_2D": pool2d.prepare,
+    "MAX_POOL_2D": pool2d.prepare,
+    "ADD": add.prepare,
+    "MUL": mul.prepare,
+    "RESHAPE": reshape.prepare,
+    "SOFTMAX": softmax.prepare,
+    "QUANTIZE": quantize_op.prepare,
+    "DEQUANTIZE": dequantize.prepare,
+}
+
+IO_DTYPES = ("int8", "uint8", "int16", "int32", "float32")
+
+
+def sanitize(name: str) -> str:
+    """TVM's ``SanitizeName``: every non-alphanumeric character becomes ``_``."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name)
+
+
+@dataclass
+class IOTensor:
+    """A graph input or output as the interface sees it."""
+
+    name: str
+    c_name: str
+    dtype: str
+    shape: tuple[int, ...]
+    size_bytes: int
+    quantization: dict | None
+
+
+@dataclass
+class Generated:
+    """Everything the MLF writer and the caller need from code generation."""
+
+    name: str
+    header: str
+    source: str
+    inputs: list[IOTensor]
+    outputs: list[IOTensor]
+    workspace_size_bytes: int
+    lower_bound_bytes: int
+    constants_size_bytes: int
+    kernels: list[Kernel] = field(default_factory=list)
+    plan: planner.MemoryPlan | None = None
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(KERNELS_DIR)),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters["flit"] = float_literal
+    env.filters["fmin"] = lambda v: "-FLT_MAX" if v is None else float_literal(v)
+    env.filters["fmax"] = lambda v: "FLT_MAX" if v is None else float_literal(v)
+    return env
+
+
+def _io(t: Tensor) -> IOTensor:
+    if t.dtype not in IO_DTYPES:
+        raise UnsupportedOperatorError(f"graph input/output '{t.name}' has type {t.dtype}")
+    quant = None
+    if t.quant is not None:
+        quant = {"scale": [float(np.float32(s)) for s in t.quant.scale],
+                 "zero_point": [int(z) for z in t.quant.zero_point]}
+    return IOTensor(t.name, sanitize(t.name), t.dtype, tuple(t.shape), t.size_bytes, quant)
+
+
+def _format_array(c: ConstArray, cname: str) -> str:
+    vals = c.values.reshape(-1)
+    if c.ctype == "float":
+        items = [float_literal(v) for v in vals.tolist()]
+    else:
+        items = [str(int(v)) for v in vals.tolist()]
+    per_line = 8 if c.ctype == "float" else 16
+    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    body = ",\n  ".join(lines)
+    return f"static const {c.ctype} {cname}[{len(items)}] = {{\n  {body}\n}};\n"
+
+
+class _Storage:
+    """Union-find over tensor indices: tensors in one set share one buffer."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def find(self, t: int) -> int:
+        self.parent.setdefault(t, t)
+        while self.parent[t] != t:
+            self.parent[t] = self.parent[self.parent[t]]
+            t = self.parent[t]
+        return t
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def generate(graph: Graph, name: str) -> Generated:
+    """Prepare, plan and render ``graph`` as module ``name``."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise EmitError(f"module name {name!r} is not a C identifier; use letters, digits and _")
+    if not graph.operators:
+        raise EmitError("the model has no operators")
+
+    kernels: list[Kernel] = []
+    for op in graph.operators:
+        prepare = OPS.get(op.opcode)
+        if prepare is None:
+            raise UnsupportedOperatorError(
+                f"{op.describe()}: operator {op.opcode} is not supported (supported: "
+                f"{', '.join(sorted(OPS))})")
+        kernel = prepare(op, graph)
+        LOG.debug("prepared %s -> %s", op.describe(), kernel.template)
+        kernels.append(kernel)
+
+    inputs = [_io(graph.tensor(i)) for i in graph.inputs]
+    outputs = [_io(graph.tensor(i)) for i in graph.outputs]
+    seen: dict[str, str] = {}
+    for io in inputs + outputs:
+        key = io.c_name.upper()
+        if key in seen:
+            raise EmitError(f"tensor names '{seen[key]}' and '{io.name}' collide as C name "
+                            f"'{io.c_name}'; rename one in the model")
+        seen[key] = io.name
+        if not io.c_name or io.c_name[0].isdigit():
+            raise EmitError(f"tensor name '{io.name}' does not make a C identifier")
+    if set(graph.inputs) & set(graph.outputs):
+        raise UnsupportedOperatorError("a graph input is also a graph output")
+
+    external: dict[int, str] = {}  # tensor -> C expression of the caller's buffer
+    for i, io in zip(graph.inputs, inputs):
+        external[i] = f"inputs->{io.c_name}"
+    for i, io in zip(graph.outputs, outputs):
+        external[i] = f"outputs->{io.c_name}"
+
+    storage = _Storage()
+    root_external: dict[int, str] = {}
+    for t, expr in external.items():
+        root_external[storage.find(t)] = expr
+    for k in kernels:
+        if not k.alias:
+            continue
+        a, b = storage.find(k.inputs[0]), storage.find(k.outputs[0])
+        if a in root_external and b in root_external:
+            k.alias = False  # two caller buffers: copy
+            continue
+        expr = root_external.pop(a, None) or root_external.pop(b, None)
+        storage.union(a, b)
+        if expr is not None:
+            root_external[storage.find(a)] = expr
+
+    # lifetimes of the pool buffers
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for idx, k in enumerate(kernels):
+        for t in k.inputs + k.outputs:
+            if graph.tensor(t).is_const:
+                continue
+            r = storage.find(t)
+            first[r] = min(first.get(r, idx), idx)
+            last[r] = max(last.get(r, idx), idx)
+            size[r] = max(size.get(r, 0), graph.tensor(t).size_bytes)
+    for r in first:
+        if r not in root_external and any(
+                graph.tensor(t).is_const is False and storage.find(t) == r and t in graph.inputs
+                for t in graph.inputs):
+            pass
+    buffers = [planner.Buffer(r, size[r], first[r], last[r]) for r in sorted(first)
+               if r not in root_external]
+    mplan = planner.plan(buffers)
+    offsets = {b.id: b.offset for b in buffers}
+
+    def pointer(t: int, writable: bool) -> str:
+        tensor = graph.tensor(t)
+        ctype = C_TYPES[tensor.dtype]
+        qual = "" if writable else "const "
+        r = storage.find(t)
+        if r in root_external:
+            return f"({qual}{ctype}*){root_external[r]}"
+        return f"({qual}{ctype}*)(pool + {offsets[r]})"
+
+    env = _env()
+    const_chunks: list[str] = []
+    func_chunks: list[str] = []
+    calls: list[str] = []
+    constants_size = 0
+    for k in kernels:
+        if k.alias:
+            calls.append(f"  /* node {k.op.index} {k.op.opcode}: '{graph.tensor(k.outputs[0]).name}'"
+                         f" aliases '{graph.tensor(k.inputs[0]).name}' */")
+            continue
+        fn = f"op{k.op.index}_{k.op.opcode.lower()}"
+        for c in k.constants:
+            const_chunks.append(_format_array(c, f"{fn}_{c.suffix}"))
+            constants_size += c.values.size * np.dtype(
+                {"float": np.float32, "int8_t": np.int8, "int32_t": np.int32,
+                 "int16_t": np.int16, "uint8_t": np.uint8}[c.ctype]).itemsize
+        args = [f"const {C_TYPES[graph.tensor(t).dtype]}* restrict in{j}"
+                for j, t in enumerate(k.inputs)]
+        args += [f"{C_TYPES[graph.tensor(t).dtype]}* restrict out{j}"
+                 for j, t in enumerate(k.outputs)]
+        body = env.get_template(k.template).render(p=k.params, fn=fn)
+        func_chunks.append(f"/* node {k.op.index}: {k.op.opcode} */\n"
+                           f"static void {fn}({', '.join(args)}) {{\n{body}}}\n")
+        call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
+        calls.append(f"  {fn}({', '.join(call_args)});")
+
+    pool_size = mplan.pool_size
+    header = render_header(name, inputs, outputs, pool_size)
+    common = env.get_template("common.h.j2").render()
+    run = [f"int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs, "
+           f"struct tvmgen_{name}_outputs* outputs) {{"]
+    if pool_size:
+        run += [f"  uint8_t* pool = (uint8_t*)TVMBackendAllocWorkspace(1, 0, {pool_size}, 0, 8);",
+                "  if (pool == NULL) return -1;"]
+    else:
+        run += ["  (void)inputs;", "  (void)outputs;"] if not calls else []
+    run += calls
+    if pool_size:
+        run += ["  if (TVMBackendFreeWorkspace(1, 0, pool) != 0) return -1;"]
+    run += ["  return 0;", "}"]
+    source = "\n".join([
+        f"/* Generated by project-api emit for module \"{name}\". Do not edit. */",
+        f"#include \"tvmgen_{name}.h\"",
+        "",
+        common,
+        "/* ---- constants ---- */",
+        "\n".join(const_chunks),
+        "/* ---- operators ---- */",
+        "\n".join(func_chunks),
+        "/* ---- entry point ---- */",
+        "\n".join(run),
+        "",
+    ])
+    return Generated(name, header, source, inputs, outputs, pool_size, mplan.lower_bound,
+                     constants_size, kernels, mplan)
+
+
+def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
+                  workspace_size: int) -> str:
+    """``tvmgen_<name>.h`` laid out as TVM's ``interface_c.cc`` writes it."""
+    upper = name.upper()
+    out = [f"#ifndef TVMGEN_{upper}_H_", f"#define TVMGEN_{upper}_H_", "#include <stdint.h>", "",
+           "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    for kind, tensors in (("Input", inputs), ("Output", outputs)):
+        for t in tensors:
+            out += ["/*!",
+                    f" * \\brief {kind} tensor {t.name} size (in bytes) for TVM module \"{name}\" ",
+                    " */",
+                    f"#define TVMGEN_{upper}_{t.c_name.upper()}_SIZE {t.size_bytes}"]
+    for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
+        label = "Input" if kind == "inputs" else "Output"
+        out += ["/*!", f" * \\brief {label} tensor pointers for TVM module \"{name}\" ", " */",
+                f"struct tvmgen_{name}_{kind} {{"]
+        out += [f"  void* {t.c_name};" for t in tensors]
+        out += ["};", ""]
+    out += ["/*!", f" * \\brief entrypoint function for TVM module \"{name}\"",
+            " * \\param inputs Input tensors for the module ",
+            " * \\param outputs Output tensors for the module ", " */",
+            f"int32_t tvmgen_{name}_run(", f"  struct tvmgen_{name}_inputs* inputs,",
+            f"  struct tvmgen_{name}_outputs* outputs", ");",
+            "/*!", f" * \\brief Workspace size for TVM module \"{name}\" ", " */",
+            f"#define TVMGEN_{upper}_WORKSPACE_SIZE {workspace_size}", "",
+            "#ifdef __cplusplus", "}", "#endif", "", f"#endif // TVMGEN_{upper}_H_", ""]
+    return "\n".join(out)
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES[dtype]

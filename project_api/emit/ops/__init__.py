@@ -1,0 +1,1 @@
+"""One module per operator; each exposes ``prepare(op, graph) -> Kernel`` (see ``common``)."""

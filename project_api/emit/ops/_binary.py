@@ -1,0 +1,72 @@
+"""Shared preparation of the elementwise binary ops ADD and MUL (shapes and broadcasting)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Graph, Operator, Tensor
+from .common import (
+    ConstArray,
+    check_activation,
+    check_counts,
+    check_dtype,
+    tensor_in,
+    tensor_out,
+    unsupported,
+)
+
+MAX_RANK = 6
+
+
+def broadcast(op: Operator, a: Tensor, b: Tensor, y: Tensor) -> dict:
+    """Output dims and per-input element strides (0 on broadcast dims), NumPy/TFLite rules."""
+    rank = max(len(a.shape), len(b.shape), 1)
+    if rank > MAX_RANK:
+        raise unsupported(op, f"rank {rank} broadcasting not supported (max {MAX_RANK})")
+    sa = (1,) * (rank - len(a.shape)) + tuple(a.shape)
+    sb = (1,) * (rank - len(b.shape)) + tuple(b.shape)
+    dims = []
+    for da, db in zip(sa, sb):
+        if da != db and 1 not in (da, db):
+            raise unsupported(op, f"shapes {list(a.shape)} and {list(b.shape)} do not broadcast")
+        dims.append(max(da, db))
+    if int(np.prod(dims)) != y.num_elements:
+        raise unsupported(op, f"output '{y.name}' shape {list(y.shape)} does not match the "
+                              f"broadcast shape {dims}")
+
+    def strides(shape: tuple[int, ...]) -> list[int]:
+        st, acc = [0] * rank, 1
+        for i in range(rank - 1, -1, -1):
+            st[i] = 0 if shape[i] == 1 and dims[i] != 1 else acc
+            acc *= shape[i]
+        return st
+
+    return {"rank": rank, "dims": dims, "sa": strides(sa), "sb": strides(sb),
+            "flat": sa == sb, "size": int(np.prod(dims))}
+
+
+def operands(op: Operator, graph: Graph) -> tuple[Tensor, Tensor, Tensor, str, dict, list, list]:
+    """(a, b, y, activation, params, activation inputs, constant arrays) of a binary op."""
+    check_counts(op, (2,))
+    a = tensor_in(graph, op, 0)
+    b = tensor_in(graph, op, 1)
+    y = tensor_out(graph, op)
+    act = check_activation(op)
+    if a.is_const and b.is_const:
+        raise unsupported(op, "both inputs are constants (fold them before export)")
+    for t in (a, b):
+        check_dtype(op, t, ("int8", "float32"))
+    if not (a.dtype == b.dtype == y.dtype):
+        raise unsupported(op, f"mixed types {a.dtype}, {b.dtype} -> {y.dtype}")
+    params = broadcast(op, a, b, y)
+    params["dtype"] = y.dtype
+    inputs, consts = [], []
+    for key, t in (("a", a), ("b", b)):
+        if t.is_const:
+            consts.append(ConstArray(key, "int8_t" if t.dtype == "int8" else "float",
+                                     t.data.reshape(-1)))
+            params[f"{key}_src"] = None
+        else:
+            params[f"{key}_src"] = f"in{len(inputs)}"
+            inputs.append(t.index)
+    return a, b, y, act, params, inputs, consts

@@ -1,0 +1,131 @@
+"""What every op module shares: the :class:`Kernel` it returns from ``prepare`` and checks.
+
+An op module has one public function, ``prepare(op, graph) -> Kernel``. It does all the checks
+(TFLM's Prepare), computes every integer parameter the C needs, lays out the constants, and names
+the Jinja2 template in ``kernels/`` that renders the body of the op's C function. The generated C
+then only computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import UnsupportedOperatorError
+from ..graph import Graph, Operator, Tensor
+
+C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "uint8": "uint8_t",
+           "float32": "float"}
+
+
+@dataclass
+class ConstArray:
+    """A ``static const`` array the kernel reads: ``<function>_<suffix>``."""
+
+    suffix: str
+    ctype: str
+    values: np.ndarray
+
+
+@dataclass
+class Kernel:
+    """A prepared operator, ready to render."""
+
+    op: Operator
+    template: str
+    params: dict[str, Any]
+    inputs: list[int]
+    outputs: list[int]
+    constants: list[ConstArray] = field(default_factory=list)
+    alias: bool = False  # the output shares the first input's storage (RESHAPE)
+
+
+def unsupported(op: Operator, what: str) -> UnsupportedOperatorError:
+    return UnsupportedOperatorError(f"{op.describe()}: {what}")
+
+
+def tensor_in(graph: Graph, op: Operator, i: int, *, const: bool | None = None,
+              optional: bool = False) -> Tensor | None:
+    """Input ``i`` of ``op``; checks presence and const-ness."""
+    if i >= len(op.inputs) or op.inputs[i] < 0:
+        if optional:
+            return None
+        raise unsupported(op, f"input {i} is missing")
+    t = graph.tensor(op.inputs[i])
+    if const is True and not t.is_const:
+        raise unsupported(op, f"input {i} '{t.name}' must be a constant")
+    if const is False and t.is_const:
+        raise unsupported(op, f"input {i} '{t.name}' is a constant; only activations are "
+                              "supported here")
+    return t
+
+
+def tensor_out(graph: Graph, op: Operator, i: int = 0) -> Tensor:
+    if i >= len(op.outputs):
+        raise unsupported(op, f"output {i} is missing")
+    return graph.tensor(op.outputs[i])
+
+
+def check_counts(op: Operator, n_in: tuple[int, ...], n_out: int = 1) -> None:
+    if len(op.inputs) not in n_in or len(op.outputs) != n_out:
+        raise unsupported(op, f"expects {n_in} inputs and {n_out} output, has "
+                              f"{len(op.inputs)} and {len(op.outputs)}")
+
+
+def check_dtype(op: Operator, t: Tensor, allowed: tuple[str, ...]) -> None:
+    if t.dtype not in allowed:
+        raise unsupported(op, f"type {t.dtype} of '{t.name}' not supported (supported: "
+                              f"{', '.join(allowed)})")
+
+
+def check_activation(op: Operator) -> str:
+    act = op.options.get("activation", "NONE")
+    if act not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        raise unsupported(op, f"fused activation {act} not supported")
+    return act
+
+
+def per_tensor(op: Operator, t: Tensor) -> tuple[float, int]:
+    """(scale, zero_point) of a per-tensor quantized tensor."""
+    if t.quant is None:
+        raise unsupported(op, f"'{t.name}' ({t.dtype}) has no quantization parameters")
+    if t.quant.per_channel:
+        raise unsupported(op, f"'{t.name}' must be quantized per tensor")
+    return t.quant.scale[0], t.quant.zero_point[0]
+
+
+def compute_padding(in_size: int, filter_size: int, stride: int, dilation: int,
+                    padding: str) -> tuple[int, int]:
+    """TFLite's output size and leading pad for one spatial dimension."""
+    eff = (filter_size - 1) * dilation + 1
+    if padding == "SAME":
+        out = (in_size + stride - 1) // stride
+    else:
+        out = (in_size - eff + stride) // stride
+    pad = max(0, ((out - 1) * stride + eff - in_size) // 2)
+    return out, pad
+
+
+def check_spatial(op: Operator) -> None:
+    for k in ("stride_w", "stride_h", "dilation_w", "dilation_h", "filter_w", "filter_h"):
+        if k in op.options and op.options[k] < 1:
+            raise unsupported(op, f"{k} = {op.options[k]} must be >= 1")
+    if op.options.get("padding") not in ("SAME", "VALID"):
+        raise unsupported(op, f"padding {op.options.get('padding')} not supported")
+
+
+def check_shape(op: Operator, t: Tensor, expected: tuple[int, ...]) -> None:
+    if tuple(t.shape) != tuple(expected):
+        raise unsupported(op, f"'{t.name}' has shape {list(t.shape)}, expected {list(expected)}")
+
+
+def float_literal(x: float) -> str:
+    """An exact C float literal (hex float), or the limit macro for infinities."""
+    x = float(np.float32(x))
+    if x != x:
+        return "NAN"
+    if x in (float("inf"), float("-inf")):
+        return "INFINITY" if x > 0 else "(-INFINITY)"
+    return float.hex(x) + "f"

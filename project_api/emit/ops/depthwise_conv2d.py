@@ -1,0 +1,79 @@
+"""DEPTHWISE_CONV_2D: int8 per-channel (TFLM ``DepthwiseConvPerChannel``) and float32.
+
+Output channel ``oc = ic * depth_multiplier + m``. Each output pixel accumulates every channel at
+once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop is contiguous.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import quantize as q
+from ..graph import Graph, Operator
+from .common import (
+    ConstArray,
+    Kernel,
+    check_activation,
+    check_counts,
+    check_dtype,
+    check_shape,
+    per_tensor,
+    tensor_in,
+    tensor_out,
+    unsupported,
+)
+from .conv2d import conv_geometry, int8_requant
+from .fully_connected import dequantized_weights
+
+
+def prepare(op: Operator, graph: Graph) -> Kernel:
+    check_counts(op, (2, 3))
+    x = tensor_in(graph, op, 0, const=False)
+    w = tensor_in(graph, op, 1, const=True)
+    b = tensor_in(graph, op, 2, const=True, optional=True)
+    y = tensor_out(graph, op)
+    act = check_activation(op)
+    check_dtype(op, x, ("int8", "float32"))
+    if y.dtype != x.dtype:
+        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    if len(w.shape) != 4 or w.shape[0] != 1:
+        raise unsupported(op, f"filter '{w.name}' must be [1, H, W, C*M], shape {list(w.shape)}")
+    _, kh, kw, oc = w.shape
+    g = conv_geometry(op, x, kh, kw)
+    if oc % g["c"]:
+        raise unsupported(op, f"filter channels {oc} are not a multiple of input channels "
+                              f"{g['c']}")
+    dm = oc // g["c"]
+    opt_dm = op.options.get("depth_multiplier", 0)
+    if opt_dm not in (0, dm):
+        raise unsupported(op, f"depth_multiplier {opt_dm} does not match the filter ({dm})")
+    check_shape(op, y, (g["n"], g["oh"], g["ow"], oc))
+    params = dict(g, oc=oc, dm=dm, dtype=x.dtype)
+
+    if x.dtype == "float32":
+        if w.dtype == "float32":
+            wf = w.data.astype(np.float32)
+        elif w.dtype == "int8":
+            wf = dequantized_weights(op, w, 3)
+        else:
+            raise unsupported(op, f"filter type {w.dtype} not supported with float32 input")
+        bias = np.zeros(oc, np.float32)
+        if b is not None:
+            check_dtype(op, b, ("float32",))
+            bias = b.data.astype(np.float32).reshape(-1)
+        lo, hi = q.activation_range_float(act)
+        params.update(act_min=lo, act_max=hi)
+        return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index],
+                      [ConstArray("w", "float", wf.reshape(-1)), ConstArray("b", "float", bias)])
+
+    check_dtype(op, w, ("int8",))
+    _, in_zp = per_tensor(op, x)
+    rq, consts = int8_requant(op, x, w, y, oc, 3, act)
+    params.update(rq, in_off=-in_zp)
+    bias = np.zeros(oc, np.int32)
+    if b is not None:
+        check_dtype(op, b, ("int32",))
+        bias = b.data.astype(np.int32).reshape(-1)
+    consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
+              ConstArray("b", "int32_t", bias)] + consts
+    return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts)

@@ -1,0 +1,59 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D, int8 and float32 (TFLM reference pooling).
+
+The window is clipped to the input; an int8 average divides the int32 sum by the number of
+in-bounds elements, rounding half away from zero. int8 pooling does not requantize, so input and
+output must share scale and zero point (as TFLite requires).
+"""
+
+from __future__ import annotations
+
+from .. import quantize as q
+from ..graph import Graph, Operator
+from .common import (
+    Kernel,
+    check_activation,
+    check_counts,
+    check_dtype,
+    check_shape,
+    check_spatial,
+    compute_padding,
+    per_tensor,
+    tensor_in,
+    tensor_out,
+    unsupported,
+)
+
+
+def prepare(op: Operator, graph: Graph) -> Kernel:
+    check_counts(op, (1,))
+    check_spatial(op)
+    x = tensor_in(graph, op, 0, const=False)
+    y = tensor_out(graph, op)
+    act = check_activation(op)
+    check_dtype(op, x, ("int8", "float32"))
+    if y.dtype != x.dtype:
+        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    if len(x.shape) != 4:
+        raise unsupported(op, f"input '{x.name}' must be 4-D NHWC")
+    n, h, w, c = x.shape
+    fh, fw = op.options["filter_h"], op.options["filter_w"]
+    sh, sw = op.options["stride_h"], op.options["stride_w"]
+    oh, pad_h = compute_padding(h, fh, sh, 1, op.options["padding"])
+    ow, pad_w = compute_padding(w, fw, sw, 1, op.options["padding"])
+    if oh < 1 or ow < 1:
+        raise unsupported(op, "the pooling window is larger than the input")
+    check_shape(op, y, (n, oh, ow, c))
+    params = {"n": n, "h": h, "w": w, "c": c, "oh": oh, "ow": ow, "fh": fh, "fw": fw,
+              "sh": sh, "sw": sw, "pad_h": pad_h, "pad_w": pad_w, "dtype": x.dtype,
+              "kind": "avg" if op.opcode == "AVERAGE_POOL_2D" else "max"}
+    if x.dtype == "int8":
+        xs, xz = per_tensor(op, x)
+        ys, yz = per_tensor(op, y)
+        if (q.f32(xs), xz) != (q.f32(ys), yz):
+            raise unsupported(op, "int8 pooling needs the same scale and zero point on input "
+                                  "and output")
+        lo, hi = q.activation_range_int8(act, ys, yz)
+    else:
+        lo, hi = q.activation_range_float(act)
+    params.update(act_min=lo, act_max=hi)
+    return Kernel(op, "pool2d.c.j2", params, [x.index], [y.index])

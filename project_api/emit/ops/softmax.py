@@ -1,0 +1,38 @@
+"""SOFTMAX over the last dimension: int8 -> int8 (TFLM fixed-point) and float32.
+
+int8 follows TFLM exactly: differences to the row maximum are rescaled to Q5.26 with a multiplier
+from ``PreprocessSoftmaxScaling``, exponentiated with gemmlowp's fixed-point
+``exp_on_negative_values``, summed in Q12.19, inverted with ``one_over_one_plus_x_for_x_in_0_1``
+and scaled to the output (which TFLM requires to be scale 1/256, zero point -128).
+"""
+
+from __future__ import annotations
+
+from .. import quantize as q
+from ..graph import Graph, Operator
+from .common import Kernel, check_counts, check_dtype, per_tensor, tensor_in, tensor_out, unsupported
+
+
+def prepare(op: Operator, graph: Graph) -> Kernel:
+    check_counts(op, (1,))
+    x = tensor_in(graph, op, 0, const=False)
+    y = tensor_out(graph, op)
+    check_dtype(op, x, ("int8", "float32"))
+    if y.dtype != x.dtype:
+        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    if len(x.shape) < 1 or x.shape != y.shape:
+        raise unsupported(op, "input and output shapes must match and be at least 1-D")
+    depth = x.shape[-1]
+    if depth < 1:
+        raise unsupported(op, "empty last dimension")
+    beta = op.options.get("beta", 1.0)
+    params = {"rows": x.num_elements // depth, "depth": depth, "dtype": x.dtype,
+              "beta": beta}
+    if x.dtype == "int8":
+        xs, _ = per_tensor(op, x)
+        ys, yz = per_tensor(op, y)
+        if yz != -128 or q.f32(ys) != 1.0 / 256:
+            raise unsupported(op, "int8 output must have scale 1/256 and zero point -128")
+        mult, shift, diff_min = q.softmax_params(xs, beta)
+        params.update(mult=mult, shift=shift, diff_min=diff_min)
+    return Kernel(op, "softmax.c.j2", params, [x.index], [y.index])

@@ -1,0 +1,91 @@
+"""Static memory plan for the activation pool.
+
+Every intermediate tensor (not a constant, not a graph input or output: those are the caller's
+buffers) gets a fixed byte offset in one pool that the generated ``run`` function takes with a
+single ``TVMBackendAllocWorkspace`` call. Tensors that share storage (a RESHAPE's output aliases
+its input) are planned as one buffer.
+
+Algorithm (greedy by size, as TFLM's ``GreedyMemoryPlanner``):
+
+1. Each buffer has a size (rounded up to ``ALIGN`` bytes) and a lifetime ``[first, last]``: the
+   index of the op that writes it first and of the op that reads it last. Two buffers conflict
+   when their lifetimes intersect (an op's inputs and outputs are all live during that op, so
+   an output never lands on an input of the same op).
+2. The buffers are sorted by size, largest first (ties: earlier first use, then buffer id, so the
+   plan is deterministic).
+3. Each buffer in turn is placed at the lowest offset where it overlaps no already placed buffer
+   that conflicts with it. The candidate offsets are 0 and the end of every conflicting placed
+   buffer, tried in increasing order.
+4. The pool size is the largest ``offset + size``.
+
+``lower_bound`` is the most bytes live at once during any op; no plan can be smaller, so it
+measures how close the greedy plan is to optimal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGN = 8
+
+
+@dataclass
+class Buffer:
+    """One storage group: its id, size, lifetime and (after planning) offset."""
+
+    id: int
+    size: int
+    first: int
+    last: int
+    offset: int = -1
+
+    def conflicts(self, other: Buffer) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+@dataclass
+class MemoryPlan:
+    buffers: list[Buffer]
+    pool_size: int
+    lower_bound: int
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def plan(buffers: list[Buffer]) -> MemoryPlan:
+    """Assign an offset to every buffer (in place) and return the plan."""
+    for b in buffers:
+        b.size = _align(b.size)
+    order = sorted(buffers, key=lambda b: (-b.size, b.first, b.id))
+    placed: list[Buffer] = []
+    for buf in order:
+        live = sorted((p for p in placed if p.conflicts(buf)), key=lambda p: p.offset)
+        offset = 0
+        for p in live:
+            if offset + buf.size <= p.offset:
+                break
+            offset = max(offset, p.offset + p.size)
+        buf.offset = offset
+        placed.append(buf)
+    pool = max((b.offset + b.size for b in buffers), default=0)
+    return MemoryPlan(buffers, pool, lower_bound(buffers))
+
+
+def lower_bound(buffers: list[Buffer]) -> int:
+    """The largest number of bytes live during any one op."""
+    if not buffers:
+        return 0
+    last_op = max(b.last for b in buffers)
+    return max(sum(b.size for b in buffers if b.first <= i <= b.last) for i in range(last_op + 1))
+
+
+def overlapping_pairs(buffers: list[Buffer]) -> list[tuple[int, int]]:
+    """Pairs of conflicting buffers whose byte ranges intersect (for tests; O(n^2))."""
+    bad = []
+    for i, a in enumerate(buffers):
+        for b in buffers[i + 1:]:
+            if a.conflicts(b) and a.offset < b.offset + b.size and b.offset < a.offset + a.size:
+                bad.append((a.id, b.id))
+    return bad
