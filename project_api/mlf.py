@@ -671,6 +671,13 @@ class _ModuleParser:
             header.outputs if header else None,
             header.output_sizes if header else {}, header.output_names if header else {},
         )
+        if not outputs:
+            relay_name = f"src/{self.name}.relay" + (" or src/relay.txt" if self.single else "")
+            raise self.error(
+                "its inputs and outputs are recorded nowhere (no inputs/outputs in metadata.json, "
+                f"no codegen/host/include/tvmgen_{self.mangled}.h, no Relay text {relay_name}); "
+                "re-export the model with its Relay text or with our emitter"
+            )
         if header and header.workspace_size is not None and not mains:
             workspace = header.workspace_size
 
@@ -812,10 +819,12 @@ class _ModuleParser:
         if header is not None and header.has_run:
             return f"{prefix}_run"
         texts = [_strip_c_comments(p.read_text(encoding="utf-8", errors="replace")) for p in sources]
-        if any(re.search(r"\b" + re.escape(prefix) + r"_run_model\s*\(", t) for t in texts):
-            return f"{prefix}_run_model"
+        # The struct wrapper, when the sources define one, is the entry point even without a
+        # header; only then fall back to the early flat function.
         if any(re.search(r"\b" + re.escape(prefix) + r"_run\s*\(", t) for t in texts):
             return f"{prefix}_run"
+        if any(re.search(r"\b" + re.escape(prefix) + r"_run_model\s*\(", t) for t in texts):
+            return f"{prefix}_run_model"
         return None
 
     def _merge(
