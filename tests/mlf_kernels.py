@@ -408,3 +408,49 @@ TVM_DLL int32_t tvmgen_default_run_model(void* arg0, void* arg1, void* arg2) {{
     }
     _write_tar(Path(path), files)
     return Path(path)
+
+
+# --- project helpers shared by the host-template tests -------------------------------------------
+
+
+def generate_host_project(mlf_path: str | Path, project_dir: str | Path, template: str | Path = "host",
+                          build: bool = True, **options: object):
+    """Generate (and build) a host-template project; returns the open GeneratedProject."""
+    from project_api.project import generate_project
+
+    options = {"warning_as_error": True, **options}
+    project = generate_project(template, mlf_path, project_dir, options)
+    try:
+        if build:
+            project.build()
+    except BaseException:
+        project.close()
+        raise
+    return project
+
+
+def device_pids(binary: str | Path) -> list[int]:
+    """Ids of the running processes whose executable is ``binary`` (Linux /proc)."""
+    want = str(Path(binary).resolve())
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            exe = Path(entry / "exe").resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if str(exe) == want:
+            pids.append(int(entry.name))
+    return pids
+
+
+def warning_module(name: str = "default") -> Module:
+    """An int8 add whose C draws a -Wextra warning (signed/unsigned comparison)."""
+    mod = add_module(name, "int8", (1, 4))
+    mod.source = mod.source.replace(
+        "for (int32_t i = 0; i < 4; ++i) {",
+        "for (int32_t i = 0; i < sizeof(int32_t); ++i) {",
+    )
+    assert "sizeof(int32_t)" in mod.source
+    return mod

@@ -190,7 +190,7 @@ examples:
         from project_api import mlf
 
         a = self.args
-        mlf_path = project.info.get("model_library_format_path")
+        mlf_path = project.info().get("model_library_format_path")
         if not mlf_path:
             raise ProjectError("the project's server reports no model archive; regenerate it")
         with mlf.open_mlf(mlf_path) as library:
