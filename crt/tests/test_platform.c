@@ -1,0 +1,176 @@
+/*
+ * A POSIX implementation of the platform seam for the unit tests: heap memory with a live-block
+ * count, a CLOCK_MONOTONIC timer (or a fake clock), /dev/urandom, vsnprintf, and lifecycle hooks
+ * that record their calls. Test-only: the host template ships the real host platform.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "test_platform.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <tvm/runtime/crt/platform.h>
+
+static char g_trace[4096];
+static int g_live_allocations;
+static int g_fail_allocation_after = -1;
+static tvm_crt_error_t g_hook_error[4];
+static int g_fake_clock;
+static double g_fake_now;
+static int g_timer_running;
+static double g_timer_start;
+
+static const char* const kHookNames[4] = {"open", "activate", "deactivate", "close"};
+
+static void trace(const char* fmt, ...) {
+  size_t used = strlen(g_trace);
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(g_trace + used, sizeof(g_trace) - used, fmt, args);
+  va_end(args);
+}
+
+void TestPlatform_Reset(void) {
+  g_trace[0] = '\0';
+  g_fail_allocation_after = -1;
+  memset(g_hook_error, 0, sizeof(g_hook_error));
+  g_fake_clock = 0;
+  g_fake_now = 0;
+  g_timer_running = 0;
+}
+
+const char* TestPlatform_Trace(void) { return g_trace; }
+
+int TestPlatform_LiveAllocations(void) { return g_live_allocations; }
+
+void TestPlatform_FailAllocationAfter(int successes) { g_fail_allocation_after = successes; }
+
+void TestPlatform_SetHookError(const char* hook, tvm_crt_error_t err) {
+  for (int i = 0; i < 4; i++) {
+    if (strcmp(hook, kHookNames[i]) == 0) {
+      g_hook_error[i] = err;
+      return;
+    }
+  }
+  fprintf(stderr, "TestPlatform_SetHookError: unknown hook %s\n", hook);
+  abort();
+}
+
+void TestPlatform_UseFakeClock(void) {
+  g_fake_clock = 1;
+  g_fake_now = 0;
+}
+
+void TestPlatform_AdvanceClock(double seconds) { g_fake_now += seconds; }
+
+static double now_seconds(void) {
+  if (g_fake_clock) {
+    return g_fake_now;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void TVMPlatformAbort(tvm_crt_error_t error_code) {
+  fprintf(stderr, "TVMPlatformAbort(0x%x)\n", (unsigned)error_code);
+  abort();
+}
+
+size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes, const char* fmt,
+                                va_list args) {
+  if (out_buf_size_bytes == 0) {
+    return 0;
+  }
+  int n = vsnprintf(out_buf, out_buf_size_bytes, fmt, args);
+  if (n < 0) {
+    out_buf[0] = '\0';
+    return 0;
+  }
+  return (size_t)n < out_buf_size_bytes ? (size_t)n : out_buf_size_bytes - 1;
+}
+
+tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void** out_ptr) {
+  (void)dev;
+  if (g_fail_allocation_after == 0) {
+    return kTvmErrorPlatformNoMemory;
+  }
+  void* p = malloc(num_bytes == 0 ? 1 : num_bytes);
+  if (p == NULL) {
+    return kTvmErrorPlatformNoMemory;
+  }
+  if (g_fail_allocation_after > 0) {
+    g_fail_allocation_after--;
+  }
+  g_live_allocations++;
+  *out_ptr = p;
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
+  (void)dev;
+  if (ptr != NULL) {
+    g_live_allocations--;
+  }
+  free(ptr);
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformTimerStart(void) {
+  if (g_timer_running) {
+    return kTvmErrorPlatformTimerBadState;
+  }
+  trace("start;");
+  g_timer_running = 1;
+  g_timer_start = now_seconds();
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
+  if (!g_timer_running) {
+    return kTvmErrorPlatformTimerBadState;
+  }
+  trace("stop;");
+  g_timer_running = 0;
+  *elapsed_time_seconds = now_seconds() - g_timer_start;
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
+  FILE* f = fopen("/dev/urandom", "rb");
+  if (f == NULL) {
+    return kTvmErrorFunctionCallNotImplemented;
+  }
+  size_t got = fread(buffer, 1, num_bytes, f);
+  fclose(f);
+  return got == num_bytes ? kTvmErrorNoError : kTvmErrorFunctionCallNotImplemented;
+}
+
+tvm_crt_error_t TVMPlatformBeforeMeasurement(void) {
+  trace("before;");
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformAfterMeasurement(void) {
+  trace("after;");
+  return kTvmErrorNoError;
+}
+
+static tvm_crt_error_t hook(int which, DLDevice device) {
+  trace("%s(%d,%d);", kHookNames[which], (int)device.device_type, (int)device.device_id);
+  return g_hook_error[which];
+}
+
+tvm_crt_error_t TVMDeviceOpen(DLDevice device) { return hook(0, device); }
+tvm_crt_error_t TVMDeviceActivate(DLDevice device) { return hook(1, device); }
+tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { return hook(2, device); }
+tvm_crt_error_t TVMDeviceClose(DLDevice device) { return hook(3, device); }
+
+tvm_crt_error_t TVMPlatformInitialize(void) {
+  TestPlatform_Reset();
+  return kTvmErrorNoError;
+}

@@ -1,0 +1,38 @@
+/*
+ * The POSIX test platform (test_platform.c): implements platform.h with malloc, clock_gettime,
+ * /dev/urandom and vsnprintf, and adds hooks the unit tests use to observe and perturb it.
+ */
+#ifndef CRT_TESTS_TEST_PLATFORM_H_
+#define CRT_TESTS_TEST_PLATFORM_H_
+
+#include <stddef.h>
+#include <tvm/runtime/crt/error_codes.h>
+
+/*! \brief Forget recorded events and injected faults; use the real clock again. */
+void TestPlatform_Reset(void);
+
+/*!
+ * \brief Events recorded so far, each followed by ';': "open(1,0)", "activate(1,0)",
+ * "deactivate(1,0)", "close(1,0)", "before", "start", "stop", "after".
+ */
+const char* TestPlatform_Trace(void);
+
+/*! \brief Blocks currently allocated through TVMPlatformMemoryAllocate. */
+int TestPlatform_LiveAllocations(void);
+
+/*! \brief Make TVMPlatformMemoryAllocate fail once `successes` more allocations succeeded (-1: never). */
+void TestPlatform_FailAllocationAfter(int successes);
+
+/*! \brief Make the named hook ("open", "activate", "deactivate", "close") return err (0 clears). */
+void TestPlatform_SetHookError(const char* hook, tvm_crt_error_t err);
+
+/*!
+ * \brief Replace the clock by a fake one that only moves with TestPlatform_AdvanceClock, so
+ * measured times are exact.
+ */
+void TestPlatform_UseFakeClock(void);
+
+/*! \brief Move the fake clock forward by seconds. */
+void TestPlatform_AdvanceClock(double seconds);
+
+#endif  /* CRT_TESTS_TEST_PLATFORM_H_ */
