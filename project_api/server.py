@@ -1,0 +1,963 @@
+"""The Project API server: the base class a template's ``microtvm_api_server.py`` implements.
+
+A template project ships a ``microtvm_api_server.py`` that subclasses :class:`ProjectAPIHandler`
+and ends with ``server.main(Handler())``. The client (:mod:`project_api.client`) launches it with
+two pipe file descriptors and talks JSON-RPC 2.0 over them, one JSON document per line.
+
+Names, call styles and wire bytes follow microTVM v0.15's ``tvm.micro.project_api.server``, so a
+TVM server ports by changing only its import line to ``from project_api import server``. Where we
+differ, we are stricter or more robust on the same wire:
+
+- the server keeps serving after any bad request: unparseable input gets a -32700 reply and an
+  invalid request a -32600 reply (the reference's exact messages), both with ``"id": null``;
+  only end-of-file stops :meth:`ProjectAPIServer.serve_forever`;
+- a request without ``"id"`` is a JSON-RPC 2.0 notification: it runs, and gets no reply;
+- every method's parameters are type-checked (the reference checks only three methods);
+- :func:`main` honours its ``argv`` argument;
+- a zero-byte ``os.write`` raises :class:`TransportClosedError`, and :func:`read_with_timeout`
+  leaves closing the descriptor to its owner;
+- base85 coding of transport data is numpy-vectorised when numpy is importable (byte-identical
+  to :func:`base64.b85encode`; the stdlib codec is the fallback).
+
+This module imports only the standard library and ``jsonrpcserver`` (which does the dispatch),
+because template servers import it from whatever Python runs them. numpy is optional.
+
+Launching works on any POSIX system: the client passes the pipe ends with ``pass_fds``, and both
+sides use ``select`` on them. Windows would need three changes, all in the launch path: the pipe
+ends must be passed as inheritable handles (``os.set_handle_inheritable`` plus
+``msvcrt.get_osfhandle``/``open_osfhandle``, handle numbers instead of fds on the command line),
+waiting on a pipe needs a reader thread or overlapped I/O since ``select`` only accepts sockets
+there, and the per-project launcher is ``launch_microtvm_api_server.bat``.
+
+Fast path (our extension; TVM clients ignore it): ``open_transport`` may return, beside
+``"timeouts"``, an ``"endpoint"`` such as a :class:`FifoEndpoint`; our client then moves the
+device bytes through that pair of named pipes instead of one JSON-RPC call per read or write.
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import base64
+import collections
+import errno
+import inspect
+import io
+import json
+import logging
+import os
+import pathlib
+import re
+import select
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from .errors import (
+    ErrorCode,
+    IoTimeoutError,
+    JSONRPCError,
+    ServerError,
+    TransportClosedError,
+    UnsupportedTVMVersionError,
+)
+
+__all__ = [
+    "ErrorCode",
+    "FifoEndpoint",
+    "IoTimeoutError",
+    "JSONRPCError",
+    "ProjectAPIHandler",
+    "ProjectAPIServer",
+    "ProjectOption",
+    "ServerError",
+    "ServerInfo",
+    "TransportClosedError",
+    "TransportTimeouts",
+    "UnsupportedTVMVersionError",
+    "b85decode",
+    "b85encode",
+    "default_project_options",
+    "main",
+    "read_with_timeout",
+    "write_with_timeout",
+]
+
+_LOG = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+OPTION_TYPES = ("bool", "str", "int")
+
+
+# --- options and info records ----------------------------------------------------------------
+
+
+class ProjectOption(
+    collections.namedtuple(
+        "ProjectOption", ["name", "choices", "default", "type", "required", "optional", "help"]
+    )
+):
+    """One option a template project accepts.
+
+    Every field but ``name`` is a keyword. ``type`` (one of ``"bool"``, ``"str"``, ``"int"``) and
+    ``help`` are required, and so is at least one of ``required`` / ``optional``: the lists of
+    method names (``"generate_project"``, ``"build"``, ...) that need or accept the option.
+    ``choices`` and ``default`` default to None. On the wire an option is its 7 fields as a dict,
+    in field order.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        name: str,
+        *,
+        type: str,  # noqa: A002 - TVM's field name
+        help: str,  # noqa: A002 - TVM's field name
+        choices: list[Any] | None = None,
+        default: Any = None,
+        required: list[str] | None = None,
+        optional: list[str] | None = None,
+    ) -> ProjectOption:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"ProjectOption name: want a non-empty str; got {name!r}")
+        if type not in OPTION_TYPES:
+            raise ValueError(
+                f"ProjectOption {name}: type must be one of {', '.join(OPTION_TYPES)}; got {type!r}"
+            )
+        if required is None and optional is None:
+            raise ValueError(
+                f"ProjectOption {name}: give required= or optional= (the methods that use it)"
+            )
+        for field, methods in (("required", required), ("optional", optional)):
+            if methods is not None and (
+                not isinstance(methods, (list, tuple))
+                or not all(isinstance(m, str) for m in methods)
+            ):
+                raise ValueError(
+                    f"ProjectOption {name}: {field} must be a list of method names; got {methods!r}"
+                )
+        if choices is not None and not isinstance(choices, (list, tuple)):
+            raise ValueError(f"ProjectOption {name}: choices must be a list; got {choices!r}")
+        return super().__new__(cls, name, choices, default, type, required, optional, help)
+
+    def replace(self, attrs: dict[str, Any]) -> ProjectOption:
+        """A copy with the fields in ``attrs`` replaced."""
+        return self._replace(**attrs)
+
+
+ServerInfo = collections.namedtuple(
+    "ServerInfo", ["platform_name", "is_template", "model_library_format_path", "project_options"]
+)
+
+TransportTimeouts = collections.namedtuple(
+    "TransportTimeouts",
+    [
+        "session_start_retry_timeout_sec",
+        "session_start_timeout_sec",
+        "session_established_timeout_sec",
+    ],
+)
+TransportTimeouts.__doc__ = """Session timeouts a transport asks of the RPC session above it.
+
+``session_start_retry_timeout_sec``: resend the start train if no reply came in this time (0: never).
+``session_start_timeout_sec``: the whole handshake's limit (0: none).
+``session_established_timeout_sec``: per-reply limit once the session is up (0: wait forever).
+"""
+
+
+_DEFAULT_OPTIONS = [
+    ProjectOption(
+        "verbose",
+        optional=["generate_project"],
+        type="bool",
+        default=False,
+        help="Run build with verbose output.",
+    ),
+    ProjectOption(
+        "project_type",
+        required=["generate_project"],
+        type="str",
+        help="Type of project to generate.",
+    ),
+    ProjectOption(
+        "board",
+        required=["generate_project"],
+        type="str",
+        help="Name of the board to build for.",
+    ),
+    ProjectOption(
+        "cmsis_path",
+        optional=["generate_project"],
+        type="str",
+        help="Path to the CMSIS directory.",
+    ),
+    ProjectOption(
+        "warning_as_error",
+        optional=["generate_project"],
+        type="bool",
+        default=False,
+        help="Treat warnings as errors and raise an Exception.",
+    ),
+    ProjectOption(
+        "compile_definitions",
+        optional=["generate_project"],
+        type="str",
+        help="Extra definitions added project compile.",
+    ),
+    ProjectOption(
+        "extra_files_tar",
+        optional=["generate_project"],
+        type="str",
+        help="If given, during generate_project, uncompress the tarball at this path into the project dir.",
+    ),
+]
+
+
+def default_project_options(**overrides: dict[str, Any]) -> list[ProjectOption]:
+    """The 7 options most templates share; ``name={"field": value}`` replaces fields of one."""
+    options = list(_DEFAULT_OPTIONS)
+    index = {opt.name: i for i, opt in enumerate(options)}
+    for name, attrs in overrides.items():
+        if name not in index:
+            raise ValueError(f"Option {name} was not found in default ProjectOptions.")
+        options[index[name]] = options[index[name]].replace(attrs)
+    return options
+
+
+# --- base85 ----------------------------------------------------------------------------------
+
+B85_ALPHABET = (
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+)
+
+# Below these sizes the stdlib codec beats numpy's per-call overhead.
+_NUMPY_ENCODE_MIN_BYTES = 256
+_NUMPY_DECODE_MIN_CHARS = 320
+
+_np: Any = None
+_np_tables: Any = None
+
+
+def _numpy() -> Any:
+    """numpy plus our lookup tables, imported on first use; None when numpy is missing."""
+    global _np, _np_tables
+    if _np is None:
+        try:
+            import numpy
+        except ImportError:
+            _np = False
+            return None
+        encode = numpy.frombuffer(B85_ALPHABET, dtype=numpy.uint8).copy()
+        decode = numpy.full(256, 255, dtype=numpy.uint8)
+        decode[encode] = numpy.arange(85, dtype=numpy.uint8)
+        _np_tables = (encode, decode)
+        _np = numpy
+    return _np or None
+
+
+def _b85encode_numpy(data: bytes | bytearray | memoryview) -> bytes:
+    """Vectorised :func:`base64.b85encode` (no padding); identical output for every input."""
+    np = _numpy()
+    if np is None:
+        return base64.b85encode(data)
+    raw = bytes(data)
+    pad = (-len(raw)) % 4
+    if not raw:
+        return b""
+    words = np.frombuffer(raw + b"\0" * pad, dtype=">u4").astype(np.uint32)
+    digits = np.empty((words.size, 5), dtype=np.uint8)
+    for col in range(4, 0, -1):
+        quotient = words // 85
+        digits[:, col] = words - quotient * 85
+        words = quotient
+    digits[:, 0] = words
+    out = _np_tables[0][digits].tobytes()
+    return out[: len(out) - pad] if pad else out
+
+
+def _b85decode_numpy(data: str | bytes | bytearray | memoryview) -> bytes:
+    """Vectorised :func:`base64.b85decode`: identical output and identical ValueErrors."""
+    np = _numpy()
+    if np is None:
+        return base64.b85decode(data)
+    if isinstance(data, str):
+        try:
+            raw = data.encode("ascii")
+        except UnicodeEncodeError:
+            raise ValueError("string argument should contain only ASCII characters") from None
+    else:
+        raw = bytes(data)
+    if not raw:
+        return b""
+    pad = (-len(raw)) % 5
+    values = _np_tables[1][np.frombuffer(raw + b"~" * pad, dtype=np.uint8)]
+    bad = values == 255
+    first_bad = int(bad.argmax()) if bad.any() else None
+    groups = values.reshape(-1, 5).astype(np.uint64)
+    acc = groups[:, 0]
+    for col in range(1, 5):
+        acc = acc * 85 + groups[:, col]
+    overflow = acc > 0xFFFFFFFF
+    if first_bad is not None:
+        overflow[first_bad // 5 :] = False
+    if overflow.any():
+        raise ValueError(f"base85 overflow in hunk starting at byte {int(overflow.argmax()) * 5}")
+    if first_bad is not None:
+        raise ValueError(f"bad base85 character at position {first_bad}")
+    out = acc.astype(">u4").tobytes()
+    return out[: len(out) - pad] if pad else out
+
+
+def b85encode(data: bytes | bytearray | memoryview) -> bytes:
+    """Base85-encode ``data`` exactly as ``base64.b85encode(data)`` does, only faster."""
+    if len(data) < _NUMPY_ENCODE_MIN_BYTES:
+        return base64.b85encode(data)
+    return _b85encode_numpy(data)
+
+
+def b85decode(data: str | bytes | bytearray | memoryview) -> bytes:
+    """Decode base85 exactly as ``base64.b85decode(data)`` does (same errors), only faster."""
+    if len(data) < _NUMPY_DECODE_MIN_CHARS:
+        return base64.b85decode(data)
+    return _b85decode_numpy(data)
+
+
+# --- the handler interface -------------------------------------------------------------------
+
+
+class ProjectAPIHandler(abc.ABC):
+    """What a template project implements; the server does validation and marshalling.
+
+    To add a template: subclass this in ``microtvm_api_server.py`` next to the template's files,
+    implement the 8 methods, declare options as :class:`ProjectOption` data, and end the file
+    with ``server.main(Handler())``. Raise :class:`ServerError` subclasses for expected failures
+    (they reach the client as the same class); anything else arrives as a ``ServerError`` with the
+    server-side traceback. Log with :mod:`logging`; stdout is yours, stderr reaches the user.
+    """
+
+    @abc.abstractmethod
+    def server_info_query(self, tvm_version: str) -> ServerInfo:
+        """Describe this project.
+
+        Raise :class:`UnsupportedTVMVersionError` if the client's ``tvm_version`` (a TVM-style
+        version string) is not supported. A result that has a ``protocol_version`` field
+        overrides the default of 1.
+        """
+
+    @abc.abstractmethod
+    def generate_project(
+        self,
+        model_library_format_path: pathlib.Path,
+        standalone_crt_dir: pathlib.Path,
+        project_dir: pathlib.Path,
+        options: dict,
+    ) -> None:
+        """From a template, create ``project_dir`` (it must not exist) for the given model.
+
+        ``options`` maps option names to values. Copy this server script into the new project so
+        the client can launch it from there; remove what you created if generation fails.
+        """
+
+    @abc.abstractmethod
+    def build(self, options: dict) -> None:
+        """Build the generated project; ``options`` maps option names to values."""
+
+    @abc.abstractmethod
+    def flash(self, options: dict) -> None:
+        """Put the built firmware on the device."""
+
+    @abc.abstractmethod
+    def open_transport(self, options: dict) -> TransportTimeouts:
+        """Open the byte channel to the device and return its session timeouts.
+
+        May instead return ``{"timeouts": TransportTimeouts(...), "endpoint": ...}`` where the
+        endpoint (for example a :class:`FifoEndpoint`) lets our client reach the device directly.
+        """
+
+    @abc.abstractmethod
+    def close_transport(self) -> None:
+        """Close the channel opened by :meth:`open_transport`; a no-op when none is open."""
+
+    @abc.abstractmethod
+    def read_transport(self, n: int, timeout_sec: float | None) -> bytes:
+        """Read 1 to ``n`` bytes from the device, waiting at most ``timeout_sec``.
+
+        ``timeout_sec=None`` waits forever; ``0`` returns only what is already there. Never
+        return an empty result: raise :class:`IoTimeoutError` when nothing arrived in time, and
+        :class:`TransportClosedError` when the channel is gone (EOF).
+        """
+
+    @abc.abstractmethod
+    def write_transport(self, data: bytes, timeout_sec: float | None) -> None:
+        """Write all of ``data`` to the device within ``timeout_sec`` (None: no limit).
+
+        Raise :class:`IoTimeoutError` if the device stops accepting bytes in time, and
+        :class:`TransportClosedError` when the channel is gone.
+        """
+
+
+_NoneType = type(None)
+
+# The wire type of every parameter, in the order of the abstract methods' signatures.
+_WIRE_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "server_info_query": {"tvm_version": (str,)},
+    "generate_project": {
+        "model_library_format_path": (str,),
+        "standalone_crt_dir": (str,),
+        "project_dir": (str,),
+        "options": (dict,),
+    },
+    "build": {"options": (dict,)},
+    "flash": {"options": (dict,)},
+    "open_transport": {"options": (dict,)},
+    "close_transport": {},
+    "read_transport": {"n": (int,), "timeout_sec": (float, int, _NoneType)},
+    "write_transport": {"data": (str,), "timeout_sec": (float, int, _NoneType)},
+}
+
+
+def _check_interface() -> None:
+    for name, params in _WIRE_TYPES.items():
+        sig = inspect.signature(getattr(ProjectAPIHandler, name))
+        assert list(sig.parameters)[1:] == list(params), name
+
+
+_check_interface()
+
+_METHOD_RE = re.compile(r"^[a-zA-Z0-9_]+$")
+
+
+def _describe_types(types: tuple[type, ...]) -> str:
+    shown = [t for t in types if not (t is int and float in types)]
+    return " or ".join("None" if t is _NoneType else str(t) for t in shown)
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+# --- server ----------------------------------------------------------------------------------
+
+
+class _InvalidRequest(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _LineReader:
+    """Reads ``\\n``-terminated lines: straight from the fd when there is one, else readline()."""
+
+    _CHUNK = 65536  # a pipe holds 64 KiB; larger os.read sizes cost an mmap per call
+
+    def __init__(self, file: Any):
+        self._file = file
+        self._fd: int | None = None
+        self._pending: list[bytes] = []
+        self._buf = b""
+        try:
+            if not isinstance(file, io.TextIOBase) and not getattr(file, "peek", None):
+                self._fd = file.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+
+    def readline(self) -> bytes | str:
+        if self._fd is None:
+            return self._file.readline()
+        buf = self._buf
+        nl = buf.find(b"\n")
+        if nl >= 0:
+            self._buf = buf[nl + 1 :]
+            return buf[: nl + 1]
+        parts = [buf] if buf else []
+        while True:
+            try:
+                chunk = os.read(self._fd, self._CHUNK)
+            except BlockingIOError:
+                select.select([self._fd], [], [])
+                continue
+            if not chunk:
+                self._buf = b""
+                return b"".join(parts)
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                parts.append(chunk[: nl + 1])
+                self._buf = chunk[nl + 1 :]
+                return b"".join(parts)
+            parts.append(chunk)
+
+
+def _write_all(file: Any, fd: int | None, data: bytes) -> None:
+    if fd is None:
+        if isinstance(file, io.TextIOBase):
+            file.write(data.decode("utf-8"))
+        else:
+            file.write(data)
+        file.flush()
+        return
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        if written == 0:
+            raise BrokenPipeError("zero-byte write on the reply pipe")
+        view = view[written:]
+
+
+class ProjectAPIServer:
+    """Serves JSON-RPC requests from ``read_file`` to ``handler``, replying on ``write_file``.
+
+    The files are binary (or text) file objects; when they have a file descriptor the server
+    uses it directly. One request is handled at a time, in order.
+    """
+
+    _PROTOCOL_VERSION = PROTOCOL_VERSION
+
+    def __init__(self, read_file: Any, write_file: Any, handler: ProjectAPIHandler):
+        # jsonrpcserver pulls in jsonschema (~0.2 s), so it is imported only by a real server.
+        from jsonrpcserver.dispatcher import call, get_method, to_response
+        from jsonrpcserver.request import Request
+        from jsonrpcserver.response import to_serializable_one
+        from jsonrpcserver.result import Error, Success
+        from jsonrpcserver.sentinels import NOCONTEXT
+
+        self._get_method = get_method
+        self._call_method = call
+        self._to_response = to_response
+        self._rpc_request = Request
+        self._to_serializable_one = to_serializable_one
+        self._success = Success
+        self._error = Error
+        self._nocontext = NOCONTEXT
+        self._reader = _LineReader(read_file)
+        self._write_file = write_file
+        try:
+            self._write_fd: int | None = (
+                None
+                if isinstance(write_file, io.TextIOBase) or getattr(write_file, "raw", None)
+                else write_file.fileno()
+            )
+        except (AttributeError, OSError, ValueError):
+            self._write_fd = None
+        self._handler = handler
+        self._methods = _MethodTable(self)
+
+    # -- the loop
+
+    def serve_forever(self) -> None:
+        """Serve until the client closes its end (EOF) or the reply pipe breaks."""
+        while self.serve_one_request():
+            pass
+
+    def serve_one_request(self) -> bool:
+        """Read, handle and answer one request. Returns False only at EOF or a broken pipe."""
+        line = self._reader.readline()
+        if not line:
+            _LOG.debug("EOF on the request pipe; stopping")
+            return False
+        try:
+            reply = self._handle_line(line)
+        except Exception:  # a bug here must not kill the server
+            _LOG.exception("internal error while serving a request")
+            reply = self._error_reply(None, ErrorCode.INTERNAL_ERROR, "internal server error", None)
+        if reply is None:
+            return True
+        try:
+            _write_all(self._write_file, self._write_fd, reply)
+        except (BrokenPipeError, ConnectionError, ValueError, OSError) as exc:
+            _LOG.warning("cannot send reply (%s); stopping", exc)
+            return False
+        return True
+
+    # -- one request
+
+    def _handle_line(self, line: bytes | str) -> bytes | None:
+        if _LOG.isEnabledFor(logging.DEBUG):
+            _LOG.debug("request: %.300s", line.rstrip())
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            request = json.loads(text)
+        except (UnicodeDecodeError, ValueError) as exc:
+            _LOG.warning("request is not valid JSON: %s", exc)
+            return self._error_reply(
+                None, ErrorCode.PARSE_ERROR, f"request: invalid JSON: {exc}", None
+            )
+        try:
+            self._validate(request)
+        except _InvalidRequest as exc:
+            _LOG.warning("invalid request: %s", exc.message)
+            return self._error_reply(None, exc.code, exc.message, None)
+        is_notification = "id" not in request
+        params = request.get("params")
+        if params is None:
+            params = {}
+        rpc_request = self._rpc_request(
+            request["method"], params, None if is_notification else request["id"]
+        )
+        # jsonrpcserver's dispatch_request() minus its validate_args(): that generic check
+        # (inspect.Signature.bind, ~10 us) is redundant with ours, which gives TVM's messages.
+        result = self._get_method(self._methods, rpc_request.method).bind(
+            lambda method: self._call_method(rpc_request, self._nocontext, method)
+        )
+        response = self._to_response(rpc_request, result)
+        if is_notification:
+            return None
+        return self._serialize(request["method"], response)
+
+    @staticmethod
+    def _validate(request: Any) -> None:
+        code = ErrorCode.INVALID_REQUEST
+        if not isinstance(request, dict):
+            raise _InvalidRequest(code, f"request: want dict; got {request!r}")
+        if request.get("jsonrpc") != "2.0":
+            raise _InvalidRequest(
+                code, f'request["jsonrpc"]: want "2.0"; got {request.get("jsonrpc")!r}'
+            )
+        method = request.get("method")
+        if not isinstance(method, str):
+            raise _InvalidRequest(code, f'request["method"]: want str; got {method!r}')
+        if not _METHOD_RE.match(method):
+            raise _InvalidRequest(
+                code, f'request["method"]: should match regex {_METHOD_RE.pattern}; got {method!r}'
+            )
+        params = request.get("params", {})
+        if not isinstance(params, dict):
+            raise _InvalidRequest(code, f'request["params"]: want dict; got {type(params)}')
+        if "id" in request:
+            id_ = request["id"]
+            if isinstance(id_, bool) or not isinstance(id_, (str, int, float, _NoneType)):
+                raise _InvalidRequest(code, f'request["id"]: want str, number, null; got {id_!r}')
+
+    def _serialize(self, method: str, response: Any) -> bytes:
+        body = self._to_serializable_one(response)
+        if "error" in body:
+            reply = {"jsonrpc": "2.0", "id": body["id"], "error": body["error"]}
+        else:
+            reply = {"jsonrpc": "2.0", "id": body["id"], "result": body["result"]}
+        try:
+            text = json.dumps(reply)
+        except (TypeError, ValueError) as exc:
+            _LOG.error("method %s: reply is not JSON-serializable: %s", method, exc)
+            return self._error_reply(
+                body["id"],
+                ErrorCode.INTERNAL_ERROR,
+                f"{method}: the handler's result is not JSON-serializable: {exc}",
+                None,
+            )
+        if _LOG.isEnabledFor(logging.DEBUG):
+            _LOG.debug("reply: %.300s", text)
+        return (text + "\n").encode("utf-8")
+
+    @staticmethod
+    def _error_reply(id_: Any, code: int, message: str, data: Any) -> bytes:
+        reply = {
+            "jsonrpc": "2.0",
+            "id": id_,
+            "error": {"code": int(code), "message": message, "data": data},
+        }
+        return (json.dumps(reply) + "\n").encode("utf-8")
+
+    # -- method calls (run by jsonrpcserver's dispatcher)
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        Error, Success = self._error, self._success
+        wire = _WIRE_TYPES[method]
+        for name in wire:
+            if name not in params:
+                return Error(
+                    ErrorCode.INVALID_PARAMS, f"method {method}: parameter {name} not given", None
+                )
+        extra = [name for name in params if name not in wire]
+        if extra:
+            return Error(
+                ErrorCode.INVALID_PARAMS, f"{method}: extra parameters: {', '.join(extra)}", None
+            )
+        for name, types in wire.items():
+            value = params[name]
+            if not _type_ok(value, types):
+                return Error(
+                    ErrorCode.INVALID_PARAMS,
+                    f"method {method}: parameter {name}: want {_describe_types(types)}, got {type(value)}",
+                    None,
+                )
+        try:
+            return Success(getattr(self, "_dispatch_" + method)(**params))
+        except _InvalidParams as exc:
+            return Error(ErrorCode.INVALID_PARAMS, f"method {method}: {exc}", None)
+        except JSONRPCError as err:
+            if isinstance(err, ServerError):
+                err.set_traceback(err.__traceback__)
+            _LOG.debug("method %s raised %s", method, type(err).__name__)
+            return Error(int(err.code), err.message, err.data)
+        except Exception as exc:
+            _LOG.error("method %s failed", method, exc_info=True)
+            err = ServerError(message=f"calling method {method}")
+            err.set_traceback(exc.__traceback__)
+            err.data["traceback"] += "".join(traceback.format_exception_only(type(exc), exc))
+            return Error(int(err.code), err.message, err.data)
+
+    def _dispatch_server_info_query(self, tvm_version: str) -> dict[str, Any]:
+        info = self._handler.server_info_query(tvm_version)
+        if hasattr(info, "_asdict"):
+            reply = dict(info._asdict())
+        elif isinstance(info, dict):
+            reply = dict(info)
+        else:
+            raise TypeError(f"server_info_query must return a ServerInfo; got {type(info)}")
+        if reply.get("model_library_format_path") is not None:
+            reply["model_library_format_path"] = str(reply["model_library_format_path"])
+        reply["project_options"] = [
+            dict(opt._asdict()) if hasattr(opt, "_asdict") else dict(opt)
+            for opt in reply.get("project_options") or []
+        ]
+        reply.setdefault("protocol_version", self._PROTOCOL_VERSION)
+        return reply
+
+    def _dispatch_generate_project(
+        self,
+        model_library_format_path: str,
+        standalone_crt_dir: str,
+        project_dir: str,
+        options: dict,
+    ) -> Any:
+        return self._handler.generate_project(
+            pathlib.Path(model_library_format_path),
+            pathlib.Path(standalone_crt_dir),
+            pathlib.Path(project_dir),
+            options,
+        )
+
+    def _dispatch_build(self, options: dict) -> Any:
+        return self._handler.build(options=options)
+
+    def _dispatch_flash(self, options: dict) -> Any:
+        return self._handler.flash(options=options)
+
+    def _dispatch_open_transport(self, options: dict) -> dict[str, Any]:
+        result = self._handler.open_transport(options)
+        if isinstance(result, dict):
+            if "timeouts" not in result:
+                raise TypeError("open_transport returned a dict without 'timeouts'")
+            reply = {"timeouts": _as_json_obj(result["timeouts"])}
+            for key, value in result.items():
+                if key != "timeouts":
+                    reply[key] = _as_json_obj(value)
+            return reply
+        if hasattr(result, "_asdict"):
+            return {"timeouts": dict(result._asdict())}
+        raise TypeError(f"open_transport must return TransportTimeouts; got {type(result)}")
+
+    def _dispatch_close_transport(self) -> Any:
+        return self._handler.close_transport()
+
+    def _dispatch_read_transport(self, n: int, timeout_sec: float | None) -> dict[str, str]:
+        if n < 1:
+            raise _InvalidParams(f"parameter n: want at least 1, got {n}")
+        if timeout_sec is not None and timeout_sec < 0:
+            raise _InvalidParams(f"parameter timeout_sec: want >= 0 or None, got {timeout_sec}")
+        data = self._handler.read_transport(n, timeout_sec)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"read_transport must return bytes; got {type(data)}")
+        return {"data": b85encode(data).decode("ascii")}
+
+    def _dispatch_write_transport(self, data: str, timeout_sec: float | None) -> None:
+        if timeout_sec is not None and timeout_sec < 0:
+            raise _InvalidParams(f"parameter timeout_sec: want >= 0 or None, got {timeout_sec}")
+        try:
+            raw = b85decode(data)
+        except ValueError as exc:
+            raise _InvalidParams(f"parameter data: not valid base85 ({exc})") from None
+        self._handler.write_transport(raw, timeout_sec)
+        return None
+
+
+class _InvalidParams(Exception):
+    """A parameter has the right type but a bad value."""
+
+
+def _as_json_obj(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if hasattr(value, "_asdict"):
+        return dict(value._asdict())
+    return value
+
+
+class _MethodTable(dict):
+    """jsonrpcserver's method mapping: our 8 methods, plus an exact 'no such method' reply."""
+
+    def __init__(self, server: ProjectAPIServer):
+        super().__init__()
+        self._error = server._error
+        signature = inspect.Signature([inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD)])
+        for name in _WIRE_TYPES:
+            method = _bind_method(server, name)
+            method.__signature__ = signature  # type: ignore[attr-defined]
+            self[name] = method
+
+    def __missing__(self, name: str) -> Any:
+        error = self._error
+
+        def not_found(**params: Any) -> Any:
+            return error(ErrorCode.METHOD_NOT_FOUND, f"{name}: no such method", None)
+
+        return not_found
+
+
+def _bind_method(server: ProjectAPIServer, name: str) -> Any:
+    def method(**params: Any) -> Any:
+        return server._call(name, params)
+
+    method.__name__ = name
+    return method
+
+
+# --- helper I/O for template servers ---------------------------------------------------------
+
+
+def _time_left(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
+
+
+def read_with_timeout(fd: int, n: int, timeout_sec: float | None) -> bytes:
+    """Read 1..``n`` bytes from ``fd``, waiting at most ``timeout_sec`` (None: forever).
+
+    Raises :class:`IoTimeoutError` if nothing arrived in time and :class:`TransportClosedError`
+    at end-of-file. Unlike the reference it does not close ``fd``: that is its owner's job.
+    """
+    deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+    while True:
+        ready, _, _ = select.select([fd], [], [], _time_left(deadline))
+        if not ready:
+            raise IoTimeoutError()
+        try:
+            data = os.read(fd, n)
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise TransportClosedError() from exc
+        if not data:
+            raise TransportClosedError()
+        return data
+
+
+def write_with_timeout(fd: int, data: bytes, timeout_sec: float | None) -> int:
+    """Write ``data`` to ``fd`` within ``timeout_sec`` (None: no limit); returns bytes written.
+
+    If the deadline passes after part of ``data`` went out, returns that count; if none went out,
+    raises :class:`IoTimeoutError`. A broken pipe or a zero-byte write raises
+    :class:`TransportClosedError`.
+    """
+    deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        _, ready, _ = select.select([], [fd], [], _time_left(deadline))
+        if not ready:
+            if written:
+                return written
+            raise IoTimeoutError()
+        try:
+            count = os.write(fd, view[written:])
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise TransportClosedError() from exc
+        if count == 0:
+            raise TransportClosedError()
+        written += count
+    return written
+
+
+class FifoEndpoint:
+    """A pair of named pipes through which our client reaches a device process directly.
+
+    ``tx`` carries client → device bytes, ``rx`` device → client. :meth:`open_device_fds` returns
+    the device's ends (read end of ``tx``, write end of ``rx``) without blocking; hand them to the
+    device process (e.g. as its stdin/stdout) or to a thread. The endpoint keeps a spare reader on
+    ``rx`` and a spare writer on ``tx`` open, so neither side sees a false end-of-file before the
+    other connects; the client still sees EOF when the device's write end closes.
+    Return :meth:`to_json` (or the endpoint itself) as ``"endpoint"`` from ``open_transport``,
+    and call :meth:`close` from ``close_transport``.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, prefix: str = "project-api-fifo-"
+    ):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+        self.tx_path = self.dir / "tx"
+        self.rx_path = self.dir / "rx"
+        os.mkfifo(self.tx_path, 0o600)
+        os.mkfifo(self.rx_path, 0o600)
+        self._keep_fds: list[int] = []
+
+    def open_device_fds(self, blocking: bool = True) -> tuple[int, int]:
+        """Open and return ``(device_read_fd, device_write_fd)``; the caller owns both."""
+        read_fd = os.open(self.tx_path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            self._keep_fds.append(os.open(self.tx_path, os.O_WRONLY | os.O_NONBLOCK))
+            self._keep_fds.append(os.open(self.rx_path, os.O_RDONLY | os.O_NONBLOCK))
+            write_fd = os.open(self.rx_path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            os.close(read_fd)
+            self.close()
+            raise
+        os.set_blocking(read_fd, blocking)
+        os.set_blocking(write_fd, blocking)
+        return read_fd, write_fd
+
+    def to_json(self) -> dict[str, str]:
+        """The ``"endpoint"`` value for the ``open_transport`` reply."""
+        return {"type": "fifo", "rx_path": str(self.rx_path), "tx_path": str(self.tx_path)}
+
+    def close(self) -> None:
+        """Close the spare ends and remove the pipes and their directory."""
+        while self._keep_fds:
+            os.close(self._keep_fds.pop())
+        if self.dir.exists():
+            for path in (self.tx_path, self.rx_path):
+                try:
+                    if stat.S_ISFIFO(path.lstat().st_mode):
+                        path.unlink()
+                except FileNotFoundError:
+                    pass
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(handler: ProjectAPIHandler, argv: list[str] | None = None) -> None:
+    """Run ``handler`` as a Project API server on the pipes named by ``--read-fd``/``--write-fd``."""
+    parser = argparse.ArgumentParser(description="Project API server (launched by the client)")
+    parser.add_argument("--read-fd", type=int, required=True, help="fd to read requests from")
+    parser.add_argument("--write-fd", type=int, required=True, help="fd to write replies to")
+    parser.add_argument("--debug", action="store_true", help="log every request at DEBUG level")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr)
+    for fd in (args.read_fd, args.write_fd):
+        try:
+            os.fstat(fd)
+        except OSError as exc:
+            parser.error(f"fd {fd} is not open ({errno.errorcode.get(exc.errno, exc.errno)})")
+    read_file = os.fdopen(args.read_fd, "rb", buffering=0)
+    write_file = os.fdopen(args.write_fd, "wb", buffering=0)
+    server = ProjectAPIServer(read_file, write_file, handler)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        _LOG.info("interrupted; stopping")
+    finally:
+        read_file.close()
+        write_file.close()
