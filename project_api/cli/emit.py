@@ -1,0 +1,58 @@
+"""``project-api emit MODEL.tflite -o MODEL.tar``: compile a TFLite model to an MLF archive."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from project_api.cli.base import Subcommand, UsageError
+
+
+class EmitCommand(Subcommand):
+    NAMES = ["emit"]
+    HELP = "Compile a TFLite model (.tflite) to a Model Library Format archive of portable C."
+    DESCRIPTION = (
+        "Read a .tflite flatbuffer and write a Model Library Format (v7) .tar: C kernels that "
+        "match TFLite Micro's reference kernels bit for bit (int8), weights as const arrays, and "
+        "a static plan for the activations (TVMGEN_<NAME>_WORKSPACE_SIZE bytes). An existing "
+        "output file is refused unless --force."
+    )
+    EPILOG = """\
+examples:
+  project-api emit model.tflite -o model.tar
+  project-api emit kws.tflite -o kws.tar --name kws --force
+  project-api emit model.tflite -o model.tar --json"""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", metavar="MODEL.tflite", help="TFLite flatbuffer to compile")
+        parser.add_argument("-o", "--output", required=True, metavar="OUT.tar",
+                            help="Model Library Format archive to write")
+        parser.add_argument("--name", default="default",
+                            help="module name: C symbols are tvmgen_<name>_* (default: default)")
+        parser.add_argument("--force", action="store_true", help="overwrite OUT.tar if it exists")
+
+    def invoke(self) -> int:
+        from project_api.emit import emit
+
+        model = Path(self.args.model)
+        if not model.is_file():
+            raise UsageError(f"model {model} does not exist or is not a file")
+        result = emit(model, self.args.output, name=self.args.name, force=self.args.force)
+        data = {
+            "path": str(Path(self.args.output).absolute()),
+            "name": result.name,
+            "operators": result.num_operators,
+            "workspace_size_bytes": result.workspace_size_bytes,
+            "workspace_lower_bound_bytes": result.lower_bound_bytes,
+            "constants_size_bytes": result.constants_size_bytes,
+            "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                       for t in result.inputs],
+            "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                        for t in result.outputs],
+        }
+        self.output(data, f"wrote {self.args.output}: module {result.name}, "
+                          f"{result.num_operators} operators, workspace "
+                          f"{result.workspace_size_bytes} B, constants "
+                          f"{result.constants_size_bytes} B")
+        return 0
