@@ -1,0 +1,367 @@
+"""TemplateProject / GeneratedProject / generate_project against real server processes.
+
+Two templates: ``tests/loopback_template`` (rpc-core's echo device) and a *recording* template
+written here, whose server appends every call it receives to ``calls.jsonl`` beside itself, so a
+test can prove what reached the server and what never did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+from mlf_factory import make_mlf
+
+from project_api import project as project_mod
+from project_api.errors import (
+    MLFError,
+    NotATemplateProjectError,
+    OptionError,
+    ProjectError,
+    ServerError,
+    TemplateProjectError,
+)
+from project_api.project import (
+    OPTIONS_FILE,
+    GeneratedProject,
+    TemplateProject,
+    generate_project,
+    resolve_template,
+)
+
+LOOPBACK = REPO_ROOT / "tests" / "loopback_template"
+
+RECORDING_SERVER = textwrap.dedent('''
+    """A template that records every call (tests only)."""
+    import json
+    import pathlib
+    import shutil
+
+    from project_api import server
+
+    HERE = pathlib.Path(__file__).resolve().parent
+    IS_TEMPLATE = not (HERE / "model.tar").exists()
+    OPTIONS = [
+        server.ProjectOption("project_type", type="str", required=["generate_project"],
+                             choices=["host_driven", "standalone"], help="What to generate."),
+        server.ProjectOption("verbose", type="bool", optional=["build"], default=False,
+                             help="Verbose build."),
+        server.ProjectOption("workspace_size_bytes", type="int", optional=["generate_project"],
+                             default=2048, help="Pool size."),
+        server.ProjectOption("serial_number", type="str", required=["flash"],
+                             help="Board to flash."),
+        server.ProjectOption("fail_generate", type="bool", optional=["generate_project"],
+                             default=False, help="Fail half-way through generation."),
+        server.ProjectOption("fail_build", type="bool", optional=["build"], default=False,
+                             help="Fail the build."),
+    ]
+
+
+    def record(method, payload):
+        with open(HERE / "calls.jsonl", "a") as f:
+            f.write(json.dumps({"method": method, "payload": payload}) + "\\n")
+
+
+    class Handler(server.ProjectAPIHandler):
+        def __init__(self):
+            super().__init__()
+            self._buf = None
+
+        def server_info_query(self, tvm_version):
+            record("server_info_query", tvm_version)
+            return server.ServerInfo(
+                platform_name="recording", is_template=IS_TEMPLATE,
+                model_library_format_path="" if IS_TEMPLATE else str(HERE / "model.tar"),
+                project_options=OPTIONS)
+
+        def generate_project(self, mlf, crt_dir, project_dir, options):
+            record("generate_project", {"mlf": str(mlf), "crt": str(crt_dir),
+                                        "project_dir": str(project_dir), "options": options})
+            project_dir.mkdir(parents=True)
+            shutil.copy2(__file__, project_dir / "microtvm_api_server.py")
+            (project_dir / "half.txt").write_text("partial")
+            if options.get("fail_generate"):
+                raise RuntimeError("generation failed half-way (fail_generate)")
+            shutil.copy2(mlf, project_dir / "model.tar")
+
+        def build(self, options):
+            record("build", options)
+            if options.get("fail_build"):
+                raise RuntimeError("compiler exploded")
+
+        def flash(self, options):
+            record("flash", options)
+
+        def open_transport(self, options):
+            record("open_transport", options)
+            self._buf = bytearray()
+            return server.TransportTimeouts(0, 0, 0)
+
+        def close_transport(self):
+            record("close_transport", None)
+            self._buf = None
+
+        def read_transport(self, n, timeout_sec):
+            if self._buf is None:
+                raise server.TransportClosedError()
+            if not self._buf:
+                raise server.IoTimeoutError()
+            data = bytes(self._buf[:n])
+            del self._buf[:n]
+            return data
+
+        def write_transport(self, data, timeout_sec):
+            if self._buf is None:
+                raise server.TransportClosedError()
+            self._buf += data
+
+
+    if __name__ == "__main__":
+        server.main(Handler())
+''')
+
+
+def write_recording_template(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "microtvm_api_server.py").write_text(RECORDING_SERVER)
+    return directory
+
+
+def calls(directory: Path) -> list[dict]:
+    path = directory / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def methods(directory: Path) -> list[str]:
+    return [c["method"] for c in calls(directory)]
+
+
+@pytest.fixture
+def recording(tmp_path) -> Path:
+    return write_recording_template(tmp_path / "recording_template")
+
+
+@pytest.fixture
+def mlf(tmp_path) -> Path:
+    return make_mlf(tmp_path / "model.tar", 7)
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """Every client that project.py launches, to check that each server process ends."""
+    clients = []
+    real = project_mod._launch
+
+    def spy(directory, debug):
+        client = real(directory, debug)
+        clients.append(client)
+        return client
+
+    monkeypatch.setattr(project_mod, "_launch", spy)
+    return clients
+
+
+def _exited(client) -> bool:
+    proc = client.process
+    return client.is_shutdown and (proc is None or proc.poll() is not None)
+
+
+def test_generate_build_flash_with_defaults(tmp_path, recording, mlf, launched):
+    out = tmp_path / "prj"
+    with generate_project(recording, mlf, out, {"project_type": "standalone"}) as prj:
+        # The template server was stopped before generate_project returned.
+        assert len(launched) == 2 and _exited(launched[0]) and not _exited(launched[1])
+        gen = [c for c in calls(recording) if c["method"] == "generate_project"]
+        assert len(gen) == 1
+        assert gen[0]["payload"]["options"] == {
+            "project_type": "standalone", "verbose": False, "workspace_size_bytes": 2048,
+            "serial_number": None, "fail_generate": False, "fail_build": False}
+        assert gen[0]["payload"]["project_dir"] == str(out.absolute())
+        assert Path(gen[0]["payload"]["crt"]) == project_mod.paths.crt_dir()
+        assert prj.platform_name == "recording"
+        assert prj.info()["is_template"] is False
+        prj.build()
+        with pytest.raises(OptionError, match="'serial_number' is required by flash"):
+            prj.flash()
+        prj.options = {**prj.options, "serial_number": "ABC123"}
+        prj.flash()
+    assert all(_exited(c) for c in launched)
+    # The generated server received full options, saved ones included.
+    build, flash = [c for c in calls(out) if c["method"] in ("build", "flash")]
+    assert build["payload"]["project_type"] == "standalone" and build["payload"]["verbose"] is False
+    assert flash["payload"]["serial_number"] == "ABC123"
+    assert json.loads((out / OPTIONS_FILE).read_text()) == {"project_type": "standalone"}
+
+
+def test_bad_options_are_rejected_before_any_call(tmp_path, recording, mlf):
+    out = tmp_path / "prj"
+    cases = [
+        ({"project_type": "standalone", "workspace_size": 1}, "did you mean 'workspace_size_bytes'"),
+        ({}, "'project_type' is required by generate_project"),
+        ({"project_type": "standalone", "verbose": "yes"}, "expects a bool"),
+        ({"project_type": "standalone", "workspace_size_bytes": True}, "expects an integer"),
+        ({"project_type": "other"}, "not one of its choices"),
+    ]
+    with TemplateProject.from_directory(recording) as tpl:
+        for options, message in cases:
+            with pytest.raises(OptionError, match=message):
+                tpl.generate_project_from_mlf(mlf, out, options)
+    assert "generate_project" not in methods(recording)
+    assert not out.exists()
+
+
+def test_existing_project_dir_needs_force(tmp_path, recording, mlf):
+    out = tmp_path / "prj"
+    out.mkdir()
+    (out / "keep.txt").write_text("user data")
+    with pytest.raises(ProjectError, match="already exists; .*--force"):
+        generate_project(recording, mlf, out, {"project_type": "standalone"})
+    assert (out / "keep.txt").read_text() == "user data"
+    assert "generate_project" not in methods(recording)
+    with generate_project(recording, mlf, out, {"project_type": "standalone"}, force=True):
+        pass
+    assert not (out / "keep.txt").exists() and (out / "model.tar").is_file()
+
+
+def test_force_refuses_to_remove_a_directory_holding_the_inputs(tmp_path, recording):
+    model = make_mlf(tmp_path / "work" / "model.tar", 7)
+    with pytest.raises(ProjectError, match="holds the input"):
+        generate_project(recording, model, tmp_path / "work", {"project_type": "standalone"},
+                         force=True)
+    assert model.is_file()
+
+
+def test_failed_generation_removes_the_half_generated_dir(tmp_path, recording, mlf, launched):
+    out = tmp_path / "prj"
+    with pytest.raises(ServerError) as info:
+        generate_project(recording, mlf, out, {"project_type": "standalone", "fail_generate": True})
+    assert "generation failed half-way" in str(info.value.data)
+    assert "generate_project" in methods(recording)  # the server did start writing ...
+    assert not out.exists()  # ... and what it wrote is gone
+    assert all(_exited(c) for c in launched)
+
+
+def test_unsafe_mlf_is_refused_before_the_server_sees_it(tmp_path, recording):
+    import io
+    import tarfile
+
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tar:
+        info = tarfile.TarInfo("../escape.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(MLFError, match=r"'\.\.'"):
+        generate_project(recording, evil, tmp_path / "prj", {"project_type": "standalone"})
+    assert "generate_project" not in methods(recording)
+    assert not (tmp_path / "prj").exists()
+
+
+def test_mlf_directory_is_packed_for_the_server(tmp_path, recording):
+    mlf_dir = make_mlf(tmp_path / "mlf_dir", 6, as_dir=True)
+    with generate_project(recording, mlf_dir, tmp_path / "prj", {"project_type": "host_driven"}):
+        pass
+    from project_api.mlf import open_mlf
+
+    with open_mlf(tmp_path / "prj" / "model.tar") as lib:
+        assert lib.version == 6 and list(lib.modules) == ["default"]
+
+
+def test_template_vs_generated_checks(tmp_path, recording, mlf):
+    with generate_project(recording, mlf, tmp_path / "prj", {"project_type": "standalone"}):
+        pass
+    with pytest.raises(NotATemplateProjectError, match="generated project, not a template"):
+        TemplateProject.from_directory(tmp_path / "prj")
+    with pytest.raises(TemplateProjectError, match="is a template"):
+        GeneratedProject.from_directory(recording)
+
+
+def test_saved_options_are_reused_and_overridable(tmp_path, recording, mlf):
+    out = tmp_path / "prj"
+    generate_project(recording, mlf, out, {"project_type": "standalone", "verbose": True}).close()
+    with GeneratedProject.from_directory(out) as prj:
+        assert prj.options["verbose"] is True and prj.options["project_type"] == "standalone"
+    with GeneratedProject.from_directory(out, {"verbose": False}) as prj:
+        prj.build()
+    assert calls(out)[-1]["payload"]["verbose"] is False
+    with pytest.raises(OptionError, match="did you mean 'verbose'"):
+        GeneratedProject.from_directory(out, {"verbos": True})
+
+
+def test_server_error_in_build_propagates_and_server_stays_usable(tmp_path, recording, mlf):
+    with generate_project(recording, mlf, tmp_path / "prj",
+                          {"project_type": "standalone"}) as prj:
+        prj.options = {**prj.options, "fail_build": True}
+        with pytest.raises(ServerError, match="calling method build") as info:
+            prj.build()
+        assert "compiler exploded" in info.value.data["traceback"]
+        prj.options = {**prj.options, "fail_build": False}
+        prj.build()
+
+
+def test_resolve_template_by_name_path_and_typo(tmp_path, monkeypatch):
+    root = tmp_path / "templates"
+    write_recording_template(root / "host")
+    (root / "stm32").mkdir()  # no server script: not a template
+    monkeypatch.setenv("PROJECT_API_TEMPLATES_DIR", str(root))
+    assert resolve_template("host") == root / "host"
+    assert resolve_template(str(root / "stm32")) == root / "stm32"
+    with pytest.raises(ProjectError, match="no template 'hots'.*did you mean 'host'.*built-in templates: host"):
+        resolve_template("hots")
+    assert list(project_mod.builtin_templates()) == ["host"]
+
+
+# --- loopback template: the transport -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["rpc", "fifo"])
+def test_loopback_transport_roundtrip(tmp_path, mlf, kind, launched):
+    with generate_project(LOOPBACK, mlf, tmp_path / "prj", {"board": "qemu", "transport": kind}) as prj:
+        prj.build()
+        prj.flash()
+        assert (tmp_path / "prj" / "build" / "firmware.bin").read_text() == "qemu\n"
+        payload = bytes(range(256)) * 4
+        with prj.transport() as transport:
+            transport.write(payload, 5.0)
+            got = b""
+            while len(got) < len(payload):
+                got += transport.read(len(payload) - len(got), 5.0)
+            assert got == payload
+            assert transport.timeouts().session_start_timeout_sec == 5.0
+        # Closing the transport left the project's server running.
+        assert not _exited(launched[-1])
+        prj.build()
+    assert all(_exited(c) for c in launched)
+
+
+def test_debug_transport_hex_dumps(tmp_path, mlf, caplog):
+    with generate_project(LOOPBACK, mlf, tmp_path / "prj", {"board": "b"}) as prj:
+        with caplog.at_level(logging.INFO):
+            with prj.transport(debug=True) as transport:
+                transport.write(b"hello", 1.0)
+                assert transport.read(5, 1.0) == b"hello"
+    text = caplog.text
+    assert "opening transport" in text and "closing transport" in text
+    assert "68 65 6c 6c 6f" in text and "hello" in text
+
+
+def test_session_is_built_lazily_over_the_transport(tmp_path, mlf):
+    from project_api.micro import Session
+    from project_api.transport import ProjectTransport
+
+    with generate_project(LOOPBACK, mlf, tmp_path / "prj", {"board": "b"}) as prj:
+        session = prj.session(name="unit")
+        assert isinstance(session, Session)
+        assert isinstance(session.transport, ProjectTransport)
+        assert session.name == "unit"
+
+
+def test_loopback_required_board(tmp_path, mlf):
+    with pytest.raises(OptionError, match="'board' is required by generate_project"):
+        generate_project(LOOPBACK, mlf, tmp_path / "prj", {})
+    assert not (tmp_path / "prj").exists()
