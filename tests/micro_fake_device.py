@@ -90,6 +90,8 @@ class FakeDevice:
         self.executors: dict[int, tuple[FakeModel, list[FakeTensor], list[FakeTensor]]] = {}
         self.globals: dict[str, int] = {}
         self.time_evaluators = 0
+        self.live_executors: set[int] = set()
+        self.silent = False  # when set, requests get no reply (a hung device)
         self._next_handle = 0x80028000
         for name, fn in [
             ("runtime.SystemLib", self._system_lib),
@@ -122,7 +124,7 @@ class FakeDevice:
             if event.kind == EventKind.NORMAL:
                 self.largest_payload = max(self.largest_payload, len(event.data) + 3)
                 reply = self.process(event.data)
-                if reply is not None:
+                if reply is not None and not self.silent:
                     self.session.send_message(MessageType.NORMAL, reply)
         self.output += self.session.take_output()
 
@@ -180,6 +182,8 @@ class FakeDevice:
             self.freed.append((handle, tcode))
             if tcode == TypeCode.NDARRAY_HANDLE:
                 self.live_ndarrays.remove(handle)
+            elif tcode == TypeCode.MODULE_HANDLE:
+                self.live_executors.remove(handle)
             return return_values([TypeCode.NULLPTR], [None])
         if code == 15:  # kDevStreamSync
             self.stream_syncs += 1
@@ -211,7 +215,10 @@ class FakeDevice:
         model = self.models.get(name)
         if model is None:
             return exception_packet(f"no model named {name}")
+        if self.live_executors:  # like the CRT: one executor at a time
+            return exception_packet("kTvmErrorExecutorModuleAlreadyCreated")
         handle = 0x8001 + len(self.executors)
+        self.live_executors.add(handle)
         ins = [FakeTensor(n, d, s, self._alloc(_nbytes(d, s))) for n, d, s in model.inputs]
         outs = [FakeTensor(n, d, s, self._alloc(_nbytes(d, s))) for n, d, s in model.outputs]
         self.executors[handle] = (model, ins, outs)

@@ -166,3 +166,31 @@ def test_garbage_between_replies_is_survived() -> None:
         device.session.send_message(MessageType.LOG, b"noise")
         device.output += device.session.take_output()
         assert model.num_inputs == 2
+
+
+def test_close_releases_model_so_next_session_can_create_it() -> None:
+    device = make_device()
+    transport = FakeTransport(device)
+    with Session(transport) as session:
+        session.model()
+        assert device.live_executors
+    assert device.live_executors == set()
+    # Function handles and the executor module were freed.
+    assert sum(1 for _, tc in device.freed if tc == TypeCode.PACKED_FUNC_HANDLE) == 8
+    assert sum(1 for _, tc in device.freed if tc == TypeCode.MODULE_HANDLE) == 1
+    with Session(transport) as session:
+        session.model().run()
+
+
+def test_reply_timeout_makes_session_unusable() -> None:
+    device = make_device()
+    transport = FakeTransport(device, timeouts=Timeouts(0, 0, 0.1))
+    with Session(transport) as session:
+        model = session.model()
+        device.silent = True
+        with pytest.raises(SessionTimeoutError, match="no reply from the device within 0.1s"):
+            model.run()
+        device.silent = False
+        with pytest.raises(SessionError, match="open a new Session"):
+            model.run()
+    assert not transport.is_open

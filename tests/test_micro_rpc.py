@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
 
-from project_api.errors import RPCError, SessionError
+from project_api.errors import RPCError, SessionError, SessionTimeoutError
 from project_api.micro.framing import Framer, Unframer
 from project_api.micro.rpc import (
     CPU,
@@ -176,6 +176,9 @@ def test_exception_reply_raises_rpc_error() -> None:
             pass
 
     with pytest.raises(RPCError, match="Error caught from RPC call:\nboom: bad things"):
+        RPCClient(OneShot()).call(1)
+    body = encode_packed_seq(["RPCSessionTimeoutError: device timer"])
+    with pytest.raises(SessionTimeoutError, match="device timer"):
         RPCClient(OneShot()).call(1)
 
 

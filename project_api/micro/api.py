@@ -36,6 +36,9 @@ from project_api.micro.session import SessionChannel, TimeoutsLike
 
 _LOG = logging.getLogger(__name__)
 
+#: How long :meth:`Session.close` waits for each cleanup reply before giving up on the device.
+CLEANUP_WAIT_SEC = 2.0
+
 #: The executor functions a Model looks up (the reference's AOT executor registry names).
 EXECUTOR_FUNCTIONS = (
     "set_input",
@@ -218,12 +221,16 @@ class Model:
             raise SessionError(f"get_output({index}) returned {arr!r}, not an NDArray")
         return self._read(arr)
 
-    def close(self) -> None:
-        """Release the function handles on the device (the executor itself stays alive)."""
+    def close(self, max_wait_sec: float | None = None) -> None:
+        """Release this model's handles on the device: its functions and its executor module.
+
+        Called by :meth:`Session.close`, so a later session can create the executor again.
+        """
         rpc = self.session.rpc
-        for handle in self._functions.values():
-            rpc.free_handle(handle, TypeCode.PACKED_FUNC_HANDLE)
-        self._functions = {}
+        functions, self._functions = self._functions, {}
+        for handle in functions.values():
+            rpc.free_handle(handle, TypeCode.PACKED_FUNC_HANDLE, max_wait_sec)
+        rpc.free_handle(self.module, TypeCode.MODULE_HANDLE, max_wait_sec)
 
 
 def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -271,7 +278,16 @@ class Session:
         return self
 
     def close(self) -> None:
-        channel, self._channel, self._rpc = self._channel, None, None
+        """Release the models, end the session and close the transport if the session opened it."""
+        channel = self._channel
+        if channel is not None and channel.established:
+            for model in list(self._models.values()):
+                try:
+                    model.close(max_wait_sec=CLEANUP_WAIT_SEC)
+                except (SessionError, OSError) as err:
+                    _LOG.debug("%s: releasing model %r failed: %s", self.name, model.name, err)
+                    break
+        self._channel, self._rpc = None, None
         self._models.clear()
         self._globals.clear()
         self._syslib = None

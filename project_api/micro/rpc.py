@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from project_api.errors import RPCError, SessionError
+from project_api.errors import RPCError, SessionError, SessionTimeoutError
 
 _LOG = logging.getLogger(__name__)
 
@@ -413,7 +413,7 @@ class Channel(Protocol):
 
     def send(self, packet: bytes) -> None: ...
 
-    def receive(self) -> bytes: ...
+    def receive(self, max_wait_sec: float | None = None) -> bytes: ...
 
     def set_max_payload_bytes(self, n: int) -> None: ...
 
@@ -434,15 +434,28 @@ class RPCClient:
         self.channel = channel
         self._max_packet: int | None | bool = False  # False: not asked yet; None: no limit
 
-    def request(self, packet: bytes) -> Reply:
+    def request(self, packet: bytes, max_wait_sec: float | None = None) -> Reply:
+        """Send one request packet and return its decoded reply.
+
+        An exception reply raises :class:`RPCError` with the device's message (or
+        :class:`SessionTimeoutError` when the device reports ``RPCSessionTimeoutError: ...``).
+        """
         self.channel.send(packet)
-        reply = decode_reply(self.channel.receive())
+        if max_wait_sec is None:
+            raw = self.channel.receive()
+        else:
+            raw = self.channel.receive(max_wait_sec)
+        reply = decode_reply(raw)
         if reply.code == RPCCode.EXCEPTION:
+            if reply.message.startswith("RPCSessionTimeoutError: "):
+                raise SessionTimeoutError(reply.message)
             raise RPCError(f"Error caught from RPC call:\n{reply.message}")
         return reply
 
-    def syscall(self, code: RPCCode, *args: Any) -> list[tuple[int, Any]]:
-        reply = self.request(syscall_packet(code, args))
+    def syscall(
+        self, code: RPCCode, *args: Any, max_wait_sec: float | None = None
+    ) -> list[tuple[int, Any]]:
+        reply = self.request(syscall_packet(code, args), max_wait_sec)
         if reply.code != RPCCode.RETURN:
             raise SessionError(f"{code.name}: expected a return, got {reply.code.name}")
         return reply.values
@@ -462,9 +475,11 @@ class RPCClient:
             raise SessionError(f"kCallFunc: expected a return, got {reply.code.name}")
         return return_value(reply.values)
 
-    def free_handle(self, handle: int, type_code: int) -> None:
+    def free_handle(self, handle: int, type_code: int, max_wait_sec: float | None = None) -> None:
         """Release an NDArray (13), function (10) or module (9) handle on the device."""
-        self.syscall(RPCCode.FREE_HANDLE, OpaqueHandle(handle), int(type_code))
+        self.syscall(
+            RPCCode.FREE_HANDLE, OpaqueHandle(handle), int(type_code), max_wait_sec=max_wait_sec
+        )
 
     def alloc(self, shape: Sequence[int], dtype: DataType, device: DLDevice = CPU) -> DLTensor:
         """Allocate device memory for a tensor (kDevAllocDataWithScope); return the tensor."""

@@ -235,6 +235,8 @@ class SessionChannel:
         self.protocol = SessionProtocol()
         self._inbox: deque[bytes] = deque()
         self._terminated = False
+        self._out_of_sync = False
+        self._closed = False
 
     @property
     def established(self) -> bool:
@@ -286,6 +288,9 @@ class SessionChannel:
         retry = float(self.timeouts.session_start_retry_timeout_sec or 0)
         start_limit = float(self.timeouts.session_start_timeout_sec or 0)
         self._terminated = False
+        self._out_of_sync = False
+        self._closed = False
+        self._inbox.clear()
         self._send_start()
         begin = time.monotonic()
         end = begin + start_limit if start_limit else None
@@ -317,31 +322,45 @@ class SessionChannel:
         self.protocol.start_session()
         self._flush()
 
-    def send(self, packet: bytes) -> None:
-        """Send one RPC packet (with its u64 length prefix) as one normal message."""
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SessionError(f"{self.name}: the session is closed")
         if self._terminated:
             raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
+        if self._out_of_sync:
+            raise SessionError(
+                f"{self.name}: an earlier reply timed out, so replies may no longer match "
+                "requests; open a new Session"
+            )
+
+    def send(self, packet: bytes) -> None:
+        """Send one RPC packet (with its u64 length prefix) as one normal message."""
+        self._check_usable()
         self.protocol.send_message(MessageType.NORMAL, packet)
         self._flush()
 
-    def receive(self) -> bytes:
-        """Wait for the next normal message and return its body (one RPC packet)."""
+    def receive(self, max_wait_sec: float | None = None) -> bytes:
+        """Wait for the next normal message and return its body (one RPC packet).
+
+        The wait is ``session_established_timeout_sec`` (0: forever), capped at ``max_wait_sec``
+        when given. A timeout leaves the channel unusable: a late reply would answer the wrong
+        request.
+        """
         if self._inbox:
             return self._inbox.popleft()
-        if self._terminated:
-            raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
+        self._check_usable()
         limit = float(self.timeouts.session_established_timeout_sec or 0)
+        if max_wait_sec is not None and (not limit or max_wait_sec < limit):
+            limit = max_wait_sec
         deadline = time.monotonic() + limit if limit else None
         while not self._inbox:
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise SessionTimeoutError(
-                    f"{self.name}: no reply from the device within {limit:g}s "
-                    "(session_established_timeout_sec)"
-                )
             try:
+                if remaining is not None and remaining <= 0:
+                    raise IoTimeoutError()
                 self._pump(remaining)
             except IoTimeoutError as err:
+                self._out_of_sync = True
                 raise SessionTimeoutError(
                     f"{self.name}: no reply from the device within {limit:g}s "
                     "(session_established_timeout_sec)"
@@ -350,8 +369,13 @@ class SessionChannel:
 
     def close(self, timeout_sec: float = 1.0) -> None:
         """Tell the device the session is over (best effort; a dead link is not an error here)."""
-        if self.protocol.state != SessionState.SESSION_ESTABLISHED or self._terminated:
+        if (
+            self.protocol.state != SessionState.SESSION_ESTABLISHED
+            or self._terminated
+            or self._closed
+        ):
             return
+        self._closed = True
         self.protocol.terminate_session()
         out = self.protocol.take_output()
         try:
