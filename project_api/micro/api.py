@@ -17,7 +17,7 @@ import math
 import statistics
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from project_api.micro.rpc import (
     TypeCode,
 )
 from project_api.micro.session import SessionChannel, TimeoutsLike
+
+if TYPE_CHECKING:
+    from project_api.transport import Transport
 
 _LOG = logging.getLogger(__name__)
 
@@ -227,6 +230,8 @@ class Model:
         Called by :meth:`Session.close`, so a later session can create the executor again.
         """
         rpc = self.session.rpc
+        if self.session._models.get(self.name) is self:
+            del self.session._models[self.name]
         functions, self._functions = self._functions, {}
         for handle in functions.values():
             rpc.free_handle(handle, TypeCode.PACKED_FUNC_HANDLE, max_wait_sec)
@@ -240,13 +245,17 @@ def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
 class Session:
     """An RPC session with a device over ``transport`` (a ``project_api.transport.Transport``).
 
-    ``timeouts`` overrides ``transport.timeouts()``. Entering opens the transport (unless it is
-    already open) and runs the handshake; leaving ends the session and closes the transport if
-    the session opened it.
+    ``timeouts`` overrides ``transport.timeouts()``. Entering opens the transport (unless it
+    says it is open through a true ``is_open`` attribute) and runs the handshake; leaving
+    releases the models, ends the session and closes the transport if the session opened it.
+    Device log frames become INFO records on the ``project_api.device`` logger.
     """
 
     def __init__(
-        self, transport: Any, timeouts: TimeoutsLike | None = None, name: str = "micro-rpc"
+        self,
+        transport: Transport,
+        timeouts: TimeoutsLike | None = None,
+        name: str = "micro-rpc",
     ):
         self.transport = transport
         self.name = name
