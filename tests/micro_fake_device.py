@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import struct
 import time
-from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,15 +28,9 @@ from project_api.micro.rpc import (
     encode_packed_seq,
 )
 from project_api.micro.session import EventKind, MessageType, SessionProtocol
+from project_api.server import TransportTimeouts
 
-Timeouts = namedtuple(
-    "Timeouts",
-    [
-        "session_start_retry_timeout_sec",
-        "session_start_timeout_sec",
-        "session_established_timeout_sec",
-    ],
-)
+Timeouts = TransportTimeouts
 
 
 def reply_packet(code: int, body: bytes) -> bytes:

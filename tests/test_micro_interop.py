@@ -11,7 +11,6 @@ import os
 import random
 import struct
 import subprocess
-from collections import namedtuple
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,9 @@ from micro_fake_device import framed
 from project_api.errors import SessionTerminatedError
 from project_api.micro.framing import Framer, Unframer
 from project_api.micro.session import SessionChannel
+from project_api.server import TransportTimeouts
 
-Timeouts = namedtuple(
-    "Timeouts",
-    [
-        "session_start_retry_timeout_sec",
-        "session_start_timeout_sec",
-        "session_established_timeout_sec",
-    ],
-)
+Timeouts = TransportTimeouts
 
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1", "UBSAN_OPTIONS": "halt_on_error=1"}
 
@@ -286,3 +279,20 @@ def test_c_device_restart_is_reported(c_device: subprocess.Popen[bytes]) -> None
     again.start()
     again.send(b"xyz")
     assert again.receive() == b"zyx"
+
+
+def test_session_over_project_fd_transport(c_device: subprocess.Popen[bytes]) -> None:
+    """The same exchange through rpc-core's FdTransport (wrapped in TransportLogger)."""
+    from project_api.transport import FdTransport, TransportLogger
+
+    assert c_device.stdout is not None and c_device.stdin is not None
+    timeouts = Timeouts(0.5, 10.0, 10.0)
+    inner = FdTransport(os.dup(c_device.stdout.fileno()), os.dup(c_device.stdin.fileno()), timeouts)
+    transport = TransportLogger("c-device", inner, level=logging.DEBUG)
+    with transport:
+        channel = SessionChannel(transport, transport.timeouts(), rng=random.Random(8))
+        channel.start()
+        payload = random.Random(9).randbytes(5000)
+        channel.send(payload)
+        assert channel.receive() == payload[::-1]
+        channel.close()
