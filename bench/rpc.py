@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""RPC benchmark through the host template: no-op call latency and 1 MiB tensor throughput.
+
+For each device packet size (``max_packet_size_bytes``) it generates and builds a host project
+whose model is a float32 add of two 1 MiB tensors, opens a session over the FIFO fast path and
+measures, all in the same run:
+
+* the median round trip of a no-op remote call (``tvm.rpc.server.GetCRTMaxPacketSize``), beside
+  the same call over the reference's path (every byte through a JSON-RPC ``read_transport`` /
+  ``write_transport`` call, base85 encoded), which is what a microTVM host does;
+* upload (``Model.set_input``) and download (``Model.get_output``) of a 1 MiB tensor;
+* the raw transport: 1 MiB pushed through the same open FIFO to the same device process with no
+  RPC layer (zero bytes, which the device's unframer skips), timed until a following no-op call
+  returns, minus that call's median.
+
+Targets (issue #3): no-op call <= 1 ms median; uploads >= 50% of the raw transport.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from mlf_kernels import add_mlf  # noqa: E402
+
+from project_api.micro import Session  # noqa: E402
+from project_api.project import generate_project  # noqa: E402
+from project_api.transport import ProjectTransport  # noqa: E402
+
+MIB = 1 << 20
+NOOP = "tvm.rpc.server.GetCRTMaxPacketSize"
+
+
+def _median_seconds(fn, count: int) -> float:
+    samples = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _bench_packet_size(work: Path, packet_bytes: int, calls: int, repeat: int) -> dict[str, float]:
+    n = MIB // 4
+    mlf = add_mlf(work / f"add-{packet_bytes}.tar", dtype="float32", shape=(n,))
+    project_dir = work / f"prj-{packet_bytes}"
+    options = {"max_packet_size_bytes": packet_bytes, "project_type": "host_driven"}
+    result: dict[str, float] = {}
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    with generate_project("host", mlf, project_dir, options) as project:
+        project.build()
+        transport = ProjectTransport(project.client, project.options, shutdown_client=False)
+        with Session(transport) as session:
+            session.call(NOOP)
+            result["noop"] = _median_seconds(lambda: session.call(NOOP), calls)
+            model = session.model()
+            model.set_input("a", x)
+            result["upload"] = _median_seconds(lambda: model.set_input("a", x), repeat)
+            model.set_input("b", x)
+            model.run()
+            assert np.array_equal(model.get_output(0), x + x), "wrong output"
+            result["download"] = _median_seconds(lambda: model.get_output(0), repeat)
+            zeros = bytes(MIB)
+
+            def raw_push() -> None:
+                transport.write(zeros, 10.0)
+                session.call(NOOP)
+
+            result["raw"] = max(_median_seconds(raw_push, repeat) - result["noop"], 1e-9)
+        slow = ProjectTransport(project.client, project.options, use_endpoint=False,
+                                shutdown_client=False)
+        with Session(slow) as session:
+            session.call(NOOP)
+            result["noop_jsonrpc"] = _median_seconds(lambda: session.call(NOOP), max(calls // 10, 20))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packet-sizes", default="2048,65536",
+                        help="device max_packet_size_bytes values to measure (default 2048,65536)")
+    parser.add_argument("--calls", type=int, default=2000, help="no-op calls (default 2000)")
+    parser.add_argument("--repeat", type=int, default=7, help="1 MiB transfers per figure (default 7)")
+    args = parser.parse_args(argv)
+    for tool in ("make", "cc"):
+        if shutil.which(tool) is None:
+            print(f"error: '{tool}' is not installed; the host template needs make and a C compiler")
+            return 1
+    sizes = [int(s) for s in args.packet_sizes.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="project-api-bench-rpc-"))
+    try:
+        print(f"host template RPC benchmark: 1 MiB float32 tensors (median of {args.repeat}), "
+              f"no-op call median of {args.calls}")
+        for size in sizes:
+            r = _bench_packet_size(work, size, args.calls, args.repeat)
+            up, down, raw = MIB / r["upload"] / MIB, MIB / r["download"] / MIB, MIB / r["raw"] / MIB
+            default = " (the template's default)" if size == 2048 else ""
+            print(f"\nmax_packet_size_bytes = {size}{default}")
+            print(f"  no-op remote call      {r['noop'] * 1e3:8.3f} ms median   target <= 1 ms"
+                  f"   [{'met' if r['noop'] <= 1e-3 else 'MISSED'}]")
+            print(f"    same call, reference path (JSON-RPC + base85 per read/write): "
+                  f"{r['noop_jsonrpc'] * 1e3:.3f} ms median")
+            print(f"  upload   1 MiB         {up:8.1f} MiB/s  = {up / raw:5.1%} of raw   target >= 50%"
+                  f"   [{'met' if up >= 0.5 * raw else 'MISSED'}]")
+            print(f"  download 1 MiB         {down:8.1f} MiB/s  = {down / raw:5.1%} of raw (upload)")
+            print(f"  raw transport (same FIFO and device process, no RPC layer): {raw:8.1f} MiB/s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
