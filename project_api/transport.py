@@ -195,7 +195,6 @@ class TransportLogger(Transport):
                 timeout_str,
                 n,
                 type(err).__name__,
-                exc_info=True,
             )
             raise
         lines = _hex_lines(data)
@@ -243,7 +242,6 @@ class TransportLogger(Transport):
                 timeout_str,
                 len(data),
                 type(err).__name__,
-                exc_info=True,
             )
             raise
         lines = _hex_lines(data)
