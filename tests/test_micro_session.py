@@ -10,7 +10,12 @@ import time
 import pytest
 from micro_fake_device import FakeDevice, FakeTransport, Timeouts, framed
 
-from project_api.errors import SessionTerminatedError, SessionTimeoutError
+from project_api.errors import (
+    IoTimeoutError,
+    SessionError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+)
 from project_api.micro.session import (
     EventKind,
     MessageType,
@@ -263,3 +268,30 @@ def test_close_sends_terminate() -> None:
     channel.close()
     assert transport.writes[-1] == framed(b"\x00\x00\x02")
     assert device.session.state == SessionState.NO_SESSION_ESTABLISHED
+
+
+def test_link_closed_is_a_clear_session_error() -> None:
+    device, transport, channel = established_channel()
+    transport.drop_writes = 1
+    channel.send(b"ping")
+    transport.is_open = False  # the device process died
+    with pytest.raises(SessionError, match="dev0: the link to the device closed .* while waiting"):
+        channel.receive()
+    with pytest.raises(SessionError, match="closed"):
+        channel.send(b"again")
+    device, transport, channel = established_channel()
+    transport.is_open = False
+    with pytest.raises(SessionError, match="closed .* while sending"):
+        channel.send(b"x")
+
+
+def test_write_timeout_is_a_session_timeout() -> None:
+    device, transport, channel = established_channel(Timeouts(0, 0, 0.5))
+
+    def stuck_write(data: bytes, timeout_sec: float | None) -> None:
+        assert timeout_sec == 0.5
+        raise IoTimeoutError()
+
+    transport.write = stuck_write  # type: ignore[method-assign]
+    with pytest.raises(SessionTimeoutError, match="did not finish within 0.5s"):
+        channel.send(b"x")

@@ -240,7 +240,11 @@ class SessionChannel:
 
     @property
     def established(self) -> bool:
-        return self.protocol.state == SessionState.SESSION_ESTABLISHED and not self._terminated
+        return (
+            self.protocol.state == SessionState.SESSION_ESTABLISHED
+            and not self._terminated
+            and not self._closed
+        )
 
     def set_max_payload_bytes(self, n: int) -> None:
         """Bound received frames to ``n`` payload bytes (sized from the device's packet size)."""
@@ -255,15 +259,36 @@ class SessionChannel:
             t = self.timeouts.session_start_timeout_sec
         return float(t) if t else None
 
+    def _link_closed(self, doing: str, err: Exception) -> SessionError:
+        self._closed = True
+        return SessionError(
+            f"{self.name}: the link to the device closed ({type(err).__name__}) while {doing}; "
+            "the device probably crashed, exited or was unplugged"
+        )
+
     def _flush(self) -> None:
         out = self.protocol.take_output()
-        if out:
-            self.transport.write(out, self._write_timeout())
+        if not out:
+            return
+        timeout = self._write_timeout()
+        try:
+            self.transport.write(out, timeout)
+        except IoTimeoutError as err:
+            self._out_of_sync = True
+            raise SessionTimeoutError(
+                f"{self.name}: writing {len(out)} bytes to the device did not finish within "
+                f"{timeout:g}s; the device is not reading"
+            ) from err
+        except TransportClosedError as err:
+            raise self._link_closed("sending", err) from err
 
     def _pump(self, timeout_sec: float | None) -> None:
         """Read what the transport has (waiting up to ``timeout_sec``) and handle its events."""
         n = max(self.protocol.unframer.bytes_needed(), READ_CHUNK_BYTES)
-        data = self.transport.read(n, timeout_sec)
+        try:
+            data = self.transport.read(n, timeout_sec)
+        except TransportClosedError as err:
+            raise self._link_closed("waiting for the device", err) from err
         for event in self.protocol.receive(data):
             self._handle(event)
         self._flush()
@@ -324,7 +349,7 @@ class SessionChannel:
 
     def _check_usable(self) -> None:
         if self._closed:
-            raise SessionError(f"{self.name}: the session is closed")
+            raise SessionError(f"{self.name}: the session is closed (or its link is gone)")
         if self._terminated:
             raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
         if self._out_of_sync:
