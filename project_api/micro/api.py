@@ -111,6 +111,8 @@ class Model:
         self.module = module
         self._functions = functions
         self._input_names: list[str] | None = None
+        self._num_inputs: int | None = None
+        self._num_outputs: int | None = None
 
     def _call(self, function: str, *args: Any) -> Any:
         return self.session.rpc.call(self._functions[function], *args)
@@ -145,11 +147,17 @@ class Model:
 
     @property
     def num_inputs(self) -> int:
-        return int(self._call("get_num_inputs"))
+        """Number of model inputs (asked once, then cached: it cannot change)."""
+        if self._num_inputs is None:
+            self._num_inputs = int(self._call("get_num_inputs"))
+        return self._num_inputs
 
     @property
     def num_outputs(self) -> int:
-        return int(self._call("get_num_outputs"))
+        """Number of model outputs (asked once, then cached)."""
+        if self._num_outputs is None:
+            self._num_outputs = int(self._call("get_num_outputs"))
+        return self._num_outputs
 
     @property
     def input_names(self) -> list[str]:
