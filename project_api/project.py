@@ -240,7 +240,8 @@ def resolve_template(template: str | os.PathLike[str]) -> Path:
 def _launch(project_dir: Path, debug: bool) -> ProjectAPIClient:
     from project_api import client as client_mod
 
-    return client_mod.instantiate_from_dir(str(project_dir), debug=debug)
+    # Absolute: the server runs with the project as its cwd, so a relative script path breaks.
+    return client_mod.instantiate_from_dir(str(Path(project_dir).absolute()), debug=debug)
 
 
 def _query(client: ProjectAPIClient) -> dict[str, Any]:
@@ -392,8 +393,8 @@ def _prepare_output_dir(project: Path, force: bool, protect: list[Path | None]) 
         return
     if not force:
         raise ProjectError(
-            f"{project} already exists; choose a new output directory or pass --force "
-            "(force=True) to replace it"
+            f"{project} already exists; choose a new output directory, or replace it with "
+            "--force (force=True from Python)"
         )
     resolved = project.resolve()
     guarded = [Path("/"), Path.home().resolve(), Path.cwd().resolve()]

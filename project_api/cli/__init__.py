@@ -19,6 +19,7 @@ import importlib
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from project_api import __version__
@@ -144,7 +145,7 @@ def build_parser(commands: Sequence[type[Subcommand]] | None = None) -> tuple[
             continue
         sub = subparsers.add_parser(
             cls.NAMES[0], aliases=cls.NAMES[1:], help=cls.HELP,
-            description=cls.DESCRIPTION or cls.HELP, epilog=cls.EPILOG or None,
+            description=textwrap.fill(cls.DESCRIPTION or cls.HELP, 79), epilog=cls.EPILOG or None,
             parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         cls.add_arguments(sub)

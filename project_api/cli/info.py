@@ -62,7 +62,7 @@ examples:
 
         from project_api import client as client_mod
 
-        client = client_mod.instantiate_from_dir(str(path), debug=self.verbosity >= 2)
+        client = client_mod.instantiate_from_dir(str(path.absolute()), debug=self.verbosity >= 2)
         try:
             info = dict(client.server_info_query(TVM_COMPAT_VERSION))
         finally:
