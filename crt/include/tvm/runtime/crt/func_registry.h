@@ -97,7 +97,8 @@ tvm_crt_error_t TVMMutableFuncRegistry_Create(TVMMutableFuncRegistry* reg, uint8
  * \param override Nonzero replaces an existing function of the same name.
  * \return kTvmErrorNoError; kTvmErrorFunctionAlreadyDefined (name exists, override == 0);
  *   kTvmErrorFunctionRegistryFull (no pointer slot left, or name + NUL + end marker would run
- *   into the pointer array); the registry is unchanged on error.
+ *   into the pointer array); kTvmErrorFunctionCallInvalidArg (NULL or empty name); the
+ *   registry is unchanged on error.
  */
 tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const char* name,
                                            TVMBackendPackedCFunc func, int override);

@@ -1,0 +1,212 @@
+/*
+ * The AOT executor: binds a TVMAotModel (static buffers + run function) to a device, drives the
+ * device lifecycle hooks around it, and exposes its tensors as DLTensor views. No allocation.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/crt/aot_executor.h>
+#include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/ndarray.h>
+#include <tvm/runtime/crt/platform.h>
+
+static int tensors_valid(const TVMAotTensor* tensors, size_t count) {
+  if (count > 0 && tensors == NULL) {
+    return 0;
+  }
+  for (size_t i = 0; i < count; i++) {
+    size_t nbytes;
+    if (tensors[i].name == NULL || tensors[i].data == NULL ||
+        TVMNDArray_DataSizeBytes(tensors[i].ndim, tensors[i].shape, tensors[i].dtype, &nbytes) !=
+            kTvmErrorNoError ||
+        nbytes != tensors[i].size_bytes) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+tvm_crt_error_t TVMAotExecutor_Create(TVMAotExecutor* executor, const TVMAotModel* model,
+                                      DLDevice device) {
+  if (executor == NULL || model == NULL) {
+    TVMAPISetLastError("TVMAotExecutor_Create: NULL executor or model");
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  executor->model = NULL;
+  executor->is_open = 0;
+  if (model->run == NULL || model->num_inputs > INT32_MAX || model->num_outputs > INT32_MAX ||
+      !tensors_valid(model->inputs, model->num_inputs) ||
+      !tensors_valid(model->outputs, model->num_outputs)) {
+    TVMAPIErrorf("model %s: invalid descriptor (NULL run/name/data, rank above %d, or size_bytes "
+                 "not matching shape and dtype)",
+                 model->name ? model->name : "(unnamed)", TVM_CRT_MAX_NDIM);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  tvm_crt_error_t err = TVMDeviceOpen(device);
+  if (err != kTvmErrorNoError) {
+    TVMAPIErrorf("TVMDeviceOpen(%d, %d) failed (0x%x)", (int)device.device_type,
+                 (int)device.device_id, (unsigned)err);
+    return err;
+  }
+  executor->model = model;
+  executor->device = device;
+  executor->is_open = 1;
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMAotExecutor_CreateByName(TVMAotExecutor* executor, const char* module_name,
+                                            DLDevice device) {
+  const TVMAotModel* model = module_name != NULL ? TVMAotModelLookup(module_name) : NULL;
+  if (model == NULL) {
+    TVMAPIErrorf("no model named '%s' in this firmware", module_name ? module_name : "(null)");
+    return kTvmErrorFunctionNameNotFound;
+  }
+  return TVMAotExecutor_Create(executor, model, device);
+}
+
+tvm_crt_error_t TVMAotExecutor_Release(TVMAotExecutor* executor) {
+  if (executor == NULL || !executor->is_open) {
+    TVMAPISetLastError("TVMAotExecutor_Release: executor is not open");
+    return kTvmErrorExecutorModuleBadContext;
+  }
+  executor->is_open = 0;
+  executor->model = NULL;
+  tvm_crt_error_t err = TVMDeviceClose(executor->device);
+  if (err != kTvmErrorNoError) {
+    TVMAPIErrorf("TVMDeviceClose(%d, %d) failed (0x%x)", (int)executor->device.device_type,
+                 (int)executor->device.device_id, (unsigned)err);
+  }
+  return err;
+}
+
+int TVMAotExecutor_GetNumInputs(const TVMAotExecutor* executor) {
+  return (executor != NULL && executor->is_open) ? (int)executor->model->num_inputs : 0;
+}
+
+int TVMAotExecutor_GetNumOutputs(const TVMAotExecutor* executor) {
+  return (executor != NULL && executor->is_open) ? (int)executor->model->num_outputs : 0;
+}
+
+tvm_crt_error_t TVMAotExecutor_GetInputIndex(const TVMAotExecutor* executor, const char* name,
+                                             int* out_index) {
+  int n = TVMAotExecutor_GetNumInputs(executor);
+  for (int i = 0; name != NULL && i < n; i++) {
+    if (strcmp(executor->model->inputs[i].name, name) == 0) {
+      *out_index = i;
+      return kTvmErrorNoError;
+    }
+  }
+  TVMAPIErrorf("model has no input named '%s'", name ? name : "(null)");
+  return kTvmErrorExecutorModuleNoSuchInput;
+}
+
+tvm_crt_error_t TVMAotExecutor_GetInputName(const TVMAotExecutor* executor, int index,
+                                            const char** out_name) {
+  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
+    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
+                 TVMAotExecutor_GetNumInputs(executor));
+    return kTvmErrorExecutorModuleNoSuchInput;
+  }
+  *out_name = executor->model->inputs[index].name;
+  return kTvmErrorNoError;
+}
+
+static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTensor* out) {
+  out->data = t->data;
+  out->device = executor->device;
+  out->ndim = t->ndim;
+  out->dtype = t->dtype;
+  out->shape = (int64_t*)(uintptr_t)t->shape; /* DLTensor has no const; callers must not write */
+  out->strides = NULL;
+  out->byte_offset = 0;
+}
+
+tvm_crt_error_t TVMAotExecutor_GetInput(const TVMAotExecutor* executor, int index,
+                                        DLTensor* out_tensor) {
+  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
+    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
+                 TVMAotExecutor_GetNumInputs(executor));
+    return kTvmErrorExecutorModuleNoSuchInput;
+  }
+  view_of(executor, &executor->model->inputs[index], out_tensor);
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMAotExecutor_GetOutput(const TVMAotExecutor* executor, int index,
+                                         DLTensor* out_tensor) {
+  if (index < 0 || index >= TVMAotExecutor_GetNumOutputs(executor)) {
+    TVMAPIErrorf("output index %d out of range (model has %d outputs)", index,
+                 TVMAotExecutor_GetNumOutputs(executor));
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  view_of(executor, &executor->model->outputs[index], out_tensor);
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMAotExecutor_SetInput(const TVMAotExecutor* executor, int index,
+                                        const DLTensor* src) {
+  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
+    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
+                 TVMAotExecutor_GetNumInputs(executor));
+    return kTvmErrorExecutorModuleNoSuchInput;
+  }
+  const TVMAotTensor* dst = &executor->model->inputs[index];
+  size_t nbytes;
+  if (src == NULL || src->data == NULL || src->strides != NULL ||
+      TVMNDArray_DataSizeBytes(src->ndim, src->shape, src->dtype, &nbytes) != kTvmErrorNoError) {
+    TVMAPIErrorf("set_input %s: source must be a compact tensor with data", dst->name);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  if (src->dtype.code != dst->dtype.code || src->dtype.bits != dst->dtype.bits ||
+      src->dtype.lanes != dst->dtype.lanes || nbytes != dst->size_bytes) {
+    TVMAPIErrorf("set_input %s: got %lu bytes of dtype code %d bits %d, expected %lu bytes of "
+                 "code %d bits %d",
+                 dst->name, (unsigned long)nbytes, (int)src->dtype.code, (int)src->dtype.bits,
+                 (unsigned long)dst->size_bytes, (int)dst->dtype.code, (int)dst->dtype.bits);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  memmove(dst->data, (const uint8_t*)src->data + src->byte_offset, nbytes);
+  return kTvmErrorNoError;
+}
+
+/* Data pointers of the model tensors, passed to model->run. */
+static void* g_run_inputs[TVM_CRT_MAX_ARGS];
+static void* g_run_outputs[TVM_CRT_MAX_ARGS];
+
+tvm_crt_error_t TVMAotExecutor_Run(TVMAotExecutor* executor) {
+  if (executor == NULL || !executor->is_open) {
+    TVMAPISetLastError("TVMAotExecutor_Run: executor is not open");
+    return kTvmErrorExecutorModuleBadContext;
+  }
+  const TVMAotModel* model = executor->model;
+  if (model->num_inputs > TVM_CRT_MAX_ARGS || model->num_outputs > TVM_CRT_MAX_ARGS) {
+    TVMAPIErrorf("model %s has %lu inputs and %lu outputs; raise TVM_CRT_MAX_ARGS (%d)",
+                 model->name, (unsigned long)model->num_inputs, (unsigned long)model->num_outputs,
+                 TVM_CRT_MAX_ARGS);
+    return kTvmErrorFunctionCallNumArguments;
+  }
+  for (size_t i = 0; i < model->num_inputs; i++) {
+    g_run_inputs[i] = model->inputs[i].data;
+  }
+  for (size_t i = 0; i < model->num_outputs; i++) {
+    g_run_outputs[i] = model->outputs[i].data;
+  }
+  tvm_crt_error_t err = TVMDeviceActivate(executor->device);
+  if (err != kTvmErrorNoError) {
+    TVMAPIErrorf("TVMDeviceActivate failed (0x%x); model %s not run", (unsigned)err, model->name);
+    return err;
+  }
+  TVMAPISetLastError("");
+  int32_t result = model->run(g_run_inputs, g_run_outputs);
+  if (result != 0 && TVMGetLastError()[0] == '\0') {
+    TVMAPIErrorf("model %s failed with %ld", model->name, (long)result);
+  }
+  tvm_crt_error_t deactivate_err = TVMDeviceDeactivate(executor->device);
+  if (result != 0) {
+    return (tvm_crt_error_t)result;
+  }
+  if (deactivate_err != kTvmErrorNoError) {
+    TVMAPIErrorf("TVMDeviceDeactivate failed (0x%x)", (unsigned)deactivate_err);
+  }
+  return deactivate_err;
+}

@@ -1,0 +1,260 @@
+/*
+ * The AOT executor as a module the RPC host drives: the global
+ * tvm.aot_executor.create(Module syslib, DLDevice dev, str module_name) returns a module whose
+ * functions wrap TVMAotExecutor (see aot_executor.h for the list).
+ *
+ * One executor exists at a time (static storage). Creating it again for the same model while it
+ * is alive returns the same module handle and counts a reference; each TVMModFree drops one and
+ * the last releases the executor (TVMDeviceClose) and its module slot. Asking for a different
+ * model while one is alive fails with kTvmErrorExecutorModuleAlreadyCreated.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_executor.h>
+#include <tvm/runtime/crt/crt.h>
+#include <tvm/runtime/crt/internal/runtime_internal.h>
+#include <tvm/runtime/crt/module.h>
+#include <tvm/runtime/crt/ndarray.h>
+#include <tvm/runtime/crt/packed_func.h>
+
+static TVMAotExecutor g_executor;
+static TVMModuleHandle g_executor_handle;
+static int g_executor_refs;
+
+static int index_arg(const char* fn, TVMValue* args, int* type_codes, int num_args,
+                     int is_input, int* out_index) {
+  if (num_args < 1) {
+    TVMAPIErrorf("%s: expected an index or name argument", fn);
+    return kTvmErrorFunctionCallNumArguments;
+  }
+  if (is_input && type_codes[0] == kTVMStr) {
+    return TVMAotExecutor_GetInputIndex(&g_executor, args[0].v_str, out_index);
+  }
+  if (type_codes[0] != kTVMArgInt && type_codes[0] != kDLUInt) {
+    TVMAPIErrorf("%s: argument 0 must be %s (type code %d)", fn,
+                 is_input ? "an int or str" : "an int", type_codes[0]);
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  int64_t v = args[0].v_int64;
+  *out_index = (v < 0 || v > INT32_MAX) ? -1 : (int)v;
+  return 0;
+}
+
+static int return_view(const DLTensor* view, TVMValue* ret_val, int* ret_tcode) {
+  TVMNDArray* array;
+  tvm_crt_error_t err =
+      TVMNDArray_CreateView(view->data, view->ndim, view->shape, view->dtype, view->device, &array);
+  if (err != kTvmErrorNoError) {
+    TVMAPISetLastError("AOT executor: no memory for a tensor handle");
+    return err;
+  }
+  ret_val->v_handle = &array->dl_tensor;
+  *ret_tcode = kTVMNDArrayHandle;
+  return 0;
+}
+
+static int GetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                    int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  int index;
+  int err = index_arg("get_input", args, type_codes, num_args, 1, &index);
+  if (err != 0) {
+    return err;
+  }
+  DLTensor view;
+  err = TVMAotExecutor_GetInput(&g_executor, index, &view);
+  return err != 0 ? err : return_view(&view, ret_val, ret_tcode);
+}
+
+static int GetOutput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                     int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  int index;
+  int err = index_arg("get_output", args, type_codes, num_args, 0, &index);
+  if (err != 0) {
+    return err;
+  }
+  DLTensor view;
+  err = TVMAotExecutor_GetOutput(&g_executor, index, &view);
+  return err != 0 ? err : return_view(&view, ret_val, ret_tcode);
+}
+
+static int GetInputIndex(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                         int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  static const int kSig[1] = {kTVMStr};
+  int err = TVMArgs_Check("get_input_index", type_codes, num_args, kSig, 1);
+  int index = -1;
+  if (err == 0) {
+    err = TVMAotExecutor_GetInputIndex(&g_executor, args[0].v_str, &index);
+  }
+  if (err == 0) {
+    ret_val->v_int64 = index;
+    *ret_tcode = kTVMArgInt;
+  }
+  return err;
+}
+
+static int GetInputName(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                        int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  int index;
+  int err = index_arg("get_input_name", args, type_codes, num_args, 0, &index);
+  const char* name = NULL;
+  if (err == 0 && num_args != 1) {
+    TVMAPISetLastError("get_input_name: expected 1 argument");
+    err = kTvmErrorFunctionCallNumArguments;
+  }
+  if (err == 0) {
+    err = TVMAotExecutor_GetInputName(&g_executor, index, &name);
+  }
+  if (err == 0) {
+    ret_val->v_str = name;
+    *ret_tcode = kTVMStr;
+  }
+  return err;
+}
+
+static int GetNumInputs(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                        int* ret_tcode, void* resource_handle) {
+  (void)args;
+  (void)resource_handle;
+  int err = TVMArgs_Check("get_num_inputs", type_codes, num_args, NULL, 0);
+  if (err == 0) {
+    ret_val->v_int64 = TVMAotExecutor_GetNumInputs(&g_executor);
+    *ret_tcode = kTVMArgInt;
+  }
+  return err;
+}
+
+static int GetNumOutputs(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                         int* ret_tcode, void* resource_handle) {
+  (void)args;
+  (void)resource_handle;
+  int err = TVMArgs_Check("get_num_outputs", type_codes, num_args, NULL, 0);
+  if (err == 0) {
+    ret_val->v_int64 = TVMAotExecutor_GetNumOutputs(&g_executor);
+    *ret_tcode = kTVMArgInt;
+  }
+  return err;
+}
+
+static int Run(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val, int* ret_tcode,
+               void* resource_handle) {
+  (void)args;
+  (void)ret_val;
+  (void)ret_tcode;
+  (void)resource_handle;
+  int err = TVMArgs_Check("run", type_codes, num_args, NULL, 0);
+  return err != 0 ? err : TVMAotExecutor_Run(&g_executor);
+}
+
+static int SetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                    int* ret_tcode, void* resource_handle) {
+  (void)ret_val;
+  (void)ret_tcode;
+  (void)resource_handle;
+  if (num_args != 2) {
+    TVMAPIErrorf("set_input: expected 2 arguments (key, tensor), got %d", num_args);
+    return kTvmErrorFunctionCallNumArguments;
+  }
+  if (type_codes[1] != kTVMDLTensorHandle && type_codes[1] != kTVMNDArrayHandle) {
+    TVMAPIErrorf("set_input: argument 1 must be a tensor (type code %d)", type_codes[1]);
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  int index;
+  int err = index_arg("set_input", args, type_codes, num_args, 1, &index);
+  return err != 0 ? err
+                  : TVMAotExecutor_SetInput(&g_executor, index, (const DLTensor*)args[1].v_handle);
+}
+
+static int NotImplemented(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                          int* ret_tcode, void* resource_handle) {
+  (void)args;
+  (void)type_codes;
+  (void)num_args;
+  (void)ret_val;
+  (void)ret_tcode;
+  (void)resource_handle;
+  TVMAPISetLastError(
+      "not supported by the AOT executor: parameters are compiled into the model and "
+      "get_input_info is not available; use get_input/get_num_inputs");
+  return kTvmErrorFunctionCallNotImplemented;
+}
+
+static const char kExecutorNames[] =
+    "\x0b\x00"
+    "get_input\0"
+    "get_input_index\0"
+    "get_input_info\0"
+    "get_num_inputs\0"
+    "get_num_outputs\0"
+    "get_output\0"
+    "load_params\0"
+    "run\0"
+    "set_input\0"
+    "share_params\0"
+    "get_input_name\0";
+
+static const TVMBackendPackedCFunc kExecutorFuncs[11] = {
+    GetInput, GetInputIndex, NotImplemented, GetNumInputs, GetNumOutputs,  GetOutput,
+    NotImplemented, Run,     SetInput,       NotImplemented, GetInputName,
+};
+
+static const TVMFuncRegistry kExecutorRegistry = {kExecutorNames, kExecutorFuncs};
+static const TVMModule kExecutorModule = {&kExecutorRegistry};
+
+static tvm_crt_error_t ExecutorModuleFree(const TVMModule* mod, int* out_unregister) {
+  (void)mod;
+  *out_unregister = 0;
+  if (g_executor_refs <= 0) {
+    return kTvmErrorExecutorModuleBadContext;
+  }
+  if (--g_executor_refs > 0) {
+    return kTvmErrorNoError;
+  }
+  *out_unregister = 1;
+  g_executor_handle = NULL;
+  return TVMAotExecutor_Release(&g_executor);
+}
+
+static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                  int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  static const int kSig[3] = {kTVMModuleHandle, kDLDevice, kTVMStr};
+  int err = TVMArgs_Check("tvm.aot_executor.create", type_codes, num_args, kSig, 3);
+  if (err != 0) {
+    return err;
+  }
+  const char* name = args[2].v_str;
+  DLDevice dev = args[1].v_device;
+  if (g_executor_refs > 0) {
+    if (strcmp(g_executor.model->name, name) != 0) {
+      TVMAPIErrorf("tvm.aot_executor.create: an executor for model '%s' is alive; free it before "
+                   "creating one for '%s'",
+                   g_executor.model->name, name);
+      return kTvmErrorExecutorModuleAlreadyCreated;
+    }
+    g_executor_refs++;
+  } else {
+    err = TVMAotExecutor_CreateByName(&g_executor, name, dev);
+    if (err != 0) {
+      return err;
+    }
+    err = TVMCrtModuleRegister(&kExecutorModule, ExecutorModuleFree, &g_executor_handle);
+    if (err != 0) {
+      TVMAotExecutor_Release(&g_executor);
+      return err;
+    }
+    g_executor_refs = 1;
+  }
+  ret_val->v_handle = g_executor_handle;
+  *ret_tcode = kTVMModuleHandle;
+  return 0;
+}
+
+tvm_crt_error_t TVMAotExecutorModule_Register(void) {
+  return TVMRuntimeRegisterGlobal("tvm.aot_executor.create", Create, 0);
+}

@@ -1,0 +1,99 @@
+/*
+ * TVMNDArray: a DLTensor with inline shape storage, either owning its data or viewing someone
+ * else's. Struct and owned data come from TVMPlatformMemoryAllocate.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <tvm/runtime/crt/ndarray.h>
+#include <tvm/runtime/crt/platform.h>
+
+tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                         size_t* out_size_bytes) {
+  if (ndim < 0 || ndim > TVM_CRT_MAX_NDIM || (ndim > 0 && shape == NULL) || dtype.bits == 0 ||
+      dtype.lanes == 0) {
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  size_t size = ((size_t)dtype.bits * dtype.lanes + 7) / 8;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || (uint64_t)shape[i] > (uint64_t)SIZE_MAX) {
+      return kTvmErrorFunctionCallInvalidArg;
+    }
+    size_t extent = (size_t)shape[i];
+    if (extent != 0 && size > SIZE_MAX / extent) {
+      return kTvmErrorFunctionCallInvalidArg;
+    }
+    size *= extent;
+  }
+  *out_size_bytes = size;
+  return kTvmErrorNoError;
+}
+
+static tvm_crt_error_t create(void* data, int32_t ndim, const int64_t* shape, DLDataType dtype,
+                              DLDevice dev, TVMNDArray** out_array) {
+  size_t nbytes;
+  if (out_array == NULL) {
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  tvm_crt_error_t err = TVMNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes);
+  if (err != kTvmErrorNoError) {
+    return err;
+  }
+  void* mem = NULL;
+  err = TVMPlatformMemoryAllocate(sizeof(TVMNDArray), dev, &mem);
+  if (err != kTvmErrorNoError) {
+    return err;
+  }
+  TVMNDArray* array = (TVMNDArray*)mem;
+  memset(array, 0, sizeof(*array));
+  if (ndim > 0) {
+    memcpy(array->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  }
+  array->dl_tensor.device = dev;
+  array->dl_tensor.ndim = ndim;
+  array->dl_tensor.dtype = dtype;
+  array->dl_tensor.shape = array->shape;
+  array->dl_tensor.strides = NULL;
+  array->dl_tensor.byte_offset = 0;
+  if (data != NULL) {
+    array->dl_tensor.data = data;
+    array->owns_data = 0;
+  } else {
+    void* buf = NULL;
+    err = TVMPlatformMemoryAllocate(nbytes == 0 ? 1 : nbytes, dev, &buf);
+    if (err != kTvmErrorNoError) {
+      TVMPlatformMemoryFree(array, dev);
+      return err;
+    }
+    memset(buf, 0, nbytes);
+    array->dl_tensor.data = buf;
+    array->owns_data = 1;
+  }
+  *out_array = array;
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                 DLDevice dev, TVMNDArray** out_array) {
+  return create(NULL, ndim, shape, dtype, dev, out_array);
+}
+
+tvm_crt_error_t TVMNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
+                                      DLDataType dtype, DLDevice dev, TVMNDArray** out_array) {
+  if (data == NULL) {
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  return create(data, ndim, shape, dtype, dev, out_array);
+}
+
+tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array) {
+  if (array == NULL) {
+    return kTvmErrorNoError;
+  }
+  DLDevice dev = array->dl_tensor.device;
+  tvm_crt_error_t err = kTvmErrorNoError;
+  if (array->owns_data && array->dl_tensor.data != NULL) {
+    err = TVMPlatformMemoryFree(array->dl_tensor.data, dev);
+  }
+  tvm_crt_error_t err2 = TVMPlatformMemoryFree(array, dev);
+  return err != kTvmErrorNoError ? err : err2;
+}

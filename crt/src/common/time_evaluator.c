@@ -1,0 +1,236 @@
+/*
+ * runtime.RPCTimeEvaluator: builds a function that times another function on the device.
+ *
+ * Calling the returned function with some arguments: one untimed warm-up call, then for each of
+ * `repeat` rounds, batches of `number` calls bracketed by TVMPlatformBeforeMeasurement,
+ * TVMPlatformTimerStart, TVMPlatformTimerStop and TVMPlatformAfterMeasurement, repeated with a
+ * growing `number` while the batch took less than min_repeat_ms (and fewer than
+ * limit_zero_time_iterations batches measured zero). A round's result is the batch time divided
+ * by its `number`. Optionally the device idles cooldown_interval_ms between rounds. The result is
+ * a kTVMBytes array of `repeat` native doubles (seconds per call), which the caller releases with
+ * TVMByteArrayFree. One evaluator exists at a time: a new RPCTimeEvaluator call replaces it, and
+ * older handles then fail with kTvmErrorTimeEvaluatorBadHandle.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/internal/runtime_internal.h>
+#include <tvm/runtime/crt/platform.h>
+
+/* Upper bounds that keep the arithmetic finite; far beyond any useful measurement. */
+#define kMaxNumber ((int64_t)1000000000)
+#define kMaxRepeat ((int64_t)65536)
+
+typedef struct {
+  uint16_t k; /* handle index of the live evaluator; 0 = none */
+  TVMFunctionHandle func;
+  int64_t number;
+  int64_t repeat;
+  int64_t min_repeat_ms;
+  int64_t limit_zero_time_iterations;
+  int64_t cooldown_interval_ms;
+  int64_t repeats_to_cooldown;
+} TimeEvaluator;
+
+static TimeEvaluator g_evaluator;
+static uint16_t g_last_k;
+
+int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
+                              TVMValue* out_ret_value, int* out_ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  if (num_args < 12) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: expected 12 arguments, got %d", num_args);
+    return kTvmErrorFunctionCallNumArguments;
+  }
+  if (type_codes[0] != kTVMModuleHandle || type_codes[1] != kTVMStr ||
+      (type_codes[11] != kTVMStr && type_codes[11] != kTVMNullptr)) {
+    TVMAPISetLastError(
+        "runtime.RPCTimeEvaluator: expected (Module, str name, 9 ints, str f_preproc)");
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  for (int i = 2; i < 11; i++) {
+    if (type_codes[i] != kTVMArgInt && type_codes[i] != kDLUInt) {
+      TVMAPIErrorf("runtime.RPCTimeEvaluator: argument %d must be an int (type code %d)", i,
+                   type_codes[i]);
+      return kTvmErrorFunctionCallWrongArgType;
+    }
+  }
+  /* args[2], args[3]: device type and id (the CPU); args[10]: cache_flush_bytes (ignored). */
+  TimeEvaluator te;
+  te.number = args[4].v_int64;
+  te.repeat = args[5].v_int64;
+  te.min_repeat_ms = args[6].v_int64;
+  te.limit_zero_time_iterations = args[7].v_int64;
+  te.cooldown_interval_ms = args[8].v_int64;
+  te.repeats_to_cooldown = args[9].v_int64;
+  if (te.number < 1 || te.number > kMaxNumber || te.repeat < 1 || te.repeat > kMaxRepeat ||
+      te.min_repeat_ms < 0 || te.limit_zero_time_iterations < 0 || te.cooldown_interval_ms < 0 ||
+      te.repeats_to_cooldown < 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: need 1 <= number <= %lld, 1 <= repeat <= %lld and "
+                 "non-negative times",
+                 (long long)kMaxNumber, (long long)kMaxRepeat);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  if (te.repeats_to_cooldown == 0) {
+    te.repeats_to_cooldown = 1;
+  }
+  TVMFunctionHandle func = NULL;
+  int err = TVMModGetFunction(args[0].v_handle, args[1].v_str, 1, &func);
+  if (err != 0) {
+    return err;
+  }
+  if (func == NULL) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: no function named %s in the module", args[1].v_str);
+    return kTvmErrorFunctionNameNotFound;
+  }
+  te.func = func;
+  g_last_k = (uint16_t)(g_last_k % 0x7fffu + 1u);
+  te.k = g_last_k;
+  g_evaluator = te;
+  out_ret_value->v_handle = TVMCrtEncodeFunctionHandle(TVM_CRT_TIME_EVALUATOR_MODULE_INDEX, te.k);
+  *out_ret_tcode = kTVMPackedFuncHandle;
+  return 0;
+}
+
+/* Release what a timed call returned, so repeated calls do not leak. */
+static void discard_result(TVMValue* value, int tcode) {
+  if (tcode == kTVMBytes) {
+    TVMByteArrayFree((TVMByteArray*)value->v_handle);
+  } else if (tcode == kTVMNDArrayHandle) {
+    TVMArrayFree((TVMArrayHandle)value->v_handle);
+  }
+}
+
+static int call_once(TVMValue* args, int* type_codes, int num_args) {
+  TVMValue ret;
+  int ret_tcode = kTVMNullptr;
+  int err = TVMFuncCall(g_evaluator.func, args, type_codes, num_args, &ret, &ret_tcode);
+  if (err == 0) {
+    discard_result(&ret, ret_tcode);
+  }
+  return err;
+}
+
+/* Idle for ms milliseconds, measured with the platform timer. */
+static tvm_crt_error_t cooldown(int64_t ms) {
+  double waited = 0;
+  while (waited * 1000.0 < (double)ms) {
+    double elapsed = 0;
+    tvm_crt_error_t err = TVMPlatformTimerStart();
+    if (err == kTvmErrorNoError) {
+      err = TVMPlatformTimerStop(&elapsed);
+    }
+    if (err != kTvmErrorNoError) {
+      return err;
+    }
+    waited += elapsed;
+  }
+  return kTvmErrorNoError;
+}
+
+/* One timed batch of `number` calls; *elapsed_seconds receives its duration. */
+static int timed_batch(int64_t number, TVMValue* args, int* type_codes, int num_args,
+                       double* elapsed_seconds) {
+  int err = TVMPlatformBeforeMeasurement();
+  if (err != 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformBeforeMeasurement failed (0x%x)",
+                 (unsigned)err);
+    return err;
+  }
+  err = TVMPlatformTimerStart();
+  if (err != 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformTimerStart failed (0x%x)", (unsigned)err);
+    TVMPlatformAfterMeasurement();
+    return err;
+  }
+  int call_err = 0;
+  for (int64_t i = 0; i < number && call_err == 0; i++) {
+    call_err = call_once(args, type_codes, num_args);
+  }
+  err = TVMPlatformTimerStop(elapsed_seconds);
+  int after_err = TVMPlatformAfterMeasurement();
+  if (call_err != 0) {
+    return call_err;
+  }
+  if (err != 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformTimerStop failed (0x%x)", (unsigned)err);
+    return err;
+  }
+  if (after_err != 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformAfterMeasurement failed (0x%x)",
+                 (unsigned)after_err);
+  }
+  return after_err;
+}
+
+int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num_args,
+                            TVMValue* out_ret_value, int* out_ret_tcode) {
+  if (k == 0 || k != g_evaluator.k) {
+    TVMAPISetLastError("time evaluator handle is stale or invalid; call RPCTimeEvaluator again");
+    return kTvmErrorTimeEvaluatorBadHandle;
+  }
+  TimeEvaluator te = g_evaluator;
+  size_t result_bytes = sizeof(double) * (size_t)te.repeat;
+  void* mem = NULL;
+  DLDevice cpu = {kDLCPU, 0};
+  int err = TVMPlatformMemoryAllocate(sizeof(TVMByteArray) + result_bytes, cpu, &mem);
+  if (err != 0) {
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: no memory for %lld results", (long long)te.repeat);
+    return err;
+  }
+  TVMByteArray* result = (TVMByteArray*)mem;
+  char* data = (char*)mem + sizeof(TVMByteArray);
+  result->data = data;
+  result->size = result_bytes;
+
+  err = call_once(args, type_codes, num_args); /* warm-up */
+  int64_t number = te.number;
+  for (int64_t r = 0; r < te.repeat && err == 0; r++) {
+    double elapsed = 0;
+    int64_t zero_batches = 0;
+    for (;;) {
+      if (elapsed > 0) {
+        double per_call_ms = elapsed * 1000.0 / (double)number;
+        double wanted = (double)te.min_repeat_ms / per_call_ms + 1.0;
+        double grown = (double)number * 1.618;
+        double next = wanted > grown ? wanted : grown;
+        number = next >= (double)kMaxNumber ? kMaxNumber : (int64_t)next;
+      }
+      err = timed_batch(number, args, type_codes, num_args, &elapsed);
+      if (err != 0) {
+        break;
+      }
+      if (elapsed <= 0) {
+        elapsed = 0;
+        zero_batches++;
+      }
+      if (!(elapsed * 1000.0 < (double)te.min_repeat_ms &&
+            zero_batches < te.limit_zero_time_iterations)) {
+        break;
+      }
+    }
+    if (err != 0) {
+      break;
+    }
+    double seconds_per_call = elapsed / (double)number;
+    memcpy(data + sizeof(double) * (size_t)r, &seconds_per_call, sizeof(double));
+    if (te.cooldown_interval_ms > 0 && r % te.repeats_to_cooldown == 0) {
+      err = cooldown(te.cooldown_interval_ms);
+    }
+  }
+  if (err != 0) {
+    TVMPlatformMemoryFree(mem, cpu);
+    return err;
+  }
+  out_ret_value->v_handle = result;
+  *out_ret_tcode = kTVMBytes;
+  return 0;
+}
+
+int TVMCrtTimeEvaluatorFree(uint16_t k) {
+  if (k != 0 && k == g_evaluator.k) {
+    g_evaluator.k = 0;
+  }
+  return 0;
+}
