@@ -185,17 +185,19 @@ def _check_members(
         kinds[name] = kind
         plan.append((name, m))
 
-    # No member may sit below a symlink: writing through a link is how extractors get tricked.
-    symlinks = {n for n, k in kinds.items() if k == "symlink"}
-    if symlinks:
-        for name, m in plan:
-            parts = name.split("/")
-            for i in range(1, len(parts)):
-                if "/".join(parts[:i]) in symlinks:
-                    raise MLFError(
-                        f"unsafe archive member {m.name!r}: its path goes through the symlink "
-                        f"{'/'.join(parts[:i])!r}"
-                    )
+    # No member may sit below a symlink (writing through a link is how extractors get tricked)
+    # or below a file (it could not be written).
+    for name, m in plan:
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            kind = kinds.get(parent)
+            if kind == "symlink":
+                raise MLFError(
+                    f"unsafe archive member {m.name!r}: its path goes through the symlink {parent!r}"
+                )
+            if kind in ("file", "hardlink"):
+                raise MLFError(f"archive member {m.name!r} lies below the file {parent!r}")
     return plan
 
 
@@ -860,6 +862,15 @@ class _ModuleParser:
             names = {sanitize_c_name(f.name): f.name for f in facts}
         else:
             return []
+
+        if header_order:
+            # Tolerate a header whose member names differ from ours only in case.
+            for table in by_c.values():
+                for c in order:
+                    if c not in table:
+                        folded = [k for k in table if k.lower() == c.lower() and k not in order]
+                        if len(folded) == 1:
+                            table[c] = table.pop(folded[0])
 
         for label, table in by_c.items():
             extra = set(table) - set(order)

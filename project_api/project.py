@@ -34,7 +34,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from project_api import TVM_COMPAT_VERSION, paths
 from project_api.errors import (
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from project_api.transport import Transport
 
 _LOG = logging.getLogger(__name__)
+_Owner = TypeVar("_Owner", bound="_ServerOwner")
 
 SERVER_SCRIPT = "microtvm_api_server.py"
 #: Where a generated project remembers the options it was generated with.
@@ -290,7 +291,7 @@ class _ServerOwner:
             raise ProjectError(f"the project server for {self.directory} is closed")
         return self._client
 
-    def __enter__(self):
+    def __enter__(self: _Owner) -> _Owner:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -304,3 +304,11 @@ def test_registry_is_tolerant(monkeypatch):
     monkeypatch.setattr(cli, "load_commands", lambda modules=None: commands)
     assert cli.main(["hello"]) == 0
     assert cli.main(["broken"]) == 1  # the verb exists and reports why it cannot run
+
+
+def test_not_a_project_dir_gets_a_useful_hint(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["build", str(empty)]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "No Project API server found" in line and "project-api generate" in line

@@ -281,3 +281,13 @@ def test_size_helpers_match_tvm_rule():
     assert tensor_size_bytes((), "float32") == 4
     assert tensor_size_bytes((5,), "bool") == 5
     assert sanitize_c_name("serving_default_input:0") == "serving_default_input_0"
+
+
+def test_header_member_case_differences_are_tolerated(tmp_path):
+    mod = Module(inputs=[Tensor("Input", "int8", (4,))], outputs=[Tensor("output", "int8", (4,))])
+    files = mlf_files(7, [mod], extended=True)
+    files["codegen/host/include/tvmgen_default.h"] = files[
+        "codegen/host/include/tvmgen_default.h"].replace(b"void* Input;", b"void* input;")
+    with open_mlf(write_tar(tmp_path / "m.tar", files)) as lib:
+        (t,) = lib.module().inputs
+        assert (t.name, t.c_name, t.shape) == ("Input", "input", (4,))

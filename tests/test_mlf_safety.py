@@ -157,3 +157,10 @@ def test_gzip_tar_is_accepted(tmp_path):
             dst.addfile(m, src.extractfile(m) if m.isreg() else None)
     with open_mlf(gz) as lib:
         assert lib.version == 7
+
+
+def test_member_below_a_file_is_rejected_before_writing(tmp_path):
+    tar = _malicious_tar(tmp_path / "f.tar", lambda t: _add_file(t, "./metadata.json/inner", b"x"))
+    with pytest.raises(MLFError, match="below the file"):
+        safe_extract(tar, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -30,6 +30,7 @@ from project_api.errors import (
     MLFError,
     OptionError,
     ProjectAPIError,
+    ProjectAPIServerNotFoundError,
     ProjectError,
 )
 
@@ -183,6 +184,9 @@ def format_error(exc: BaseException) -> str:
         context = f"{exc.client_context}: " if exc.client_context else ""
         what = f"the project server failed: {context}{text}"
         hint = "run again with -v to see the server's traceback"
+    elif isinstance(exc, ProjectAPIServerNotFoundError):
+        what = str(exc)
+        hint = "pass a template directory or a project made by 'project-api generate'"
     elif isinstance(exc, ClientError):
         what = str(exc) or type(exc).__name__
         hint = "check that the project's microtvm_api_server.py runs (-v shows its output)"
