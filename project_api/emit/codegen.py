@@ -170,9 +170,9 @@ def generate(graph: Graph, name: str) -> Generated:
         raise UnsupportedOperatorError("a graph input is also a graph output")
 
     external: dict[int, str] = {}  # tensor -> C expression of the caller's buffer
-    for i, io in zip(graph.inputs, inputs):
+    for i, io in zip(graph.inputs, inputs, strict=True):
         external[i] = f"inputs->{io.c_name}"
-    for i, io in zip(graph.outputs, outputs):
+    for i, io in zip(graph.outputs, outputs, strict=True):
         external[i] = f"outputs->{io.c_name}"
 
     storage = _Storage()
@@ -203,11 +203,6 @@ def generate(graph: Graph, name: str) -> Generated:
             first[r] = min(first.get(r, idx), idx)
             last[r] = max(last.get(r, idx), idx)
             size[r] = max(size.get(r, 0), graph.tensor(t).size_bytes)
-    for r in first:
-        if r not in root_external and any(
-                graph.tensor(t).is_const is False and storage.find(t) == r and t in graph.inputs
-                for t in graph.inputs):
-            pass
     buffers = [planner.Buffer(r, size[r], first[r], last[r]) for r in sorted(first)
                if r not in root_external]
     mplan = planner.plan(buffers)

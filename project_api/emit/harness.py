@@ -101,7 +101,7 @@ def build(gen: Generated, workdir: Path, cc: str = "gcc",
 def run(exe: Path, gen: Generated, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run one inference of the built harness; returns the outputs as arrays."""
     data = b"".join(np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
-                    for x, t in zip(inputs, gen.inputs))
+                    for x, t in zip(inputs, gen.inputs, strict=True))
     proc = subprocess.run([str(exe)], input=data, capture_output=True, timeout=120)
     if proc.returncode != 0:
         raise EmitError(f"{exe} exited with {proc.returncode}: {proc.stderr[-2000:]!r}")
@@ -116,7 +116,7 @@ def run(exe: Path, gen: Generated, inputs: Sequence[np.ndarray]) -> list[np.ndar
 def time_ns(exe: Path, gen: Generated, inputs: Sequence[np.ndarray], iters: int) -> float:
     """Nanoseconds per inference over ``iters`` runs."""
     data = b"".join(np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
-                    for x, t in zip(inputs, gen.inputs))
+                    for x, t in zip(inputs, gen.inputs, strict=True))
     proc = subprocess.run([str(exe), "--time", str(iters)], input=data, capture_output=True,
                           timeout=600)
     if proc.returncode != 0:

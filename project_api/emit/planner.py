@@ -17,6 +17,11 @@ Algorithm (greedy by size, as TFLM's ``GreedyMemoryPlanner``):
    that conflicts with it. The candidate offsets are 0 and the end of every conflicting placed
    buffer, tried in increasing order.
 4. The pool size is the largest ``offset + size``.
+5. Two more plans are made with the buffers in execution order (first use, then size): one
+   placing at the lowest offset as in 3, one "best fit" that puts a buffer in the smallest
+   enclosed gap it fits, at the gap's top end (else above everything). On chains whose sizes go
+   up and down (an autoencoder's 128 -> 8 -> 128) the last one reaches the lower bound where
+   the size order does not. The smallest plan wins (earlier strategies on a tie).
 
 ``lower_bound`` is the most bytes live at once during any op; no plan can be smaller, so it
 measures how close the greedy plan is to optimal.
@@ -58,7 +63,21 @@ def plan(buffers: list[Buffer]) -> MemoryPlan:
     """Assign an offset to every buffer (in place) and return the plan."""
     for b in buffers:
         b.size = _align(b.size)
-    order = sorted(buffers, key=lambda b: (-b.size, b.first, b.id))
+    best: dict[int, int] | None = None
+    best_size = 0
+    by_size = sorted(buffers, key=lambda b: (-b.size, b.first, b.id))
+    by_time = sorted(buffers, key=lambda b: (b.first, -b.size, b.id))
+    for offsets in (_place(by_size), _place(by_time), _place_best_fit(by_time)):
+        size = max((offsets[b.id] + b.size for b in buffers), default=0)
+        if best is None or size < best_size:
+            best, best_size = offsets, size
+    for b in buffers:
+        b.offset = best[b.id] if best else 0
+    return MemoryPlan(buffers, best_size, lower_bound(buffers))
+
+
+def _place(order: list[Buffer]) -> dict[int, int]:
+    """Greedy placement of ``order``: buffer id -> lowest offset free of conflicts."""
     placed: list[Buffer] = []
     for buf in order:
         live = sorted((p for p in placed if p.conflicts(buf)), key=lambda p: p.offset)
@@ -69,8 +88,24 @@ def plan(buffers: list[Buffer]) -> MemoryPlan:
             offset = max(offset, p.offset + p.size)
         buf.offset = offset
         placed.append(buf)
-    pool = max((b.offset + b.size for b in buffers), default=0)
-    return MemoryPlan(buffers, pool, lower_bound(buffers))
+    return {b.id: b.offset for b in order}
+
+
+def _place_best_fit(order: list[Buffer]) -> dict[int, int]:
+    """Placement of ``order`` into the smallest enclosed gap that fits, at the gap's top."""
+    placed: list[Buffer] = []
+    for buf in order:
+        live = sorted((p for p in placed if p.conflicts(buf)), key=lambda p: p.offset)
+        best_gap: tuple[int, int] | None = None  # (gap size, gap end)
+        cursor = 0
+        for p in live:
+            gap = p.offset - cursor
+            if gap >= buf.size and (best_gap is None or gap < best_gap[0]):
+                best_gap = (gap, p.offset)
+            cursor = max(cursor, p.offset + p.size)
+        buf.offset = best_gap[1] - buf.size if best_gap is not None else cursor
+        placed.append(buf)
+    return {b.id: b.offset for b in order}
 
 
 def lower_bound(buffers: list[Buffer]) -> int:

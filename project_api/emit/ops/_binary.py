@@ -26,7 +26,7 @@ def broadcast(op: Operator, a: Tensor, b: Tensor, y: Tensor) -> dict:
     sa = (1,) * (rank - len(a.shape)) + tuple(a.shape)
     sb = (1,) * (rank - len(b.shape)) + tuple(b.shape)
     dims = []
-    for da, db in zip(sa, sb):
+    for da, db in zip(sa, sb, strict=True):
         if da != db and 1 not in (da, db):
             raise unsupported(op, f"shapes {list(a.shape)} and {list(b.shape)} do not broadcast")
         dims.append(max(da, db))
