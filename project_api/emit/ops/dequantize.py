@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
-from .common import Kernel, check_counts, check_dtype, per_tensor, tensor_in, tensor_out, unsupported
+from .common import (
+    Kernel,
+    check_counts,
+    check_dtype,
+    per_tensor,
+    tensor_in,
+    tensor_out,
+    unsupported,
+)
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
