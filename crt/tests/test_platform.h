@@ -6,6 +6,7 @@
 #define CRT_TESTS_TEST_PLATFORM_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #include <tvm/runtime/crt/error_codes.h>
 
 /*! \brief Forget recorded events and injected faults; use the real clock again. */
@@ -34,5 +35,8 @@ void TestPlatform_UseFakeClock(void);
 
 /*! \brief Move the fake clock forward by seconds. */
 void TestPlatform_AdvanceClock(double seconds);
+
+/*! \brief The next TVMPlatformGenerateRandom calls return these bytes (at most 16), then /dev/urandom. */
+void TestPlatform_ScriptRandom(const uint8_t* bytes, size_t num_bytes);
 
 #endif  /* CRT_TESTS_TEST_PLATFORM_H_ */

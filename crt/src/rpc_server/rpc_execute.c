@@ -223,17 +223,10 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
       break;
     case kTvmRpcDevAllocDataWithScope: {
       const DLTensor* t = (const DLTensor*)a[0].v_handle;
-      size_t element_bytes;
-      uint64_t size;
-      int ok;
       if (!ArgsMatch(q, "tn")) return bad_args;
-      size = TVMRpcTensorNumBytes(t, &ok);
-      element_bytes = ((size_t)t->dtype.bits * t->dtype.lanes + 7u) / 8u;
-      if ((uint64_t)(size_t)size != size) {
-        return "AllocDataWithScope: tensor too large";
-      }
-      err = TVMDeviceAllocDataSpace(t->device, (size_t)size, element_bytes > 64u ? element_bytes : 64u,
-                                    t->dtype, &handle);
+      err = TVMDeviceAllocDataSpaceWithScope(t->device, t->ndim, t->shape, t->dtype,
+                                             q->type_codes[1] == kTVMStr ? a[1].v_str : NULL,
+                                             &handle);
       break;
     }
     case kTvmRpcDevFreeData:

@@ -1,0 +1,718 @@
+/*
+ * test_rpc_server.c: the device RPC server driven byte for byte by a host-side session built
+ * in the test: the §4.8 worked example, AOT inference end to end (a tiny add model), copies,
+ * syscalls, logs, and malformed packets answered with exceptions while the session survives.
+ */
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_model.h>
+#include <tvm/runtime/crt/logging.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "test_platform.h"
+#include "test_rpc_util.h"
+
+/* ---- The test model: out = a + b over float32[4] ----------------------------------------- */
+
+static float g_a[4], g_b[4], g_out[4];
+static const int64_t kShape[2] = {1, 4};
+static const TVMAotTensor kInputs[2] = {
+    {"a", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_a), g_a},
+    {"b", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_b), g_b},
+};
+static const TVMAotTensor kOutputs[1] = {{"out", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_out), g_out}};
+
+static int32_t RunAdd(void* const* inputs, void* const* outputs) {
+  const float* a = (const float*)inputs[0];
+  const float* b = (const float*)inputs[1];
+  float* out = (float*)outputs[0];
+  int i;
+  for (i = 0; i < 4; ++i) out[i] = a[i] + b[i];
+  return 0;
+}
+
+static const TVMAotModel kModel = {"default", 2, kInputs, 1, kOutputs, 0, RunAdd};
+
+const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+  return strcmp(module_name, "default") == 0 ? &kModel : NULL;
+}
+
+/* ---- Device and host plumbing ----------------------------------------------------------- */
+
+static rpc_test_bytes_t g_device_out; /* bytes the device wrote, not yet read by the host */
+
+static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+  (void)ctx;
+  if (g_device_out.size + n > sizeof(g_device_out.data)) return -1;
+  RpcTestAppend(&g_device_out, data, n);
+  return (ssize_t)n;
+}
+
+typedef struct {
+  rpc_test_sink_t out;
+  tvm_framer_t framer;
+  uint8_t rx_storage[4096];
+  tvm_frame_buffer_t rx;
+  tvm_session_t session;
+  tvm_unframer_t unframer;
+  int num_normal;
+  rpc_test_bytes_t reply; /* body of the last kNormal */
+  int num_logs;
+  char log[256];
+} host_t;
+
+static host_t host;
+static microtvm_rpc_server_t server;
+static tvm_crt_error_t g_last_loop_error;
+
+static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+  host_t* h = (host_t*)ctx;
+  if (buf == NULL) return;
+  if (type == kTvmSessionNormal) {
+    h->num_normal++;
+    h->reply.size = TVMFrameBufferRead(buf, h->reply.data, sizeof(h->reply.data));
+  } else if (type == kTvmSessionLog) {
+    size_t n = TVMFrameBufferRead(buf, (uint8_t*)h->log, sizeof(h->log) - 1);
+    h->log[n] = '\0';
+    h->num_logs++;
+  }
+  TVMSessionClearReceiveBuffer(&h->session);
+}
+
+/* Hand the device everything the host framed; the device answers synchronously. */
+static void HostToDevice(void) {
+  uint8_t* p = host.out.wire.data;
+  size_t left = host.out.wire.size;
+  g_last_loop_error = kTvmErrorNoError;
+  while (left > 0) {
+    tvm_crt_error_t err = MicroTVMRpcServerLoop(server, &p, &left);
+    if (err != kTvmErrorNoError) g_last_loop_error = err;
+    if (err == kTvmErrorPlatformShutdown) break;
+  }
+  host.out.wire.size = 0;
+}
+
+static void DeviceToHost(void) {
+  size_t consumed;
+  TVMUnframerWrite(&host.unframer, g_device_out.data, g_device_out.size, &consumed);
+  g_device_out.size = 0;
+}
+
+/* Boot the device with nonce 0xab and handshake from a host with nonce 0x3c: session 82 66. */
+static void Connect(void) {
+  static const uint8_t kNonce = 0xab;
+  memset(&host, 0, sizeof(host));
+  RpcTestSinkInit(&host.out, RPC_TEST_MAX_WIRE);
+  host.out.stream.packet_start = NULL;
+  host.out.stream.packet_done = NULL;
+  TVMFramerInit(&host.framer, &host.out.stream);
+  TVMFrameBufferInit(&host.rx, host.rx_storage, sizeof(host.rx_storage));
+  TVMSessionInit(&host.session, &host.framer, &host.rx, HostOnMessage, &host);
+  TVMUnframerInit(&host.unframer, TVMSessionReceiver(&host.session));
+  g_device_out.size = 0;
+  TestPlatform_ScriptRandom(&kNonce, 1);
+  server = MicroTVMRpcServerInit(DeviceWrite, NULL);
+  DeviceToHost();
+  TVMSessionReset(&host.session, 0x3c);
+  TVMSessionStart(&host.session);
+  HostToDevice();
+  DeviceToHost();
+}
+
+/* ---- RPC packet building and reply reading ---------------------------------------------- */
+
+typedef struct {
+  uint8_t data[RPC_TEST_MAX_WIRE];
+  size_t size;
+} packet_t;
+
+static void PutLe(packet_t* p, uint64_t v, size_t n) {
+  size_t i;
+  for (i = 0; i < n; ++i) p->data[p->size++] = (uint8_t)(v >> (8 * i));
+}
+static void PutStr(packet_t* p, const char* s) {
+  PutLe(p, strlen(s), 8);
+  memcpy(p->data + p->size, s, strlen(s));
+  p->size += strlen(s);
+}
+static void PutTensor(packet_t* p, uint64_t data, int32_t ndim, const int64_t* shape,
+                      uint64_t byte_offset) {
+  int32_t i;
+  PutLe(p, data, 8);
+  PutLe(p, 1, 4); /* kDLCPU */
+  PutLe(p, 0, 4);
+  PutLe(p, (uint32_t)ndim, 4);
+  PutLe(p, kDLFloat | (32u << 8) | (1u << 16), 4);
+  for (i = 0; i < ndim; ++i) PutLe(p, (uint64_t)shape[i], 8);
+  PutLe(p, byte_offset, 8);
+}
+/* Start a packet: the u64 length is filled in by Send. */
+static void Begin(packet_t* p, int32_t code) {
+  p->size = 0;
+  PutLe(p, 0, 8);
+  PutLe(p, (uint32_t)code, 4);
+}
+
+/* Send one request; returns 1 if exactly one reply arrived. */
+static int Send(packet_t* p) {
+  int before = host.num_normal;
+  size_t i;
+  for (i = 0; i < 8; ++i) p->data[i] = (uint8_t)((uint64_t)(p->size - 8) >> (8 * i));
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
+  HostToDevice();
+  DeviceToHost();
+  return host.num_normal == before + 1;
+}
+
+static uint64_t Le(const rpc_test_bytes_t* b, size_t offset, size_t n) {
+  uint64_t v = 0;
+  while (n-- > 0) v = (v << 8) | (offset + n < b->size ? b->data[offset + n] : 0);
+  return v;
+}
+
+/* Reply layout checks. */
+static int32_t ReplyCode(void) { return (int32_t)Le(&host.reply, 8, 4); }
+
+static void ExpectWellFormedLength(void) {
+  EXPECT_EQ(host.reply.size - 8, Le(&host.reply, 0, 8));
+}
+
+/* The message of a ReturnException reply ("" if the reply is not one). */
+static const char* ExceptionMessage(void) {
+  static char msg[512];
+  size_t n;
+  msg[0] = '\0';
+  if (ReplyCode() != 5 || Le(&host.reply, 12, 4) != 1 || Le(&host.reply, 16, 4) != kTVMStr) {
+    return msg;
+  }
+  n = (size_t)Le(&host.reply, 20, 8);
+  if (n >= sizeof(msg) || 28 + n > host.reply.size) return msg;
+  memcpy(msg, host.reply.data + 28, n);
+  msg[n] = '\0';
+  return msg;
+}
+
+static uint64_t GetGlobal(const char* name) {
+  packet_t p;
+  Begin(&p, 9);
+  PutLe(&p, 1, 4);
+  PutLe(&p, kTVMStr, 4);
+  PutStr(&p, name);
+  EXPECT_TRUE(Send(&p));
+  /* ReturnHandle: i32 4, i32 1, i32 3, u64 handle */
+  EXPECT_EQ(20u, Le(&host.reply, 0, 8));
+  EXPECT_EQ(4, ReplyCode());
+  EXPECT_EQ(3, (int)Le(&host.reply, 16, 4));
+  return Le(&host.reply, 20, 8);
+}
+
+/* kCallFunc with prepared args (count, codes and values already in `args`). */
+static void Call(uint64_t func, const packet_t* args) {
+  packet_t p;
+  Begin(&p, 3);
+  PutLe(&p, func, 8);
+  memcpy(p.data + p.size, args->data, args->size);
+  p.size += args->size;
+  EXPECT_TRUE(Send(&p));
+  ExpectWellFormedLength();
+}
+
+/* Return value of kCallFunc: [kDLInt tc][value]; returns tc and the value's 8 bytes. */
+static int CallResult(uint64_t* value) {
+  EXPECT_EQ(4, ReplyCode());
+  EXPECT_EQ(0, (int)Le(&host.reply, 16, 4)); /* first tcode: kDLInt */
+  *value = Le(&host.reply, 32, 8);
+  return (int)Le(&host.reply, 24, 8);
+}
+
+/* ---- Tests -------------------------------------------------------------------------------- */
+
+TEST(BootSendsTerminate) {
+  g_device_out.size = 0;
+  server = MicroTVMRpcServerInit(DeviceWrite, NULL);
+  {
+    rpc_test_bytes_t expected;
+    RpcTestHex(&expected, "fe ff fd 03 00 00 00 00 00 02 66 77");
+    EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  }
+}
+
+TEST(WorkedExampleBytes) {
+  rpc_test_bytes_t expected;
+  packet_t p;
+  Connect();
+  ASSERT_TRUE(TVMSessionIsEstablished(&host.session));
+  EXPECT_EQ(0x6682, host.session.session_id);
+
+  /* Host request kGetGlobalFunc("runtime.SystemLib"): frame length 48 */
+  Begin(&p, 9);
+  PutLe(&p, 1, 4);
+  PutLe(&p, kTVMStr, 4);
+  PutStr(&p, "runtime.SystemLib");
+  {
+    size_t i;
+    for (i = 0; i < 8; ++i) p.data[i] = (uint8_t)((uint64_t)(p.size - 8) >> (8 * i));
+  }
+  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size);
+  RpcTestHex(&expected,
+             "ff fd 30 00 00 00 82 66 10 25 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 0b 00 00 00"
+             "11 00 00 00 00 00 00 00 72 75 6e 74 69 6d 65 2e 53 79 73 74 65 6d 4c 69 62 30 3b");
+  EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
+  HostToDevice();
+  RpcTestHex(&expected,
+             "ff fd 1f 00 00 00 82 66 10 14 00 00 00 00 00 00 00 04 00 00 00 01 00 00 00 03 00 00 00"
+             "00 80 02 80 00 00 00 00 67 52");
+  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  DeviceToHost();
+
+  /* kCallFunc(0x80028000) with no args, then the Module 0x8000 return */
+  Begin(&p, 3);
+  PutLe(&p, 0x80028000u, 8);
+  PutLe(&p, 0, 4);
+  {
+    size_t i;
+    for (i = 0; i < 8; ++i) p.data[i] = (uint8_t)((uint64_t)(p.size - 8) >> (8 * i));
+  }
+  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size);
+  RpcTestHex(&expected,
+             "ff fd 1b 00 00 00 82 66 10 10 00 00 00 00 00 00 00 03 00 00 00 00 80 02 80 00 00 00 00"
+             "00 00 00 00 94 9b");
+  EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
+  HostToDevice();
+  RpcTestHex(&expected,
+             "ff fd 2b 00 00 00 82 66 10 20 00 00 00 00 00 00 00 04 00 00 00 02 00 00 00 00 00 00 00"
+             "03 00 00 00 09 00 00 00 00 00 00 00 00 80 00 00 00 00 00 00 20 70");
+  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  DeviceToHost();
+}
+
+TEST(MaxPacketSizeAndMissingGlobal) {
+  packet_t args;
+  uint64_t v, f;
+  Connect();
+  f = GetGlobal("tvm.rpc.server.GetCRTMaxPacketSize");
+  EXPECT_TRUE(f != 0);
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(f, &args);
+  EXPECT_EQ(kDLInt, CallResult(&v));
+  EXPECT_EQ(TVM_CRT_MAX_PACKET_SIZE_BYTES - 11, (int64_t)v);
+  EXPECT_EQ(0u, GetGlobal("no.such.function"));
+}
+
+/* Tensor returned by get_input/get_output: [kDLInt 13][DLTensor][handle]. */
+typedef struct {
+  uint64_t data;
+  int32_t ndim;
+  int64_t shape[4];
+  uint64_t handle;
+} remote_array_t;
+
+static void ReadArrayReply(remote_array_t* a) {
+  size_t off;
+  int32_t i;
+  EXPECT_EQ(4, ReplyCode());
+  EXPECT_EQ(3, (int)Le(&host.reply, 12, 4)); /* three values */
+  EXPECT_EQ(kDLInt, (int)Le(&host.reply, 16, 4));
+  EXPECT_EQ(kTVMNDArrayHandle, (int64_t)Le(&host.reply, 28, 8));
+  EXPECT_EQ(kTVMDLTensorHandle, (int)Le(&host.reply, 20, 4));
+  EXPECT_EQ(kTVMOpaqueHandle, (int)Le(&host.reply, 24, 4));
+  off = 36; /* after the 8-byte kDLInt value */
+  a->data = Le(&host.reply, off, 8);
+  EXPECT_EQ(1, (int)Le(&host.reply, off + 8, 4));
+  a->ndim = (int32_t)Le(&host.reply, off + 16, 4);
+  EXPECT_EQ(kDLFloat | (32 << 8) | (1 << 16), (int64_t)Le(&host.reply, off + 20, 4));
+  for (i = 0; i < a->ndim && i < 4; ++i) a->shape[i] = (int64_t)Le(&host.reply, off + 24 + 8 * i, 8);
+  off += 24 + 8 * (size_t)a->ndim;
+  EXPECT_EQ(0u, Le(&host.reply, off, 8)); /* byte_offset */
+  a->handle = Le(&host.reply, off + 8, 8);
+  EXPECT_EQ(off + 16, host.reply.size);
+}
+
+static uint64_t g_executor, g_mgf;
+
+static uint64_t ExecutorFunction(const char* name) {
+  packet_t args;
+  uint64_t v;
+  args.size = 0;
+  PutLe(&args, 3, 4);
+  PutLe(&args, kTVMModuleHandle, 4);
+  PutLe(&args, kTVMStr, 4);
+  PutLe(&args, kDLInt, 4);
+  PutLe(&args, g_executor, 8);
+  PutStr(&args, name);
+  PutLe(&args, 1, 8);
+  Call(g_mgf, &args);
+  EXPECT_EQ(kTVMPackedFuncHandle, CallResult(&v));
+  EXPECT_EQ(kTVMOpaqueHandle, (int)Le(&host.reply, 20, 4));
+  return v;
+}
+
+static void CallWithInt(uint64_t f, int64_t value) {
+  packet_t args;
+  args.size = 0;
+  PutLe(&args, 1, 4);
+  PutLe(&args, kDLInt, 4);
+  PutLe(&args, (uint64_t)value, 8);
+  Call(f, &args);
+}
+
+static void CopyTo(const remote_array_t* a, uint64_t offset, const void* data, size_t n) {
+  packet_t p;
+  Begin(&p, 7);
+  PutTensor(&p, a->data, a->ndim, a->shape, offset);
+  PutLe(&p, n, 8);
+  memcpy(p.data + p.size, data, n);
+  p.size += n;
+  EXPECT_TRUE(Send(&p));
+}
+
+static void CopyFrom(const remote_array_t* a, uint64_t offset, size_t n) {
+  packet_t p;
+  Begin(&p, 6);
+  PutTensor(&p, a->data, a->ndim, a->shape, offset);
+  PutLe(&p, n, 8);
+  EXPECT_TRUE(Send(&p));
+}
+
+static void FreeHandle(uint64_t handle, int tcode) {
+  packet_t p;
+  Begin(&p, 10);
+  PutLe(&p, 2, 4);
+  PutLe(&p, kTVMOpaqueHandle, 4);
+  PutLe(&p, kDLInt, 4);
+  PutLe(&p, handle, 8);
+  PutLe(&p, (uint64_t)tcode, 8);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(12u, Le(&host.reply, 0, 8)); /* ReturnVoid */
+  EXPECT_EQ(4, ReplyCode());
+  EXPECT_EQ(kTVMNullptr, (int)Le(&host.reply, 16, 4));
+}
+
+TEST(AotInferenceEndToEnd) {
+  packet_t args;
+  uint64_t v, syslib, create, get_input, get_output, run, num_inputs;
+  remote_array_t in0, in1, out;
+  const float a[4] = {1.5f, -2.0f, 3.25f, 100.0f};
+  const float b[4] = {0.5f, 4.0f, -3.25f, 0.125f};
+  float expected[4], got[4];
+  int i;
+  Connect();
+  syslib = GetGlobal("runtime.SystemLib");
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(syslib, &args);
+  ASSERT_EQ_INT(CallResult(&v), kTVMModuleHandle);
+  syslib = v;
+
+  create = GetGlobal("tvm.aot_executor.create");
+  ASSERT_TRUE(create != 0);
+  args.size = 0;
+  PutLe(&args, 3, 4);
+  PutLe(&args, kTVMModuleHandle, 4);
+  PutLe(&args, kDLDevice, 4);
+  PutLe(&args, kTVMStr, 4);
+  PutLe(&args, syslib, 8);
+  PutLe(&args, 1, 4);
+  PutLe(&args, 0, 4);
+  PutStr(&args, "default");
+  Call(create, &args);
+  ASSERT_EQ_INT(CallResult(&g_executor), kTVMModuleHandle);
+
+  g_mgf = GetGlobal("tvm.rpc.server.ModuleGetFunction");
+  get_input = ExecutorFunction("get_input");
+  get_output = ExecutorFunction("get_output");
+  run = ExecutorFunction("run");
+  num_inputs = ExecutorFunction("get_num_inputs");
+  /* an unknown name gives a null result, not an error (the host raises AttributeError) */
+  args.size = 0;
+  PutLe(&args, 3, 4);
+  PutLe(&args, kTVMModuleHandle, 4);
+  PutLe(&args, kTVMStr, 4);
+  PutLe(&args, kDLInt, 4);
+  PutLe(&args, g_executor, 8);
+  PutStr(&args, "no_such_function");
+  PutLe(&args, 1, 8);
+  Call(g_mgf, &args);
+  EXPECT_EQ(kTVMNullptr, CallResult(&v));
+
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(num_inputs, &args);
+  EXPECT_EQ(kDLInt, CallResult(&v));
+  EXPECT_EQ(2u, v);
+
+  CallWithInt(get_input, 0);
+  ReadArrayReply(&in0);
+  CallWithInt(get_input, 1);
+  ReadArrayReply(&in1);
+  EXPECT_EQ(2, in0.ndim);
+  EXPECT_EQ(4, in0.shape[1]);
+  EXPECT_EQ((uint64_t)(uintptr_t)g_a, in0.data);
+
+  /* chunked like the host: two 8-byte blocks for input a, one block for b */
+  CopyTo(&in0, 0, a, 8);
+  EXPECT_EQ(12u, Le(&host.reply, 0, 8));
+  CopyTo(&in0, 8, a + 2, 8);
+  CopyTo(&in1, 0, b, sizeof(b));
+  EXPECT_EQ(4, ReplyCode());
+
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(run, &args);
+  EXPECT_EQ(kTVMNullptr, CallResult(&v));
+
+  CallWithInt(get_output, 0);
+  ReadArrayReply(&out);
+  CopyFrom(&out, 0, sizeof(got));
+  EXPECT_EQ(8, ReplyCode()); /* CopyAck */
+  EXPECT_EQ(4u + sizeof(got), Le(&host.reply, 0, 8));
+  memcpy(got, host.reply.data + 12, sizeof(got));
+  for (i = 0; i < 4; ++i) {
+    expected[i] = a[i] + b[i];
+    EXPECT_NEAR(got[i], expected[i], 0.0);
+  }
+  /* a partial read at an offset */
+  CopyFrom(&out, 4, 8);
+  EXPECT_EQ(8, ReplyCode());
+  EXPECT_EQ_MEM(host.reply.data + 12, &expected[1], 8);
+
+  FreeHandle(in0.handle, kTVMNDArrayHandle);
+  FreeHandle(in1.handle, kTVMNDArrayHandle);
+  FreeHandle(out.handle, kTVMNDArrayHandle);
+  FreeHandle(get_input, kTVMPackedFuncHandle);
+  FreeHandle(g_executor, kTVMModuleHandle);
+}
+
+TEST(CopyToRemoteOutOfRangeIsRefused) {
+  remote_array_t in0;
+  uint8_t junk[32];
+  uint64_t before_canary;
+  Connect();
+  in0.data = (uint64_t)(uintptr_t)g_a;
+  in0.ndim = 2;
+  in0.shape[0] = 1;
+  in0.shape[1] = 4;
+  memset(junk, 0x77, sizeof(junk));
+  memcpy(&before_canary, &g_b[0], sizeof(before_canary));
+  CopyTo(&in0, 8, junk, 16); /* 8 + 16 > 16 bytes */
+  EXPECT_EQ(5, ReplyCode());
+  EXPECT_CONTAINS(ExceptionMessage(), "outside the tensor");
+  CopyTo(&in0, 17, junk, 0);
+  EXPECT_EQ(5, ReplyCode());
+  CopyFrom(&in0, 0, 17);
+  EXPECT_EQ(5, ReplyCode());
+  EXPECT_EQ_MEM(&g_b[0], &before_canary, sizeof(before_canary));
+  /* still serving */
+  EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0);
+}
+
+TEST(SyscallsOnDeviceMemory) {
+  packet_t p;
+  uint64_t h1, h2;
+  remote_array_t a1, a2;
+  const float v[4] = {1, 2, 3, 4};
+  const int64_t shape[1] = {4};
+  int live = TestPlatform_LiveAllocations();
+  Connect();
+  live = TestPlatform_LiveAllocations();
+  /* kDevAllocDataWithScope(DLTensor{data 0, shape [4], float32}, null) */
+  Begin(&p, 17);
+  PutLe(&p, 2, 4);
+  PutLe(&p, kTVMDLTensorHandle, 4);
+  PutLe(&p, kTVMNullptr, 4);
+  PutTensor(&p, 0, 1, shape, 0);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(4, ReplyCode());
+  h1 = Le(&host.reply, 20, 8);
+  EXPECT_TRUE(h1 != 0);
+  EXPECT_EQ(0u, h1 % 4); /* at least element-aligned */
+  /* kDevAllocData(device, 16, 8, float32) */
+  Begin(&p, 13);
+  PutLe(&p, 4, 4);
+  PutLe(&p, kDLDevice, 4);
+  PutLe(&p, kDLInt, 4);
+  PutLe(&p, kDLInt, 4);
+  PutLe(&p, kTVMDataType, 4);
+  PutLe(&p, 1, 4);
+  PutLe(&p, 0, 4);
+  PutLe(&p, 16, 8);
+  PutLe(&p, 8, 8);
+  PutLe(&p, kDLFloat | (32u << 8) | (1u << 16), 8);
+  EXPECT_TRUE(Send(&p));
+  h2 = Le(&host.reply, 20, 8);
+  EXPECT_TRUE(h2 != 0 && h2 != h1);
+  EXPECT_EQ(live + 2, TestPlatform_LiveAllocations());
+
+  a1.data = h1;
+  a1.ndim = 1;
+  a1.shape[0] = 4;
+  a2 = a1;
+  a2.data = h2;
+  CopyTo(&a1, 0, v, sizeof(v));
+  /* kCopyAmongRemote(a1, a2, null stream) */
+  Begin(&p, 16);
+  PutLe(&p, 3, 4);
+  PutLe(&p, kTVMDLTensorHandle, 4);
+  PutLe(&p, kTVMDLTensorHandle, 4);
+  PutLe(&p, kTVMOpaqueHandle, 4);
+  PutTensor(&p, h1, 1, shape, 0);
+  PutTensor(&p, h2, 1, shape, 0);
+  PutLe(&p, 0, 8);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(4, ReplyCode());
+  CopyFrom(&a2, 0, sizeof(v));
+  EXPECT_EQ(8, ReplyCode());
+  EXPECT_EQ_MEM(host.reply.data + 12, v, sizeof(v));
+
+  /* kDevStreamSync(device, null) -> void; kDevCreateStream -> handle; kDevSetDevice refused */
+  Begin(&p, 15);
+  PutLe(&p, 2, 4);
+  PutLe(&p, kDLDevice, 4);
+  PutLe(&p, kTVMOpaqueHandle, 4);
+  PutLe(&p, 1, 4);
+  PutLe(&p, 0, 4);
+  PutLe(&p, 0, 8);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(12u, Le(&host.reply, 0, 8));
+  Begin(&p, 18);
+  PutLe(&p, 1, 4);
+  PutLe(&p, kDLDevice, 4);
+  PutLe(&p, 1, 4);
+  PutLe(&p, 0, 4);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(20u, Le(&host.reply, 0, 8));
+  Begin(&p, 11);
+  PutLe(&p, 0, 4);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ_STR(ExceptionMessage(), "SetDevice not supported");
+  Begin(&p, 12);
+  PutLe(&p, 0, 4);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ_STR(ExceptionMessage(), "GetAttr not supported");
+
+  /* kDevFreeData for both */
+  Begin(&p, 14);
+  PutLe(&p, 2, 4);
+  PutLe(&p, kDLDevice, 4);
+  PutLe(&p, kTVMOpaqueHandle, 4);
+  PutLe(&p, 1, 4);
+  PutLe(&p, 0, 4);
+  PutLe(&p, h1, 8);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(4, ReplyCode());
+  p.data[p.size - 8] = 0;
+  {
+    size_t i;
+    for (i = 0; i < 8; ++i) p.data[p.size - 8 + i] = (uint8_t)(h2 >> (8 * i));
+  }
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(live, TestPlatform_LiveAllocations());
+}
+
+TEST(InitServerAndLogs) {
+  packet_t p;
+  Connect();
+  Begin(&p, 2);
+  PutStr(&p, "0.8.0");
+  PutLe(&p, 0, 4);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(12u, Le(&host.reply, 0, 8));
+  EXPECT_EQ(kTVMNullptr, (int)Le(&host.reply, 16, 4));
+  TVMLogf("device says %d", 42);
+  DeviceToHost();
+  EXPECT_EQ(1, host.num_logs);
+  EXPECT_EQ_STR(host.log, "device says 42");
+}
+
+/* Each malformed request gets an exception naming the problem; the next request works. */
+TEST(MalformedPacketsGetExceptions) {
+  static const struct {
+    const char* hex; /* packet after the u64 length */
+    const char* message_part;
+  } kCases[] = {
+      {"04 00 00 00", "unknown RPC code"},                                   /* kReturn */
+      {"fb ff ff ff", "unknown RPC code"},                                   /* negative */
+      {"63 00 00 00 00 00 00 00", "Syscall not recognized"},                 /* code 99 */
+      {"09 00 00 00 01 00 00 00 0b 00 00 00 ff 00 00 00 00 00 00 00 41", "truncated"},
+      {"09 00 00 00 02 00 00 00", "argument count"},                         /* 2 args, no codes */
+      {"09 00 00 00 01 00 00 00 00 00 00 00 05 00 00 00 00 00 00 00", "argument count or types"},
+      {"09 00 00 00 01 00 00 00 08 00 00 00 00 00 00 00 00 00 00 00", "type code"},
+      {"09 00 00 00 00 00 00 00 ff", "trailing"},
+      {"06 00 00 00 00 10 00 00 00 00 00 00 01 00 00 00 00 00 00 00 63 00 00 00 02 20 01 00",
+       "ndim"},
+      {"03 00 00 00", "truncated"},
+      {"02 00 00 00 05 00 00 00 00 00 00 00 30 2e 38 2e 30 01 00 00 00 00 00 00 00 01 00 00 00"
+       "00 00 00 00 00 00 00 00",
+       "InitServer"},
+      {"0a 00 00 00 01 00 00 00 03 00 00 00 00 00 00 00 00 00 00 00", "argument count or types"},
+  };
+  size_t i;
+  packet_t p;
+  Connect();
+  for (i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    rpc_test_bytes_t body;
+    RpcTestHex(&body, kCases[i].hex);
+    p.size = 0;
+    PutLe(&p, 0, 8);
+    memcpy(p.data + p.size, body.data, body.size);
+    p.size += body.size;
+    EXPECT_TRUE(Send(&p));
+    ExpectWellFormedLength();
+    EXPECT_EQ(5, ReplyCode());
+    EXPECT_CONTAINS(ExceptionMessage(), kCases[i].message_part);
+    EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0);
+  }
+  /* a length prefix that disagrees with the message */
+  p.size = 0;
+  PutLe(&p, 100, 8);
+  PutLe(&p, 9, 4);
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size));
+  HostToDevice();
+  DeviceToHost();
+  EXPECT_CONTAINS(ExceptionMessage(), "length");
+  /* a message too short for the length prefix */
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMSessionSendMessage(&host.session, kTvmSessionNormal, (const uint8_t*)"\x01", 1));
+  HostToDevice();
+  DeviceToHost();
+  EXPECT_CONTAINS(ExceptionMessage(), "truncated");
+  /* calling a bogus function handle */
+  {
+    packet_t args;
+    args.size = 0;
+    PutLe(&args, 0, 4);
+    Call(0x12345678u, &args);
+    EXPECT_EQ(5, ReplyCode());
+  }
+  EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0);
+}
+
+TEST(ShutdownStopsTheLoop) {
+  packet_t p;
+  Connect();
+  Begin(&p, 1);
+  EXPECT_TRUE(!Send(&p)); /* no reply */
+  EXPECT_EQ(kTvmErrorPlatformShutdown, g_last_loop_error);
+  {
+    uint8_t byte = 0;
+    uint8_t* ptr = &byte;
+    size_t n = 1;
+    EXPECT_EQ(kTvmErrorPlatformShutdown, MicroTVMRpcServerLoop(server, &ptr, &n));
+  }
+}
+
+int main(void) {
+  RUN_TEST(BootSendsTerminate);
+  RUN_TEST(WorkedExampleBytes);
+  RUN_TEST(MaxPacketSizeAndMissingGlobal);
+  RUN_TEST(AotInferenceEndToEnd);
+  RUN_TEST(CopyToRemoteOutOfRangeIsRefused);
+  RUN_TEST(SyscallsOnDeviceMemory);
+  RUN_TEST(InitServerAndLogs);
+  RUN_TEST(MalformedPacketsGetExceptions);
+  RUN_TEST(ShutdownStopsTheLoop);
+  return TEST_REPORT();
+}
