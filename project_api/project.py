@@ -297,15 +297,26 @@ class _ServerOwner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 class TemplateProject(_ServerOwner):
-    """A template project's server, ready to generate projects."""
+    """A template project's server, ready to generate projects.
+
+    ``TemplateProject(client)`` wraps an already launched client, as microTVM's does; the usual
+    way in is :meth:`from_directory`.
+    """
+
+    debug = False
+
+    def __init__(self, client: ProjectAPIClient, info: dict[str, Any] | None = None,
+                 directory: Path | None = None):
+        if info is None:
+            info = _query(client)
+        if not info.get("is_template"):
+            raise NotATemplateProjectError(
+                f"{directory or 'the project'} is a generated project, not a template; use it "
+                "with 'project-api build' or GeneratedProject.from_directory"
+            )
+        super().__init__(client, info, directory)
 
     @classmethod
     def from_directory(cls, template_project_dir: str | os.PathLike[str], debug: bool = False) -> TemplateProject:
@@ -313,20 +324,12 @@ class TemplateProject(_ServerOwner):
         directory = Path(template_project_dir)
         client = _launch(directory, debug)
         try:
-            info = _query(client)
-            if not info.get("is_template"):
-                raise NotATemplateProjectError(
-                    f"{directory} is a generated project, not a template; use it with "
-                    "'project-api build' or GeneratedProject.from_directory"
-                )
+            project = cls(client, _query(client), directory)
         except BaseException:
             client.shutdown()
             raise
-        project = cls(client, info, directory)
         project.debug = debug
         return project
-
-    debug = False
 
     @property
     def where(self) -> str:
@@ -544,3 +547,13 @@ def generate_project(
     """
     with TemplateProject.from_directory(resolve_template(template), debug=debug) as tpl:
         return tpl.generate_project_from_mlf(mlf, project_dir, options, force=force)
+
+
+def generate_project_from_mlf(
+    template_project_dir: str | os.PathLike[str],
+    project_dir: str | os.PathLike[str],
+    mlf_path: str | os.PathLike[str],
+    options: Mapping[str, Any] | None = None,
+) -> GeneratedProject:
+    """microTVM's argument order for :func:`generate_project` (template, project, MLF, options)."""
+    return generate_project(template_project_dir, mlf_path, project_dir, options)

@@ -365,3 +365,19 @@ def test_loopback_required_board(tmp_path, mlf):
     with pytest.raises(OptionError, match="'board' is required by generate_project"):
         generate_project(LOOPBACK, mlf, tmp_path / "prj", {})
     assert not (tmp_path / "prj").exists()
+
+
+def test_tvm_style_entry_points(tmp_path, recording, mlf):
+    """microTVM's spellings: TemplateProject(client) and generate_project_from_mlf(t, p, m, o)."""
+    from project_api.client import instantiate_from_dir
+    from project_api.project import generate_project_from_mlf
+
+    with TemplateProject(instantiate_from_dir(recording)) as tpl:
+        assert tpl.platform_name == "recording" and tpl.info()["is_template"] is True
+    with generate_project_from_mlf(recording, tmp_path / "prj", mlf,
+                                   {"project_type": "standalone"}) as prj:
+        assert GeneratedProject(prj.client).options["workspace_size_bytes"] == 2048
+        client = instantiate_from_dir(tmp_path / "prj")
+        with pytest.raises(NotATemplateProjectError):
+            TemplateProject(client)
+        client.shutdown()
