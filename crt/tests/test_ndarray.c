@@ -1,0 +1,107 @@
+/* TVMNDArray: sizes, owned vs viewed data, allocation failures without leaks. */
+#include <stdint.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/ndarray.h>
+
+#include "test_platform.h"
+#include "test_util.h"
+
+static const DLDevice kCpu = {kDLCPU, 0};
+
+TEST(DataSizeBytes) {
+  int64_t shape[3] = {2, 3, 4};
+  size_t n = 0;
+  DLDataType f32 = {kDLFloat, 32, 1};
+  DLDataType i4 = {kDLInt, 4, 1};
+  DLDataType u8x4 = {kDLUInt, 8, 4};
+  DLDataType b1 = {kDLUInt, 1, 1};
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(3, shape, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 96);
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(2, shape, i4, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 6); /* sub-byte elements take a whole byte each */
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, u8x4, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 8);
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, b1, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 2);
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(0, NULL, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 4); /* a scalar */
+  int64_t zero[2] = {0, 5};
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(2, zero, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(n, 0);
+  int64_t negative[1] = {-1};
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, negative, f32, &n), kTvmErrorFunctionCallInvalidArg);
+  int64_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 16};
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(3, huge, f32, &n), kTvmErrorFunctionCallInvalidArg);
+  int64_t many[TVM_CRT_MAX_NDIM + 1];
+  for (int i = 0; i <= TVM_CRT_MAX_NDIM; i++) many[i] = 1;
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(TVM_CRT_MAX_NDIM + 1, many, f32, &n),
+                kTvmErrorFunctionCallInvalidArg);
+  DLDataType zero_bits = {kDLFloat, 0, 1};
+  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, zero_bits, &n), kTvmErrorFunctionCallInvalidArg);
+}
+
+TEST(EmptyOwnsZeroedData) {
+  int live = TestPlatform_LiveAllocations();
+  int64_t shape[2] = {3, 4};
+  DLDataType i16 = {kDLInt, 16, 1};
+  TVMNDArray* a = NULL;
+  ASSERT_EQ_INT(TVMNDArray_Empty(2, shape, i16, kCpu, &a), kTvmErrorNoError);
+  EXPECT_EQ_PTR(&a->dl_tensor, a); /* a TVMNDArray* is a DLTensor* */
+  EXPECT_EQ_INT(a->dl_tensor.ndim, 2);
+  EXPECT_EQ_PTR(a->dl_tensor.shape, a->shape);
+  EXPECT_EQ_INT(a->dl_tensor.shape[1], 4);
+  EXPECT_TRUE(a->dl_tensor.strides == NULL);
+  EXPECT_EQ_INT(a->dl_tensor.byte_offset, 0);
+  shape[1] = 99; /* the shape was copied */
+  EXPECT_EQ_INT(a->dl_tensor.shape[1], 4);
+  const int16_t* d = (const int16_t*)a->dl_tensor.data;
+  int zeros = 0;
+  for (int i = 0; i < 12; i++) zeros += d[i] == 0;
+  EXPECT_EQ_INT(zeros, 12);
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live + 2);
+  EXPECT_EQ_INT(TVMNDArray_Release(a), kTvmErrorNoError);
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
+  EXPECT_EQ_INT(TVMNDArray_Release(NULL), kTvmErrorNoError);
+}
+
+TEST(ViewLeavesDataAlone) {
+  static float buffer[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[1] = {6};
+  DLDataType f32 = {kDLFloat, 32, 1};
+  TVMNDArray* v = NULL;
+  ASSERT_EQ_INT(TVMNDArray_CreateView(buffer, 1, shape, f32, kCpu, &v), kTvmErrorNoError);
+  EXPECT_EQ_PTR(v->dl_tensor.data, buffer);
+  /* Releasing a view must not free the static buffer (ASan would report a bad free). */
+  EXPECT_EQ_INT(TVMArrayFree(&v->dl_tensor), 0);
+  EXPECT_TRUE(buffer[5] == 6.0f);
+  EXPECT_EQ_INT(TVMNDArray_CreateView(NULL, 1, shape, f32, kCpu, &v), kTvmErrorFunctionCallInvalidArg);
+}
+
+TEST(AllocationFailuresDoNotLeak) {
+  int live = TestPlatform_LiveAllocations();
+  int64_t shape[1] = {16};
+  DLDataType f32 = {kDLFloat, 32, 1};
+  TVMNDArray* a = (TVMNDArray*)&a;
+  TestPlatform_FailAllocationAfter(0); /* the struct */
+  EXPECT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
+  TestPlatform_FailAllocationAfter(1); /* the data */
+  EXPECT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
+  EXPECT_EQ_PTR(a, &a);
+  TestPlatform_FailAllocationAfter(-1);
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
+  TVMArrayHandle h;
+  EXPECT_EQ_INT(TVMArrayAlloc(shape, 1, kDLFloat, 32, 1, kDLCPU, 0, &h), 0);
+  EXPECT_EQ_INT(h->shape[0], 16);
+  EXPECT_EQ_INT(TVMArrayFree(h), 0);
+  EXPECT_TRUE(TVMArrayAlloc(shape, 1, kDLFloat, 0, 1, kDLCPU, 0, &h) != 0);
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
+}
+
+int main(void) {
+  TestPlatform_Reset();
+  RUN_TEST(DataSizeBytes);
+  RUN_TEST(EmptyOwnsZeroedData);
+  RUN_TEST(ViewLeavesDataAlone);
+  RUN_TEST(AllocationFailuresDoNotLeak);
+  return TEST_REPORT();
+}
