@@ -205,13 +205,17 @@ def write_demo_mlf(path: str | Path, seed: int = 0) -> list[tuple[np.ndarray, np
     return layers
 
 
+_MARKER = ".project-api-demo"
+
+
 def _prepare(out_dir: Path, force: bool) -> None:
+    """Make room for the demo's output; only ever removes what an earlier demo run wrote."""
     if not out_dir.exists():
         return
-    if not force:
-        raise ProjectError(f"{out_dir} already exists; choose another directory or pass --force")
-    ours = {"model.tar", "project"}
+    ours = {"model.tar", "project", _MARKER}
     others = sorted(p.name for p in out_dir.iterdir() if p.name not in ours)
+    if not (out_dir / _MARKER).is_file() and not force:
+        raise ProjectError(f"{out_dir} already exists; choose another directory or pass --force")
     if others:
         raise ProjectError(
             f"refusing to replace {out_dir}: it holds files the demo did not write "
@@ -231,8 +235,9 @@ def run_demo(
 ) -> DemoResult:
     """Generate, build and run the demo model on the host template, and check it against numpy.
 
-    Writes ``out_dir/model.tar`` and the generated project ``out_dir/project``. ``progress`` is
-    called with a short line before each step (the CLI prints them).
+    Writes ``out_dir/model.tar`` and the generated project ``out_dir/project``; a folder left by
+    an earlier demo run is replaced, anything else needs ``force`` (and must hold only demo
+    output). ``progress`` is called with a short line before each step (the CLI prints them).
     """
     from project_api.project import generate_project
 
@@ -240,6 +245,7 @@ def run_demo(
     out = Path(out_dir)
     _prepare(out, force)
     out.mkdir(parents=True)
+    (out / _MARKER).write_text("written by 'project-api demo'; the next demo run replaces this folder\n")
     model_path = out / "model.tar"
     layers = write_demo_mlf(model_path, seed)
     say(f"model: float32 MLP {' -> '.join(map(str, _LAYERS))} written to {model_path}")
