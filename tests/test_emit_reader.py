@@ -1,0 +1,125 @@
+"""The TFLite reader on good and bad bytes: corrupt input gives EmitError, never a crash."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from project_api.emit import emit_sources, read_tflite
+from project_api.emit.builder import ModelBuilder
+from project_api.errors import EmitError, UnsupportedOperatorError
+
+
+def small_model() -> bytes:
+    b = ModelBuilder(seed=3, per_channel=True)
+    x = b.input((1, 6, 6, 2), "int8")
+    y = b.conv2d(x, 3, kernel_size=3, activation="RELU")
+    y = b.depthwise_conv2d(y, depth_multiplier=2)
+    y = b.average_pool2d(y, 2)
+    y = b.reshape(y, (1, -1))
+    y = b.fully_connected(y, 4)
+    b.output(b.softmax(y))
+    return b.build()
+
+
+def test_reads_structure():
+    g = read_tflite(small_model())
+    assert [op.opcode for op in g.operators] == [
+        "CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"]
+    conv = g.operators[0]
+    assert conv.options == {"padding": "SAME", "stride_w": 1, "stride_h": 1, "activation": "RELU",
+                            "dilation_w": 1, "dilation_h": 1}
+    w = g.tensor(conv.inputs[1])
+    assert w.shape == (3, 3, 3, 2) and w.dtype == "int8" and w.is_const
+    assert w.quant is not None and len(w.quant.scale) == 3  # per channel
+    assert g.operators[1].options["depth_multiplier"] == 2
+    x = g.tensor(g.inputs[0])
+    assert x.shape == (1, 6, 6, 2) and not x.is_const
+    assert g.tensor(g.outputs[0]).shape == (1, 4)
+
+
+def test_reads_shared_model_weights(models_dir):
+    g = read_tflite(models_dir / "hello_world_float.tflite")
+    w = g.tensor(g.operators[0].inputs[1])
+    assert w.dtype == "float32" and w.shape == (16, 1)
+    assert np.isfinite(w.data).all() and w.data.any()
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "only 0 bytes"),
+    (b"\x00" * 7, "only 7 bytes"),
+    (b"\x10\x00\x00\x00ABCD" + b"\x00" * 32, "file identifier"),
+])
+def test_not_a_model(data, message):
+    with pytest.raises(EmitError, match=message):
+        read_tflite(data)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(EmitError, match="cannot read model"):
+        read_tflite(tmp_path / "nope.tflite")
+
+
+def test_every_truncation_is_an_emit_error():
+    data = small_model()
+    for n in sorted(set(range(0, len(data), max(1, len(data) // 300))) | {len(data) - 1}):
+        with pytest.raises(EmitError):
+            emit_sources(data[:n])
+
+
+def test_bit_flips_never_crash():
+    """Random single and multi-bit flips: the result is C or an EmitError, nothing else."""
+    data = small_model()
+    rng = np.random.default_rng(7)
+    outcomes = {"ok": 0, "error": 0}
+    for trial in range(600):
+        buf = bytearray(data)
+        for _ in range(1 + trial % 3):
+            pos = int(rng.integers(0, len(buf)))
+            buf[pos] ^= 1 << int(rng.integers(0, 8))
+        try:
+            emit_sources(bytes(buf))
+            outcomes["ok"] += 1
+        except EmitError:
+            outcomes["error"] += 1
+    assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
+
+
+def test_header_field_flips_never_crash():
+    """Flip every bit of the first 64 bytes (root offset, identifier, vtables)."""
+    data = small_model()
+    for pos in range(min(64, len(data))):
+        for bit in range(8):
+            buf = bytearray(data)
+            buf[pos] ^= 1 << bit
+            try:
+                emit_sources(bytes(buf))
+            except EmitError:
+                pass
+
+
+def test_unsupported_operator_names_node():
+    b = ModelBuilder()
+    x = b.input((1, 4), "float32")
+    y = b.fully_connected(x, 3)
+    b.output(y)
+    data = bytearray(b.build())
+    g = read_tflite(bytes(data))
+    assert g.operators[0].opcode == "FULLY_CONNECTED"
+    # swap the operator code for LOGISTIC (14): find the OperatorCode's builtin_code field
+    code = (9).to_bytes(4, "little")
+    pos = data.find(code)
+    while pos >= 0:
+        trial = bytearray(data)
+        trial[pos:pos + 4] = (14).to_bytes(4, "little")
+        try:
+            g2 = read_tflite(bytes(trial))
+        except EmitError:
+            pos = data.find(code, pos + 1)
+            continue
+        if g2.operators[0].opcode == "LOGISTIC":
+            with pytest.raises(UnsupportedOperatorError, match=r"LOGISTIC \(node 0\)"):
+                emit_sources(bytes(trial))
+            return
+        pos = data.find(code, pos + 1)
+    pytest.fail("could not locate the operator code field")
