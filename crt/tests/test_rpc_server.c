@@ -690,6 +690,28 @@ TEST(MalformedPacketsGetExceptions) {
   EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0);
 }
 
+TEST(OversizedPacketIsAnswered) {
+  static packet_t p;
+  remote_array_t in0;
+  static uint8_t junk[TVM_CRT_MAX_PACKET_SIZE_BYTES];
+  Connect();
+  in0.data = (uint64_t)(uintptr_t)g_a;
+  in0.ndim = 2;
+  in0.shape[0] = 1;
+  in0.shape[1] = 4;
+  memset(junk, 0x11, sizeof(junk));
+  Begin(&p, 7);
+  PutTensor(&p, in0.data, in0.ndim, in0.shape, 0);
+  PutLe(&p, sizeof(junk), 8);
+  memcpy(p.data + p.size, junk, sizeof(junk));
+  p.size += sizeof(junk);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(kTvmErrorSessionReceiveBufferShortWrite, g_last_loop_error);
+  EXPECT_CONTAINS(ExceptionMessage(), "larger than the device receive buffer");
+  EXPECT_TRUE(memcmp(g_a, junk, 4) != 0); /* nothing was written */
+  EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0);
+}
+
 TEST(ShutdownStopsTheLoop) {
   packet_t p;
   Connect();
@@ -713,6 +735,7 @@ int main(void) {
   RUN_TEST(SyscallsOnDeviceMemory);
   RUN_TEST(InitServerAndLogs);
   RUN_TEST(MalformedPacketsGetExceptions);
+  RUN_TEST(OversizedPacketIsAnswered);
   RUN_TEST(ShutdownStopsTheLoop);
   return TEST_REPORT();
 }

@@ -69,6 +69,27 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
   TVMSessionClearReceiveBuffer(&s->session);
 }
 
+/*
+ * A packet larger than the receive buffer never completes, so the host would wait for a reply
+ * forever. If its header shows a request of our session, answer it with an exception;
+ * otherwise say so in a log line. The rest of the packet is skipped by the unframer.
+ */
+static void RefuseOversizedPacket(struct microtvm_rpc_server* s) {
+  const uint8_t* header;
+  size_t size = TVMFrameBufferPeek(&s->receive_buffer, &header);
+  int ours = size >= TVM_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
+             (uint16_t)(header[0] | (header[1] << 8)) == s->session.session_id &&
+             TVMSessionIsEstablished(&s->session);
+  TVMSessionClearReceiveBuffer(&s->session);
+  if (ours) {
+    TVMRpcSendException(&s->session,
+                        "RPC packet larger than the device receive buffer "
+                        "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
+  } else {
+    TVMLogf("dropped a frame larger than the receive buffer");
+  }
+}
+
 static void LogSink(void* context, const char* message, size_t size_bytes) {
   struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
   /* Never interleave with a reply being framed. */
@@ -151,5 +172,8 @@ tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** ne
   err = TVMUnframerWrite(&server->unframer, *new_data, *new_data_size_bytes, &consumed);
   *new_data += consumed;
   *new_data_size_bytes -= consumed;
+  if (err == kTvmErrorSessionReceiveBufferShortWrite) {
+    RefuseOversizedPacket(server);
+  }
   return server->is_shutdown ? kTvmErrorPlatformShutdown : err;
 }
