@@ -68,6 +68,15 @@ class Case:
     def dtype(self) -> str:
         return "float32" if self.mode == "float32" else "int8"
 
+    @property
+    def module_name(self) -> str:
+        """The MLF module name the case is emitted under."""
+        return _sanitize(f"{self.op.lower()}_{self.mode}")
+
+    def build(self) -> tuple[bytes, list[str]]:
+        """The case's model, and a label per output for messages."""
+        return build_case(self)
+
 
 def _fmt(v: Any) -> str:
     if isinstance(v, tuple):
@@ -342,8 +351,8 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
         from project_api.emit import emit
     except ImportError as exc:
         raise AssertionError(f"project_api.emit.emit is not available: {exc}") from exc
-    model, labels = build_case(case)
-    name = _sanitize(f"{case.op.lower()}_{case.mode}")
+    model, labels = case.build()
+    name = case.module_name
     tar_path = workdir / f"{name}.tar"
     emit(model, tar_path, name=name)
     root = workdir / "mlf"
@@ -424,7 +433,8 @@ class Prefetcher:
 def builds(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
            backend_objects: list[Path]) -> Iterator[Prefetcher]:
     selected = [item.callspec.params["case"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_emitted_matches_references"]
+                if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"),
+                              Case)]
     pf = Prefetcher(selected, backend_objects, require_tool("cc"), tmp_path_factory)
     yield pf
     pf.pool.shutdown(wait=True, cancel_futures=True)
@@ -476,8 +486,8 @@ def compare(got: np.ndarray, want: np.ndarray, ref: str, lsb: int) -> str | None
             f"{int(want[idx])}")
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_emitted_matches_references(case: Case, builds: Prefetcher) -> None:
+def check_parity(case: Case, builds: Prefetcher) -> None:
+    """Emit, compile and run ``case``; assert parity with TFLM and LiteRT on every input set."""
     built = builds.get(case)
     runs = input_sets(built.model, zlib.crc32(case.id.encode()) + 1)
     got_runs = run_built(built, runs)
@@ -491,3 +501,8 @@ def test_emitted_matches_references(case: Case, builds: Prefetcher) -> None:
                 if msg:
                     problems.append(f"{case.id} {label} run {r}: {msg}")
     assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:20])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_emitted_matches_references(case: Case, builds: Prefetcher) -> None:
+    check_parity(case, builds)
