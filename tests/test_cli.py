@@ -312,3 +312,14 @@ def test_not_a_project_dir_gets_a_useful_hint(tmp_path, capsys):
     assert cli.main(["build", str(empty)]) == 1
     line = one_error_line(capsys.readouterr().err)
     assert "No Project API server found" in line and "project-api generate" in line
+
+
+def test_main_leaves_logging_as_it_found_it(tmp_path, capsys):
+    import logging
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers))
+    cli.main(["info", str(tmp_path / "missing")])
+    cli.main(["info", str(tmp_path / "missing"), "-vv"])
+    assert (root.level, list(root.handlers)) == before
+    capsys.readouterr()

@@ -230,12 +230,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse after --help / --version
         return int(exc.code) if isinstance(exc.code, int) else 2
     verbosity = getattr(args, "verbose", 0) or 0
-    _setup_logging(verbosity)
-
     cls = getattr(args, "command_class", None)
     if cls is None:
         parser.print_help(sys.stderr)
         return 2
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    _setup_logging(verbosity)
+    try:
+        return _invoke(cls, args, verbosity)
+    finally:  # leave the caller's logging as it was (main may run in-process, e.g. in tests)
+        root.handlers[:] = saved[1]
+        root.setLevel(saved[0])
+
+
+def _invoke(cls: type[Subcommand], args: argparse.Namespace, verbosity: int) -> int:
     json_mode = bool(getattr(args, "json", False))
     try:
         return int(cls(args).invoke() or 0)
