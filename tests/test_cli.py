@@ -323,3 +323,15 @@ def test_main_leaves_logging_as_it_found_it(tmp_path, capsys):
     cli.main(["info", str(tmp_path / "missing"), "-vv"])
     assert (root.level, list(root.handlers)) == before
     capsys.readouterr()
+
+
+def test_builtin_templates_of_the_repo(monkeypatch, capsys):
+    """The real templates dir: only folders with a server script are listed (host, ...)."""
+    monkeypatch.delenv("PROJECT_API_TEMPLATES_DIR", raising=False)
+    assert cli.main(["templates", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    names = [e["name"] for e in entries]
+    assert "host" in names and set(names) <= {"host", "stm32", "zephyr"}
+    host = entries[names.index("host")]
+    assert host.get("platform") == "host", host
+    assert any(o["name"] == "workspace_size_bytes" and o["type"] == "int" for o in host["options"])
