@@ -13,7 +13,7 @@ typedef struct {
   const char* error; /* first problem seen; later reads return zeros */
 } rpc_reader_t;
 
-static const char kTruncated[] = "RPC packet truncated";
+static const char kTruncated[] = "packet truncated";
 static const char kNoMemory[] = "RPC arena exhausted (TVM_CRT_RPC_ARENA_SIZE_BYTES)";
 
 static void* ArenaAlloc(tvm_rpc_arena_t* arena, size_t size_bytes) {
@@ -58,7 +58,7 @@ static int32_t ReadI32(rpc_reader_t* r) { return (int32_t)(uint32_t)ReadLe(r, 4)
 static void* ReadHandle(rpc_reader_t* r) {
   uint64_t v = ReadLe(r, 8);
   if ((uint64_t)(uintptr_t)v != v && r->error == NULL) {
-    r->error = "RPC handle does not fit a device pointer";
+    r->error = "handle wider than a device pointer";
   }
   return (void*)(uintptr_t)v;
 }
@@ -110,7 +110,7 @@ static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
     return NULL;
   }
   if (t->ndim < 0 || t->ndim > TVM_CRT_MAX_NDIM) {
-    r->error = "RPC tensor ndim out of range (TVM_CRT_MAX_NDIM)";
+    r->error = "tensor ndim out of range (TVM_CRT_MAX_NDIM)";
     return NULL;
   }
   t->shape = (int64_t*)ArenaAlloc(arena, sizeof(int64_t) * (size_t)t->ndim + 1u);
@@ -123,7 +123,7 @@ static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
   }
   t->byte_offset = ReadLe(r, 8);
   if (r->error == NULL && (t->dtype.lanes == 0 || (TVMRpcTensorNumBytes(t, &ok), !ok))) {
-    r->error = "RPC tensor has a bad shape or dtype";
+    r->error = "bad tensor shape or dtype";
   }
   return r->error == NULL ? t : NULL;
 }
@@ -137,7 +137,7 @@ static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_reque
   }
   /* Each argument needs at least its 4-byte type code, which bounds n by the packet. */
   if (n < 0 || (uint64_t)n > r->left / 4u) {
-    r->error = "RPC argument count out of range";
+    r->error = "argument count out of range";
     return;
   }
   out->num_args = n;
@@ -203,7 +203,7 @@ static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_reque
         v->v_handle = ReadTensor(r, arena);
         break;
       default:
-        r->error = "RPC argument type code not supported";
+        r->error = "argument type code not supported";
         break;
     }
   }
@@ -223,7 +223,7 @@ const char* TVMRpcDecodeRequest(const uint8_t* message, size_t size_bytes, tvm_r
     return r.error;
   }
   if (packet_nbytes != r.left) {
-    return "RPC packet length does not match the message";
+    return "packet length does not match the message";
   }
   if (packet_nbytes == 0) {
     return NULL; /* kTvmRpcNone: nothing to do */
@@ -259,7 +259,7 @@ const char* TVMRpcDecodeRequest(const uint8_t* message, size_t size_bytes, tvm_r
       break;
   }
   if (r.error == NULL && r.left != 0) {
-    r.error = "RPC packet has trailing bytes";
+    r.error = "packet has trailing bytes";
   }
   return r.error;
 }

@@ -185,20 +185,40 @@ static uint8_t* TensorRange(const DLTensor* t, uint64_t num_bytes) {
   return (uint8_t*)t->data + (uintptr_t)t->byte_offset;
 }
 
+/* Argument signatures of syscalls 9..20 (see ArgsMatch); "-" takes anything. */
+static const char* const kSyscallSignatures[] = {
+    "s",    /* 9 GetGlobalFunc(name) */
+    "hi",   /* 10 FreeHandle(handle, type code) */
+    "-",    /* 11 DevSetDevice */
+    "-",    /* 12 DevGetAttr */
+    "diiT", /* 13 DevAllocData(device, nbytes, alignment, dtype) */
+    "dh",   /* 14 DevFreeData(device, ptr) */
+    "dh",   /* 15 DevStreamSync(device, stream) */
+    "tth",  /* 16 CopyAmongRemote(from, to, stream) */
+    "tn",   /* 17 DevAllocDataWithScope(template, scope) */
+    "d",    /* 18 DevCreateStream(device) */
+    "dh",   /* 19 DevFreeStream(device, stream) */
+    "dh",   /* 20 DevSetStream(device, stream) */
+};
+
 static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
   const TVMValue* a = q->values;
   void* handle = NULL;
-  const char* bad_args = "RPC syscall: wrong argument count or types";
   int err = 0;
+  if (q->code > kTvmRpcDevSetStream) {
+    return "Syscall not recognized";
+  }
+  if (kSyscallSignatures[q->code - kTvmRpcGetGlobalFunc][0] != '-' &&
+      !ArgsMatch(q, kSyscallSignatures[q->code - kTvmRpcGetGlobalFunc])) {
+    return "syscall: wrong argument count or types";
+  }
   switch (q->code) {
     case kTvmRpcGetGlobalFunc:
-      if (!ArgsMatch(q, "s")) return bad_args;
       if (TVMFuncGetGlobal(a[0].v_str, &handle) != 0) {
         handle = NULL; /* not found: the host sees a null handle */
       }
       break;
     case kTvmRpcFreeHandle:
-      if (!ArgsMatch(q, "hi")) return bad_args;
       if (a[1].v_int64 == kTVMNDArrayHandle) {
         err = TVMArrayFree((TVMArrayHandle)a[0].v_handle);
       } else if (a[1].v_int64 == kTVMPackedFuncHandle) {
@@ -213,7 +233,6 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
     case kTvmRpcDevGetAttr:
       return "GetAttr not supported";
     case kTvmRpcDevAllocData:
-      if (!ArgsMatch(q, "diiT")) return bad_args;
       if (a[1].v_int64 < 0 || (uint64_t)a[1].v_int64 != (size_t)a[1].v_int64 ||
           a[2].v_int64 < 0 || (uint64_t)a[2].v_int64 != (size_t)a[2].v_int64) {
         return "AllocData: size or alignment out of range";
@@ -223,25 +242,21 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
       break;
     case kTvmRpcDevAllocDataWithScope: {
       const DLTensor* t = (const DLTensor*)a[0].v_handle;
-      if (!ArgsMatch(q, "tn")) return bad_args;
       err = TVMDeviceAllocDataSpaceWithScope(t->device, t->ndim, t->shape, t->dtype,
                                              q->type_codes[1] == kTVMStr ? a[1].v_str : NULL,
                                              &handle);
       break;
     }
     case kTvmRpcDevFreeData:
-      if (!ArgsMatch(q, "dh")) return bad_args;
       err = TVMDeviceFreeDataSpace(a[0].v_device, a[1].v_handle);
       SetReply1(r, kTvmRpcReturn, kTVMNullptr);
       return err != 0 ? TVMGetLastError() : NULL;
     case kTvmRpcDevCreateStream:
       /* The CPU runs synchronously: its stream is the null stream. */
-      if (!ArgsMatch(q, "d")) return bad_args;
       break;
     case kTvmRpcDevFreeStream:
     case kTvmRpcDevStreamSync:
     case kTvmRpcDevSetStream:
-      if (!ArgsMatch(q, "dh")) return bad_args;
       SetReply1(r, kTvmRpcReturn, kTVMNullptr);
       return NULL;
     case kTvmRpcCopyAmongRemote: {
@@ -251,7 +266,6 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
       uint64_t size;
       uint8_t* src;
       uint8_t* dst;
-      if (!ArgsMatch(q, "tth")) return bad_args;
       size = TVMRpcTensorNumBytes(from, &ok);
       src = TensorRange(from, size);
       dst = TensorRange(to, size);
@@ -316,7 +330,7 @@ static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, T
       r->type_codes[1] = *ret_tcode;
       break;
     default:
-      return "CallFunc: return type not supported by the RPC server";
+      return "CallFunc: return type not supported";
   }
   return NULL;
 }
