@@ -13,12 +13,15 @@ measures, all in the same run:
   RPC layer (zero bytes, which the device's unframer skips), timed until a following no-op call
   returns, minus that call's median.
 
-Targets (issue #3): no-op call <= 1 ms median; uploads >= 50% of the raw transport.
+Targets (issue #3): no-op call <= 1 ms median; uploads >= 50% of the raw transport. The CPU
+split (this process vs the device process, from ``/proc``) shows where tensor time goes: both
+ends run CRC-16/CCITT and (un)escaping over every byte, which the raw figure does not pay.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -39,6 +42,35 @@ from project_api.transport import ProjectTransport  # noqa: E402
 
 MIB = 1 << 20
 NOOP = "tvm.rpc.server.GetCRTMaxPacketSize"
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_split(fn, count: int, device_pid: int | None) -> tuple[float, float | None]:
+    """Host (this process) and device CPU seconds per call of ``fn``, over ``count`` calls."""
+    dev0 = _cpu_seconds(device_pid) if device_pid else None
+    host0 = time.process_time()
+    for _ in range(count):
+        fn()
+    host = (time.process_time() - host0) / count
+    dev = (_cpu_seconds(device_pid) - dev0) / count if device_pid and dev0 is not None else None
+    return host, dev
+
+
+def _device_pid(binary: Path) -> int | None:
+    want = str(binary.resolve())
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(Path(entry / "exe").resolve(strict=True)) == want:
+                    return int(entry.name)
+            except (OSError, RuntimeError):
+                continue
+    return None
 
 
 def _median_seconds(fn, count: int) -> float:
@@ -70,6 +102,12 @@ def _bench_packet_size(work: Path, packet_bytes: int, calls: int, repeat: int) -
             model.run()
             assert np.array_equal(model.get_output(0), x + x), "wrong output"
             result["download"] = _median_seconds(lambda: model.get_output(0), repeat)
+            pid = _device_pid(project_dir / "build" / "main")
+            cpu_repeat = max(repeat, 20)
+            result["up_host_cpu"], up_dev = _cpu_split(lambda: model.set_input("a", x), cpu_repeat, pid)
+            result["down_host_cpu"], down_dev = _cpu_split(lambda: model.get_output(0), cpu_repeat, pid)
+            result["up_device_cpu"] = up_dev if up_dev is not None else float("nan")
+            result["down_device_cpu"] = down_dev if down_dev is not None else float("nan")
             zeros = bytes(MIB)
 
             def raw_push() -> None:
@@ -114,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"   [{'met' if up >= 0.5 * raw else 'MISSED'}]")
             print(f"  download 1 MiB         {down:8.1f} MiB/s  = {down / raw:5.1%} of raw (upload)")
             print(f"  raw transport (same FIFO and device process, no RPC layer): {raw:8.1f} MiB/s")
+            print(f"  CPU per 1 MiB: upload host {r['up_host_cpu'] * 1e3:.1f} ms + device "
+                  f"{r['up_device_cpu'] * 1e3:.1f} ms; download host {r['down_host_cpu'] * 1e3:.1f} ms"
+                  f" + device {r['down_device_cpu'] * 1e3:.1f} ms (raw: {r['raw'] * 1e3:.1f} ms wall)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
