@@ -1,0 +1,122 @@
+"""The C runtime's unit tests (crt/tests/test_*.c), run under ASan+UBSan by ``make -C crt test``.
+
+One make run builds and runs every C test program; each program then gets its own pytest case,
+which fails with that program's output. Further cases check that the runtime builds for a
+Cortex-M4 with the same warning flags and that config.h's range checks reject bad settings.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, require_tool
+
+CRT_DIR = REPO_ROOT / "crt"
+HELPERS = {"test_platform", "test_support_models"}
+TEST_PROGRAMS = sorted(
+    p.stem for p in (CRT_DIR / "tests").glob("test_*.c") if p.stem not in HELPERS
+)
+REPORT_RE = re.compile(r"^=== (\S+)\n(.*?)^=== \1 exit (-?\d+)$", re.S | re.M)
+SUMMARY_RE = re.compile(r"^(\d+) passed, (\d+) failed$", re.M)
+
+
+@pytest.fixture(scope="module")
+def crt_test_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
+    """Run ``make -k -j2 -C crt test`` once; map each program to (exit code, its output)."""
+    require_tool("cc")
+    make = require_tool("make")
+    build = tmp_path_factory.mktemp("crt-build")
+    proc = subprocess.run(
+        [make, "-k", "-j2", "-C", str(CRT_DIR), "test", f"BUILD={build}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    reports = {m.group(1): (int(m.group(3)), m.group(2)) for m in REPORT_RE.finditer(proc.stdout)}
+    reports["__make__"] = (proc.returncode, proc.stdout[-4000:] + proc.stderr[-4000:])
+    return reports
+
+
+@pytest.mark.parametrize("program", TEST_PROGRAMS)
+def test_c_program(program: str, crt_test_run: dict[str, tuple[int, str]]) -> None:
+    if program not in crt_test_run:
+        pytest.fail(f"{program} did not build or run; make output:\n{crt_test_run['__make__'][1]}")
+    rc, output = crt_test_run[program]
+    summary = SUMMARY_RE.findall(output)
+    assert summary, f"{program} printed no 'N passed, M failed' line (exit {rc}):\n{output}"
+    passed, failed = (int(x) for x in summary[-1])
+    assert rc == 0 and failed == 0 and passed > 0, f"{program} failed (exit {rc}):\n{output}"
+
+
+def test_make_test_succeeds_overall(crt_test_run: dict[str, tuple[int, str]]) -> None:
+    rc, tail = crt_test_run["__make__"]
+    assert rc == 0, f"make -C crt test failed:\n{tail}"
+
+
+def test_libraries_build_for_cortex_m4(tmp_path: Path) -> None:
+    """Both libraries compile with -std=c99 -Wall -Wextra -Werror for a Cortex-M4 (newlib)."""
+    gcc = require_tool("arm-none-eabi-gcc")
+    make = require_tool("make")
+    ar = str(Path(gcc).with_name("arm-none-eabi-ar"))
+    proc = subprocess.run(
+        [
+            make,
+            "-j2",
+            "-C",
+            str(CRT_DIR),
+            f"BUILD={tmp_path}",
+            f"CC={gcc}",
+            f"AR={ar}",
+            "CFLAGS=-mcpu=cortex-m4 -mthumb -Os",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    for lib in ("libtvm_backend.a", "libtvm_runtime.a"):
+        assert (tmp_path / lib).stat().st_size > 0
+
+
+def _compile_config(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    src = tmp_path / "use_config.c"
+    src.write_text("#include <tvm/runtime/crt/config.h>\nint config_probe = TVM_CRT_MAX_NDIM;\n")
+    return subprocess.run(
+        [
+            require_tool("cc"),
+            "-std=c99",
+            "-Wall",
+            "-Werror",
+            f"-I{CRT_DIR / 'include'}",
+            *flags,
+            "-fsyntax-only",
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_config_defaults_compile(tmp_path: Path) -> None:
+    proc = _compile_config(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_config_rejects_out_of_range_flag(tmp_path: Path) -> None:
+    proc = _compile_config(tmp_path, "-DTVM_CRT_MAX_NDIM=0")
+    assert proc.returncode != 0
+    assert "TVM_CRT_MAX_NDIM must be between 1 and 32" in proc.stderr
+
+
+def test_config_reads_project_crt_config(tmp_path: Path) -> None:
+    (tmp_path / "crt_config.h").write_text("#define TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES 24\n")
+    proc = _compile_config(tmp_path, "-DTVM_CRT_HAVE_CONFIG_H", f"-I{tmp_path}")
+    assert proc.returncode != 0
+    assert "TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES must be a power of two" in proc.stderr
+    (tmp_path / "crt_config.h").write_text("#define TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES 32\n")
+    proc = _compile_config(tmp_path, "-DTVM_CRT_HAVE_CONFIG_H", f"-I{tmp_path}")
+    assert proc.returncode == 0, proc.stderr
