@@ -153,6 +153,17 @@ TEST(RegisterGlobals) {
   ASSERT_EQ_INT(call_int(f, 1, &ret, &tcode), 0);
   EXPECT_EQ_INT(ret.v_int64, 2);
   EXPECT_EQ_PTR(g_seen_resource, NULL); /* globals get no resource handle */
+  /* The backend lookups generated code uses. */
+  TVMFunctionHandle env = NULL;
+  EXPECT_EQ_INT(TVMBackendGetFuncFromEnv(NULL, "test.fail", &env), 0);
+  EXPECT_EQ_PTR(env, f);
+  EXPECT_EQ_INT(TVMBackendGetFuncFromEnv(NULL, "test.missing", &env),
+                kTvmErrorFunctionNameNotFound);
+  EXPECT_CONTAINS(TVMGetLastError(), "test.missing");
+  EXPECT_EQ_INT(TVMBackendRegisterSystemLibSymbol("test.sym", as_handle), 0);
+  ASSERT_EQ_INT(TVMFuncGetGlobal("test.sym", &env), 0);
+  ASSERT_EQ_INT(call_int(env, 5, &ret, &tcode), 0);
+  EXPECT_EQ_INT(ret.v_int64, 6);
   /* Fill the registry until it reports full, with a message naming the knob. */
   char name[32];
   int err = 0;

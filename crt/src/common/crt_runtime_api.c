@@ -257,6 +257,23 @@ int TVMFuncRegisterGlobal(const char* name, TVMFunctionHandle f, int override) {
   return TVMRuntimeRegisterGlobal(name, func, override);
 }
 
+int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionHandle* func) {
+  (void)mod_node;
+  int err = TVMFuncGetGlobal(func_name, func);
+  if (err != 0) {
+    return err;
+  }
+  if (*func == NULL) {
+    TVMAPIErrorf("generated code needs function %s, which is not registered", func_name);
+    return kTvmErrorFunctionNameNotFound;
+  }
+  return 0;
+}
+
+int TVMBackendRegisterSystemLibSymbol(const char* name, void* ptr) {
+  return TVMFuncRegisterGlobal(name, ptr, 0);
+}
+
 int TVMFuncGetGlobal(const char* name, TVMFunctionHandle* out) {
   if (name == NULL || out == NULL) {
     TVMAPISetLastError("TVMFuncGetGlobal: NULL name or out");

@@ -97,6 +97,22 @@ TVM_DLL int TVMBackendParallelLaunch(FTVMParallelLambda flambda, void* cdata, in
 TVM_DLL int TVMBackendParallelBarrier(int task_id, TVMParallelGroupEnv* penv);
 
 /*!
+ * \brief Find a packed function generated code calls by name: the global registry is searched
+ * (mod_node, the module context, is ignored: this runtime has one system library).
+ * Implemented in libtvm_runtime.a (it needs the registry), not in libtvm_backend.a.
+ * \return 0 with *func set, or kTvmErrorFunctionNameNotFound with the last error naming it.
+ */
+TVM_DLL int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name,
+                                     TVMFunctionHandle* func);
+
+/*!
+ * \brief Register a generated function under name as a global function (TVM's system-lib
+ * self-registration): ptr is a TVMBackendPackedCFunc. Implemented in libtvm_runtime.a.
+ * \return 0 or the registry's error code.
+ */
+TVM_DLL int TVMBackendRegisterSystemLibSymbol(const char* name, void* ptr);
+
+/*!
  * \brief printf-style TVMAPISetLastError (vsnprintf into the last-error buffer, truncating).
  * Our extension; declared here because it lives in the backend library.
  */
