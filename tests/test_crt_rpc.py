@@ -1,0 +1,46 @@
+"""The device RPC C tests (crt/tests/test_framing.c, test_session.c, test_rpc_server.c) under ASan+UBSan.
+
+Each C program checks golden wire bytes from the spec and prints "N passed, M failed"; a
+nonzero exit or a sanitizer report fails the test here. The three are built once and run by
+`make -k`, which prints each program's output between "=== <name>" and "=== <name> exit <rc>".
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import require_tool
+
+CRT_DIR = Path(__file__).resolve().parent.parent / "crt"
+PROGRAMS = ["test_framing", "test_session", "test_rpc_server"]
+
+
+@pytest.fixture(scope="module")
+def make_output(tmp_path_factory: pytest.TempPathFactory) -> str:
+    require_tool("make")
+    require_tool("cc")
+    build = tmp_path_factory.mktemp("crt_rpc")
+    result = subprocess.run(
+        ["make", "-C", str(CRT_DIR), f"BUILD={build}", "-k", "-j2"]
+        + [f"run-{p}" for p in PROGRAMS],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    return result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_crt_rpc_program(make_output: str, program: str) -> None:
+    block = re.search(rf"^=== {program}\n(.*?)^=== {program} exit (\d+)$", make_output, re.S | re.M)
+    assert block is not None, f"{program} did not run:\n{make_output[-6000:]}"
+    output, rc = block.group(1), int(block.group(2))
+    assert rc == 0, f"{program} exited {rc}:\n{output[-6000:]}"
+    summary = re.search(r"(\d+) passed, (\d+) failed", output)
+    assert summary is not None, output[-2000:]
+    assert int(summary.group(1)) > 0 and int(summary.group(2)) == 0, summary.group(0)
+    assert "runtime error" not in output and "AddressSanitizer" not in output, output[-4000:]
