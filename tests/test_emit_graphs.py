@@ -173,3 +173,19 @@ def test_rejects_unknown_operator():
     g.operators[0].opcode = "LOGISTIC"
     with pytest.raises(UnsupportedOperatorError, match=r"LOGISTIC \(node 0\).*not supported"):
         codegen.generate(g, "default")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_wide_layers_take_accumulators_from_the_pool(tmp_path, dtype):
+    """Per-pixel accumulators over 512 bytes are planned in the pool, not on the C stack."""
+    b = ModelBuilder(seed=8, per_channel=True)
+    x = b.input((1, 5, 5, 3), dtype)
+    y = b.conv2d(x, 160, kernel_size=3, activation="RELU")  # SAME 3x3: "tap" form
+    y = b.depthwise_conv2d(y, kernel_size=3)
+    y = b.average_pool2d(y, 2)
+    b.output(y)
+    gen = check_parity(b.build(), tmp_path)
+    assert gen.source.count("acc = (") == 3  # three kernels read scratch from the pool
+    act = 5 * 5 * 160 * (1 if dtype == "int8" else 4)
+    # conv: its output + scratch; dw: input + output + scratch
+    assert gen.workspace_size_bytes >= 2 * act + 640

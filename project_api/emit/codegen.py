@@ -50,6 +50,9 @@ OPS = {
     "DEQUANTIZE": dequantize.prepare,
 }
 
+#: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
+SCRATCH_ID_BASE = 1 << 40
+
 IO_DTYPES = ("int8", "uint8", "int16", "int32", "float32")
 
 
@@ -205,6 +208,11 @@ def generate(graph: Graph, name: str) -> Generated:
             size[r] = max(size.get(r, 0), graph.tensor(t).size_bytes)
     buffers = [planner.Buffer(r, size[r], first[r], last[r]) for r in sorted(first)
                if r not in root_external]
+    scratch_id: dict[int, int] = {}  # kernel position -> buffer id of its scratch
+    for idx, k in enumerate(kernels):
+        if k.scratch_bytes and not k.alias:
+            scratch_id[idx] = SCRATCH_ID_BASE + idx
+            buffers.append(planner.Buffer(scratch_id[idx], k.scratch_bytes, idx, idx))
     mplan = planner.plan(buffers)
     offsets = {b.id: b.offset for b in buffers}
 
@@ -222,7 +230,7 @@ def generate(graph: Graph, name: str) -> Generated:
     func_chunks: list[str] = []
     calls: list[str] = []
     constants_size = 0
-    for k in kernels:
+    for idx, k in enumerate(kernels):
         if k.alias:
             calls.append(f"  /* node {k.op.index} {k.op.opcode}: '{graph.tensor(k.outputs[0]).name}'"
                          f" aliases '{graph.tensor(k.inputs[0]).name}' */")
@@ -237,10 +245,14 @@ def generate(graph: Graph, name: str) -> Generated:
                 for j, t in enumerate(k.inputs)]
         args += [f"{C_TYPES[graph.tensor(t).dtype]}* restrict out{j}"
                  for j, t in enumerate(k.outputs)]
+        if idx in scratch_id:
+            args.append("void* restrict scratch")
         body = env.get_template(k.template).render(p=k.params, fn=fn)
         func_chunks.append(f"/* node {k.op.index}: {k.op.opcode} */\n"
                            f"static void {fn}({', '.join(args)}) {{\n{body}}}\n")
         call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
+        if idx in scratch_id:
+            call_args.append(f"(void*)(pool + {offsets[scratch_id[idx]]})")
         calls.append(f"  {fn}({', '.join(call_args)});")
 
     pool_size = mplan.pool_size

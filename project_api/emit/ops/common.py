@@ -16,6 +16,11 @@ import numpy as np
 from ...errors import UnsupportedOperatorError
 from ..graph import Graph, Operator, Tensor
 
+#: Per-pixel accumulators up to this size live on the C stack; larger ones are planned in the
+#: activation pool (as scratch live during that op only), so deep layers cannot overflow a
+#: small microcontroller stack.
+STACK_ACC_LIMIT_BYTES = 512
+
 C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "uint8": "uint8_t",
            "float32": "float"}
 
@@ -40,6 +45,15 @@ class Kernel:
     outputs: list[int]
     constants: list[ConstArray] = field(default_factory=list)
     alias: bool = False  # the output shares the first input's storage (RESHAPE)
+    scratch_bytes: int = 0  # pool bytes the op needs while it runs (passed as ``scratch``)
+
+
+def accumulator(params: dict, channels: int) -> int:
+    """Decide where a per-pixel accumulator of ``channels`` 4-byte values lives; returns the
+    scratch bytes to plan (0: on the stack). Sets ``params["scratch"]``."""
+    size = 4 * channels
+    params["scratch"] = size > STACK_ACC_LIMIT_BYTES
+    return size if params["scratch"] else 0
 
 
 def unsupported(op: Operator, what: str) -> UnsupportedOperatorError:

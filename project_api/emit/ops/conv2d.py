@@ -19,6 +19,7 @@ from ..graph import Graph, Operator
 from .common import (
     ConstArray,
     Kernel,
+    accumulator,
     check_activation,
     check_counts,
     check_dtype,
@@ -89,6 +90,8 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
                               "not supported")
     check_shape(op, y, (g["n"], g["oh"], g["ow"], oc))
     params = dict(g, oc=oc, dtype=x.dtype, form="dot" if g["inside"] else "tap")
+    scratch = accumulator(params, oc) if params["form"] == "tap" else 0
+    params.setdefault("scratch", False)
 
     if x.dtype == "float32":
         if w.dtype == "float32":
@@ -106,7 +109,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         wl = wf if params["form"] == "dot" else wf.transpose(1, 2, 3, 0)
         return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index],
                       [ConstArray("w", "float", np.ascontiguousarray(wl).reshape(-1)),
-                       ConstArray("b", "float", bias)])
+                       ConstArray("b", "float", bias)], scratch_bytes=scratch)
 
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)
@@ -125,4 +128,5 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         raise unsupported(op, "bias plus input offset overflows int32")
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + consts
-    return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts)
+    return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
+                  scratch_bytes=scratch)

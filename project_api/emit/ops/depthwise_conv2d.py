@@ -13,6 +13,7 @@ from ..graph import Graph, Operator
 from .common import (
     ConstArray,
     Kernel,
+    accumulator,
     check_activation,
     check_counts,
     check_dtype,
@@ -49,6 +50,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         raise unsupported(op, f"depth_multiplier {opt_dm} does not match the filter ({dm})")
     check_shape(op, y, (g["n"], g["oh"], g["ow"], oc))
     params = dict(g, oc=oc, dm=dm, dtype=x.dtype)
+    scratch = accumulator(params, oc)
 
     if x.dtype == "float32":
         if w.dtype == "float32":
@@ -64,7 +66,8 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
         return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index],
-                      [ConstArray("w", "float", wf.reshape(-1)), ConstArray("b", "float", bias)])
+                      [ConstArray("w", "float", wf.reshape(-1)), ConstArray("b", "float", bias)],
+                      scratch_bytes=scratch)
 
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)
@@ -76,4 +79,5 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         bias = b.data.astype(np.int32).reshape(-1)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + consts
-    return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts)
+    return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
+                  scratch_bytes=scratch)

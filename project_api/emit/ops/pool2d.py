@@ -11,6 +11,7 @@ from .. import quantize as q
 from ..graph import Graph, Operator
 from .common import (
     Kernel,
+    accumulator,
     check_activation,
     check_counts,
     check_dtype,
@@ -45,7 +46,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     check_shape(op, y, (n, oh, ow, c))
     params = {"n": n, "h": h, "w": w, "c": c, "oh": oh, "ow": ow, "fh": fh, "fw": fw,
               "sh": sh, "sw": sw, "pad_h": pad_h, "pad_w": pad_w, "dtype": x.dtype,
-              "kind": "avg" if op.opcode == "AVERAGE_POOL_2D" else "max"}
+              "kind": "avg" if op.opcode == "AVERAGE_POOL_2D" else "max", "scratch": False}
     if x.dtype == "int8":
         xs, xz = per_tensor(op, x)
         ys, yz = per_tensor(op, y)
@@ -56,4 +57,5 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     else:
         lo, hi = q.activation_range_float(act)
     params.update(act_min=lo, act_max=hi)
-    return Kernel(op, "pool2d.c.j2", params, [x.index], [y.index])
+    scratch = accumulator(params, c) if params["kind"] == "avg" else 0
+    return Kernel(op, "pool2d.c.j2", params, [x.index], [y.index], scratch_bytes=scratch)
