@@ -42,6 +42,12 @@ tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* o
  */
 tvm_crt_error_t TVMSystemLibSet(const TVMModule* mod);
 
+/*!
+ * \brief Defined by code TVM generates for a system-lib runtime (never by this runtime): the
+ * module listing the generated operator functions. Pass it to TVMSystemLibSet.
+ */
+const TVMModule* TVMSystemLibEntryPoint(void);
+
 /*! \brief Handle of the system library, registering it on first use (as runtime.SystemLib). */
 tvm_crt_error_t TVMSystemLibGetHandle(TVMModuleHandle* out_handle);
 
