@@ -120,3 +120,32 @@ def test_config_reads_project_crt_config(tmp_path: Path) -> None:
     (tmp_path / "crt_config.h").write_text("#define TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES 32\n")
     proc = _compile_config(tmp_path, "-DTVM_CRT_HAVE_CONFIG_H", f"-I{tmp_path}")
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected_on"),
+    [
+        ((), 1),
+        (("-DTVM_CRT_STACK_ALLOCATOR_ENABLE_LIFO_CHECK=0",), 0),
+        (("-DTVM_CRT_STACK_ALLOCATOR_ENABLE_LIFO_CHECK=",), 1),  # TVM style: defined, no value
+        (("-DTVM_CRT_STACK_ALLOCATOR_ENABLE_FIFO_CHECK=0",), 0),  # TVM's misspelt knob
+        (("-DTVM_CRT_STACK_ALLOCATOR_ENABLE_FIFO_CHECK",), 1),
+    ],
+)
+def test_lifo_check_knob(tmp_path: Path, flags: tuple[str, ...], expected_on: int) -> None:
+    src = tmp_path / "probe.c"
+    src.write_text(
+        "#include <tvm/runtime/crt/config.h>\n"
+        f"#if TVM_CRT_STACK_ALLOCATOR_LIFO_CHECK_ON != {expected_on}\n"
+        '#error "unexpected LIFO check setting"\n'
+        "#endif\n"
+        "int probe;\n"
+    )
+    proc = subprocess.run(
+        [require_tool("cc"), "-std=c99", "-Wall", "-Werror", f"-I{CRT_DIR / 'include'}", *flags]
+        + ["-fsyntax-only", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
