@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import require_tool
-from mlf_kernels import add_mlf, dense_mlf, generate_host_project, v5_add_mlf
+from mlf_kernels import add_mlf, dense_mlf, device_pids, generate_host_project, v5_add_mlf
 
 from project_api.demo import run_demo
+from project_api.micro import Session
+from project_api.transport import ProjectTransport
 
 
 @pytest.fixture(autouse=True)
@@ -99,6 +101,26 @@ def test_second_session_after_close(tmp_path: Path) -> None:
                 np.testing.assert_array_equal(model.get_output(0), a + a * k)
 
 
+def test_reference_jsonrpc_path_and_reaping(tmp_path: Path) -> None:
+    """Every byte through read_transport/write_transport (what a microTVM client does)."""
+    mlf = add_mlf(tmp_path / "add.tar", dtype="float32", shape=(3, 700))  # > 1 packet each way
+    rng = np.random.default_rng(4)
+    a, b = _random(rng, "float32", (3, 700)), _random(rng, "float32", (3, 700))
+    binary = tmp_path / "prj/build/main"
+    with generate_host_project(mlf, tmp_path / "prj") as project:
+        transport = ProjectTransport(project.client, project.options, use_endpoint=False,
+                                     shutdown_client=False)
+        with Session(transport) as session:
+            assert transport.endpoint is None
+            model = session.model()
+            model.set_input("a", a)
+            model.set_input("b", b)
+            model.run()
+            np.testing.assert_array_equal(model.get_output(0), a + b)
+            assert len(device_pids(binary)) == 1
+        assert device_pids(binary) == []  # close_transport terminated and reaped the device
+
+
 def test_cli_run_with_inputs_and_output(tmp_path: Path) -> None:
     mlf = add_mlf(tmp_path / "add.tar", dtype="float32", shape=(1, 3))
     generate_host_project(mlf, tmp_path / "prj").close()
@@ -145,3 +167,14 @@ def test_demo(tmp_path: Path) -> None:
     (w1, b1), (w2, b2) = _demo_weights(0)
     ref = np.maximum(result.inputs["input"] @ w1.T + b1, 0.0) @ w2.T + b2
     np.testing.assert_allclose(result.outputs[0].reshape(ref.shape), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_cli_run_tflite_one_go_checked(tmp_path: Path, models_dir: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "project_api", "run", "--template", "host", "--model",
+         str(models_dir / "hello_world_int8.tflite"), "--check", "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "check output 0 against TFLite Micro: OK" in out.stdout
+    assert list(tmp_path.iterdir()) == []  # without --out the work directory is temporary

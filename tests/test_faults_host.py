@@ -21,6 +21,7 @@ from project_api.errors import (
     TransportClosedError,
 )
 from project_api.micro import Session
+from project_api.transport import ProjectTransport
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +46,15 @@ def _check_add(session: Session, seed: int) -> None:
     np.testing.assert_array_equal(model.get_output(0), a + b)
 
 
-def test_killed_device_gives_clear_error_in_time(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fifo", "jsonrpc"])
+def test_killed_device_gives_clear_error_in_time(tmp_path: Path, fast_path: bool) -> None:
     require_tool("make")
     require_tool("cc")
     mlf, _, _ = dense_mlf(tmp_path / "dense.tar", in_features=64, out_features=64)
     with generate_host_project(mlf, tmp_path / "prj") as project:
         binary = tmp_path / "prj/build/main"
-        transport = project.transport()
+        transport = ProjectTransport(project.client, project.options, use_endpoint=fast_path,
+                                     shutdown_client=False)
         with Session(transport) as session:
             timeouts = transport.timeouts()
             model = session.model()

@@ -84,9 +84,9 @@ def random_input(tensor: Any, rng: np.random.Generator) -> np.ndarray:
     raise ProjectError(f"cannot make a random input of dtype {dtype} for {tensor.name!r}; pass --input")
 
 
-def _summary(arr: np.ndarray) -> str:
+def _summary(arr: np.ndarray, indent: int = 4) -> str:
     with np.printoptions(threshold=64, edgeitems=4, precision=6, suppress=True):
-        return np.array2string(arr, prefix="    ")
+        return np.array2string(arr, prefix=" " * indent)
 
 
 class RunCommand(Subcommand):
@@ -316,9 +316,9 @@ examples:
             best = min(result.run_seconds)
             return "\n".join([
                 f"demo model ran on the host device process ({result.project_dir})",
-                "  input:     " + _summary(result.inputs["input"]),
-                "  output:    " + _summary(result.outputs[0]),
-                "  numpy:     " + _summary(result.reference[0]),
+                "  input:     " + _summary(result.inputs["input"], 13),
+                "  output:    " + _summary(result.outputs[0], 13),
+                "  numpy:     " + _summary(result.reference[0], 13),
                 f"  max |device - numpy| = {result.max_abs_error:.3g}: "
                 + ("OK" if result.ok else "MISMATCH"),
                 f"  device time per run: best {best * 1e6:.2f} us",
