@@ -134,7 +134,7 @@ class Unframer:
         self._field = bytearray()  # unescaped bytes of the current field (length/payload/crc)
         self._need = 0  # unescaped bytes still missing from the current field
         self._crc = CRC_INIT
-        self._payload_len = 0
+        self._payload = b""  # the unescaped payload, kept while its CRC is read
 
     def _drop(self, reason: DropReason) -> None:
         self.stats.count(reason)
@@ -252,7 +252,6 @@ class Unframer:
             if length > self.max_payload_bytes:
                 self._drop(DropReason.PACKET_TOO_LONG)
                 return
-            self._payload_len = length
             self.state = UnframerState.FIND_PACKET_CRC
             self._field = bytearray()
             self._need = length
@@ -270,5 +269,4 @@ class Unframer:
             return
         self.stats.frames += 1
         out.append(self._payload)
-        self._payload = b""
         self._reset()
