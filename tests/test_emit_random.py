@@ -405,10 +405,10 @@ def run_built(built: Built, runs: list[list[np.ndarray]]) -> list[list[np.ndarra
 class Prefetcher:
     """Emits and compiles the next cases (in test order) on worker threads while one runs."""
 
-    def __init__(self, cases: list[Case], backend: list[Path], cc: str,
+    def __init__(self, cases: list[tuple[str, Case]], backend: list[Path], cc: str,
                  factory: pytest.TempPathFactory):
-        self.order = cases
-        self.position = {c.id: i for i, c in enumerate(cases)}
+        self.order = cases  # (test file, case) in test order
+        self.position = {c.id: i for i, (_, c) in enumerate(cases)}
         self.backend = backend
         self.cc = cc
         self.factory = factory
@@ -422,17 +422,23 @@ class Prefetcher:
                                                      self.backend, self.cc)
 
     def get(self, case: Case) -> Built:
-        i = self.position.get(case.id, 0)
-        for ahead in self.order[i:i + PARALLEL_BUILDS + 1]:
-            self._submit(ahead)
         self._submit(case)
+        i = self.position.get(case.id)
+        if i is not None:
+            here = self.order[i][0]
+            for where, ahead in self.order[i + 1:i + 1 + PARALLEL_BUILDS]:
+                if where == here:
+                    self._submit(ahead)
         return self.futures[case.id].result()
 
 
 @pytest.fixture(scope="session")
 def builds(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
            backend_objects: list[Path]) -> Iterator[Prefetcher]:
-    selected = [item.callspec.params["case"] for item in request.session.items
+    # Prefetch in test order, within one module: each module importing this fixture gets its
+    # own instance, asked only for its own cases.
+    selected = [(item.nodeid.split("::")[0], item.callspec.params["case"])
+                for item in request.session.items
                 if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"),
                               Case)]
     pf = Prefetcher(selected, backend_objects, require_tool("cc"), tmp_path_factory)
