@@ -94,6 +94,7 @@ def _env() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["flit"] = float_literal
+    env.filters["plus"] = lambda v: f"+ {v}" if v >= 0 else f"- {-v}"
     env.filters["fmin"] = lambda v: "-FLT_MAX" if v is None else float_literal(v)
     env.filters["fmax"] = lambda v: "FLT_MAX" if v is None else float_literal(v)
     return env
