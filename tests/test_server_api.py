@@ -563,3 +563,40 @@ def test_error_classes_are_reexported():
     assert server.ServerError is errors.ServerError
     assert server.JSONRPCError is errors.JSONRPCError
     assert server.ErrorCode.INVALID_PARAMS == -32602
+
+
+def test_main_honours_argv():
+    import os
+    import threading
+
+    from project_api import client
+
+    server_read, client_write = os.pipe()
+    client_read, server_write = os.pipe()
+    handler = mock_handler(
+        server_info_query={"return_value": server.ServerInfo("argv", True, None, [])}
+    )
+    thread = threading.Thread(
+        target=server.main,
+        args=(handler, ["--read-fd", str(server_read), "--write-fd", str(server_write)]),
+    )
+    thread.start()
+    api = client.ProjectAPIClient(
+        os.fdopen(client_read, "rb", buffering=0), os.fdopen(client_write, "wb", buffering=0)
+    )
+    assert api.server_info_query("0.15.0")["platform_name"] == "argv"
+    api.shutdown()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_main_rejects_a_closed_fd(capsys):
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(SystemExit) as info:
+        server.main(BaseTestHandler(), ["--read-fd", str(r), "--write-fd", str(w)])
+    assert info.value.code == 2
+    assert f"fd {r} is not open" in capsys.readouterr().err

@@ -74,33 +74,41 @@ PROJECT_OPTIONS = [
 
 
 class _EchoThread(threading.Thread):
-    """Copies everything arriving on ``read_fd`` to ``write_fd`` until stopped or EOF."""
+    """The fifo-mode device: buffers up to ``capacity`` bytes from ``read_fd`` and echoes them
+    to ``write_fd``, so a large write can complete before anything is read back."""
 
-    def __init__(self, read_fd: int, write_fd: int):
+    def __init__(self, read_fd: int, write_fd: int, capacity: int):
         super().__init__(name="loopback-echo", daemon=True)
         self.read_fd = read_fd
         self.write_fd = write_fd
+        self.capacity = capacity
         self._stop_r, self._stop_w = os.pipe()
 
     def run(self) -> None:
+        pending = bytearray()
         try:
             while True:
-                ready, _, _ = select.select([self.read_fd, self._stop_r], [], [])
-                if self._stop_r in ready:
+                readers = [self._stop_r]
+                if len(pending) < self.capacity:
+                    readers.append(self.read_fd)
+                writers = [self.write_fd] if pending else []
+                readable, writable, _ = select.select(readers, writers, [])
+                if self._stop_r in readable:
                     return
-                try:
-                    data = os.read(self.read_fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    return
-                view = memoryview(data)
-                while view:
-                    select.select([], [self.write_fd], [])
+                if self.read_fd in readable:
                     try:
-                        view = view[os.write(self.write_fd, view) :]
+                        data = os.read(self.read_fd, min(65536, self.capacity - len(pending)))
                     except BlockingIOError:
-                        continue
+                        data = None
+                    if data == b"":
+                        return
+                    if data:
+                        pending += data
+                if writable:
+                    try:
+                        del pending[: os.write(self.write_fd, bytes(pending[:65536]))]
+                    except BlockingIOError:
+                        pass
         except OSError as exc:
             _LOG.info("echo thread stopping: %s", exc)
         finally:
@@ -216,7 +224,7 @@ class Handler(server.ProjectAPIHandler):
             )
         self._endpoint = server.FifoEndpoint()
         read_fd, write_fd = self._endpoint.open_device_fds(blocking=False)
-        self._echo = _EchoThread(read_fd, write_fd)
+        self._echo = _EchoThread(read_fd, write_fd, capacity)
         self._echo.start()
         return {"timeouts": timeouts, "endpoint": self._endpoint}
 
