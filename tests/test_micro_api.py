@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import logging
 import statistics
+import time
 
 import numpy as np
 import pytest
 from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
 
-from project_api.errors import RPCError, SessionError, SessionTerminatedError, SessionTimeoutError
+from project_api.errors import (
+    IoTimeoutError,
+    RPCError,
+    SessionError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+)
 from project_api.micro import Model, Session, TimingResult
 from project_api.micro.rpc import RPCCode, TypeCode
 from project_api.micro.session import MessageType, SessionState
@@ -194,3 +201,59 @@ def test_reply_timeout_makes_session_unusable() -> None:
         with pytest.raises(SessionError, match="open a new Session"):
             model.run()
     assert not transport.is_open
+
+
+class BlockingSerialServer:
+    """A Project API client whose server reads like microTVM's serial templates: pyserial's
+    ``read(n)`` waits until ``n`` bytes came or the timeout passed."""
+
+    def __init__(self, device: FakeDevice, read_timeout_sec: float) -> None:
+        self.device = device
+        self.read_timeout_sec = read_timeout_sec
+        self.pending = bytearray()
+        self.is_shutdown = False
+        self.stalls = 0
+        self.reads: list[int] = []
+
+    def open_transport(self, options: dict) -> dict:
+        return {"timeouts": {"session_start_retry_timeout_sec": 0, "session_start_timeout_sec": 5.0,
+                             "session_established_timeout_sec": 5.0}}  # fmt: skip
+
+    def close_transport(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.is_shutdown = True
+
+    def write_transport(self, data: bytes, timeout_sec: float | None) -> None:
+        self.device.receive(bytes(data))
+
+    def read_transport(self, n: int, timeout_sec: float | None) -> dict:
+        self.reads.append(n)
+        self.pending += self.device.output
+        self.device.output.clear()
+        if len(self.pending) < n:
+            self.stalls += 1  # pyserial would sit here until the timeout
+            time.sleep(self.read_timeout_sec)
+            if not self.pending:
+                raise IoTimeoutError()
+        data = bytes(self.pending[:n])
+        del self.pending[:n]
+        return {"data": data}
+
+
+def test_json_rpc_transport_reads_only_bytes_that_are_coming() -> None:
+    from project_api.transport import ProjectTransport
+
+    device = make_device()
+    server = BlockingSerialServer(device, read_timeout_sec=0.5)
+    transport = ProjectTransport(server, use_endpoint=False)
+    begin = time.monotonic()
+    with Session(transport) as session:
+        model = session.model()
+        model.set_input(0, np.ones((1, 300), np.int8))
+        model.run()
+        model.get_output(1)
+    assert server.stalls == 0, server.reads
+    assert time.monotonic() - begin < 5.0
+    assert server.is_shutdown

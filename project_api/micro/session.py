@@ -42,6 +42,22 @@ HEADER = struct.Struct("<HB")
 READ_CHUNK_BYTES = 64 * 1024
 
 
+def reads_may_wait_for_n(transport: Any) -> bool:
+    """True for a transport whose reads go through a Project API server's ``read_transport``.
+
+    microTVM's own serial template servers implement ``read_transport(n)`` as pyserial's
+    ``read(n)``, which waits until all ``n`` bytes came or the timeout passed. Such a server
+    must be asked only for bytes that are surely coming (the unframer's hint, as the reference
+    host does), or every read would sit out its timeout. Direct channels (pipes, FIFOs, serial
+    ports, a server's fast-path endpoint) return what is available, so they get large reads.
+    """
+    from project_api.transport import ProjectTransport, TransportLogger
+
+    while isinstance(transport, TransportLogger):
+        transport = transport.child
+    return isinstance(transport, ProjectTransport) and transport.endpoint is None
+
+
 class MessageType(enum.IntEnum):
     START_SESSION_INIT = 0x00
     START_SESSION_REPLY = 0x01
@@ -237,6 +253,7 @@ class SessionChannel:
         self._terminated = False
         self._out_of_sync = False
         self._closed = False
+        self._exact_reads = False
 
     @property
     def established(self) -> bool:
@@ -284,7 +301,9 @@ class SessionChannel:
 
     def _pump(self, timeout_sec: float | None) -> None:
         """Read what the transport has (waiting up to ``timeout_sec``) and handle its events."""
-        n = max(self.protocol.unframer.bytes_needed(), READ_CHUNK_BYTES)
+        n = self.protocol.unframer.bytes_needed()
+        if not self._exact_reads:
+            n = max(n, READ_CHUNK_BYTES)
         try:
             data = self.transport.read(n, timeout_sec)
         except TransportClosedError as err:
@@ -316,6 +335,7 @@ class SessionChannel:
         self._out_of_sync = False
         self._closed = False
         self._inbox.clear()
+        self._exact_reads = reads_may_wait_for_n(self.transport)
         self._send_start()
         begin = time.monotonic()
         end = begin + start_limit if start_limit else None
