@@ -13,16 +13,13 @@ Makefile), so it keeps working after the template is gone. Project types:
 from __future__ import annotations
 
 import atexit
-import errno
 import json
 import logging
 import os
 import re
-import select
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -373,51 +370,27 @@ class Handler(server.ProjectAPIHandler):
         if endpoint is not None:
             endpoint.close()
 
-    def _closed(self, why: str) -> TransportClosedError:
-        _LOG.info("transport closed: %s", why)
-        self.close_transport()
-        return TransportClosedError()
-
     def read_transport(self, n: int, timeout_sec: float | None) -> bytes:
         if self._read_fd is None:
             raise TransportClosedError()
-        deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._read_fd], [], [], remaining)
-            if not ready:
-                raise IoTimeoutError()
-            try:
-                data = os.read(self._read_fd, n)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise self._closed(f"read failed: {exc}") from None
-            if not data:
-                raise self._closed("end of file from the device")
-            return data
+        try:
+            return server.read_with_timeout(self._read_fd, n, timeout_sec)
+        except TransportClosedError:
+            _LOG.info("transport closed: end of file from the device")
+            self.close_transport()
+            raise
 
     def write_transport(self, data: bytes, timeout_sec: float | None) -> None:
         if self._write_fd is None:
             raise TransportClosedError()
-        deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
-        view = memoryview(data)
-        while view:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            _, ready, _ = select.select([], [self._write_fd], [], remaining)
-            if not ready:
-                raise IoTimeoutError()
-            try:
-                written = os.write(self._write_fd, view)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.EPIPE, errno.EBADF):
-                    raise self._closed(f"write failed: {exc}") from None
-                raise
-            if written == 0:
-                raise self._closed("zero-byte write")
-            view = view[written:]
+        try:
+            written = server.write_with_timeout(self._write_fd, data, timeout_sec)
+        except TransportClosedError:
+            _LOG.info("transport closed: the device stopped reading")
+            self.close_transport()
+            raise
+        if written < len(data):
+            raise IoTimeoutError()
 
 
 if __name__ == "__main__":
