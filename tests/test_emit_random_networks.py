@@ -5,7 +5,7 @@ Single-operator models barely use the activation pool; these do. Each seed draws
 side branch joined later), then a head (RESHAPE, FULLY_CONNECTED, SOFTMAX), sometimes a second
 input, a second output taken from the middle, and (int8 modes) a float32 interface through
 QUANTIZE/DEQUANTIZE. The demo model is checked the same way. The harness (emit, compile under
-ASan+UBSan with a workspace buffer of exactly the declared size, run, compare) is the one in
+ASan and UBSan checks with a workspace buffer of exactly the declared size, run, compare) is the one in
 ``test_emit_random.py``.
 """
 
