@@ -21,7 +21,7 @@ from project_api.errors import (
     TransportClosedError,
 )
 from project_api.micro import Session
-from project_api.transport import ProjectTransport
+from project_api.transport import ProjectTransport, Transport
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +96,56 @@ def test_line_noise_is_survived(add_project) -> None:
         for k, noise in enumerate(noises):
             transport.write(noise, 1.0)
             _check_add(session, k + 1)
+
+
+class NoisyReads(Transport):
+    """Puts line noise in front of the device's next reply, once per entry of ``noises``."""
+
+    def __init__(self, child: Transport, noises: list[bytes]):
+        self.child = child
+        self.noises = list(noises)
+        self.enabled = False
+        self._armed = False
+        self._pending = b""
+
+    def timeouts(self):
+        return self.child.timeouts()
+
+    def open(self) -> None:
+        self.child.open()
+
+    def close(self) -> None:
+        self.child.close()
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        self.child.write(data, timeout_sec)
+        self._armed = self.enabled and bool(self.noises)
+
+    def read(self, n: int, timeout_sec: float | None) -> bytes:
+        if self._armed:
+            self._pending += self.noises.pop(0)
+            self._armed = False
+        if self._pending:
+            out, self._pending = self._pending[:n], self._pending[n:]
+            return out
+        return self.child.read(n, timeout_sec)
+
+
+def test_line_noise_from_the_device_is_survived(add_project) -> None:
+    rng = np.random.default_rng(11)
+    noises = [
+        bytes(rng.integers(0, 0xFE, 64, dtype=np.uint8, endpoint=True)),
+        b"\xff\xfd\x05\x00\x00\x00hello\x12\x34",  # a frame with a bad CRC before the reply
+        b"\x00\xff\x00\x55",  # a broken escape
+    ] * 4
+    transport = NoisyReads(
+        ProjectTransport(add_project.client, add_project.options, shutdown_client=False), noises
+    )
+    with Session(transport) as session:
+        transport.enabled = True
+        for k in range(3):
+            _check_add(session, 100 + k)
+    assert not transport.noises  # every noise burst went in
 
 
 def test_oversized_tensor_refused(add_project) -> None:
