@@ -178,3 +178,27 @@ def test_cli_run_tflite_one_go_checked(tmp_path: Path, models_dir: Path) -> None
     assert out.returncode == 0, out.stderr
     assert "check output 0 against TFLite Micro: OK" in out.stdout
     assert list(tmp_path.iterdir()) == []  # without --out the work directory is temporary
+
+
+def test_two_modules_in_one_archive(tmp_path: Path) -> None:
+    from mlf_kernels import add_module, dense_module, write_mlf
+
+    dense, weight, bias = dense_module("mod2", in_features=8, out_features=4)
+    mlf = write_mlf(tmp_path / "two.tar", [add_module("mod1", "int8", (1, 4)), dense])
+    a = np.array([[1, -2, 3, 127]], dtype=np.int8)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8)
+    with generate_host_project(mlf, tmp_path / "prj") as project:
+        with project.session() as session:
+            add = session.model("mod1")
+            add.set_input("a", a)
+            add.set_input("b", a)
+            add.run()
+            np.testing.assert_array_equal(add.get_output(0), a + a)
+        # The device runs one executor at a time (as microTVM's did); a new session starts
+        # a fresh device process.
+        with project.session() as session:
+            mlp = session.model("mod2")
+            mlp.set_input("input_1", x)
+            mlp.run()
+            np.testing.assert_allclose(mlp.get_output(0), np.maximum(x @ weight.T + bias, 0),
+                                       rtol=1e-5)
