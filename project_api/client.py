@@ -43,7 +43,7 @@ from .errors import (
     ServerExitedError,
     UnsupportedProtocolVersionError,
 )
-from .server import PROTOCOL_VERSION, b85decode, b85encode
+from .server import PROTOCOL_VERSION, Base85Text, b85decode, b85encode, json_dumps
 
 __all__ = [
     "LAUNCH_SCRIPT_NAME",
@@ -68,6 +68,7 @@ _STDERR_TAIL_LINES = 40
 # A pipe never holds more than 64 KiB; bigger reads only cost an mmap per call.
 _READ_CHUNK_BYTES = 65536
 
+_SAFE_METHOD = re.compile(r"[A-Za-z0-9_]+\Z").match
 _LEVEL_PREFIX = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):")
 
 
@@ -192,15 +193,18 @@ class ProjectAPIClient:
             raise ConnectionShutdownError("connection already closed")
         self._next_id += 1
         request_id = self._next_id
-        request = {"jsonrpc": "2.0", "method": method, "params": params, "id": request_id}
-        self._send((json.dumps(request) + "\n").encode("utf-8"), method)
+        # json.dumps({"jsonrpc": "2.0", "method": .., "params": .., "id": ..}), byte for byte.
+        quoted = '"' + method + '"' if _SAFE_METHOD(method) else json.dumps(method)
+        line = '{"jsonrpc": "2.0", "method": ' + quoted + ', "params": '
+        line += json_dumps(params) + ', "id": ' + repr(request_id) + "}\n"
+        self._send(line.encode("utf-8"), method)
         if self._testonly_did_write_request is not None:
             self._testonly_did_write_request()
         line = self._recv_line(method)
         if not line:
             self._eof(method)
         try:
-            reply = json.loads(line)
+            reply = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
         except (UnicodeDecodeError, ValueError) as exc:
             raise MalformedReplyError(
                 f"calling method {method}: reply is not JSON ({exc}): {line[:200]!r}"
@@ -398,7 +402,8 @@ class ProjectAPIClient:
         self, data: bytes | bytearray | memoryview, timeout_sec: float | None
     ) -> None:
         self._request_reply(
-            "write_transport", {"data": b85encode(data).decode("ascii"), "timeout_sec": timeout_sec}
+            "write_transport",
+            {"data": Base85Text(b85encode(data).decode("ascii")), "timeout_sec": timeout_sec},
         )
 
 

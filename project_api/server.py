@@ -45,6 +45,7 @@ import inspect
 import io
 import json
 import logging
+import math
 import os
 import pathlib
 import re
@@ -326,6 +327,46 @@ def b85decode(data: str | bytes | bytearray | memoryview) -> bytes:
     if len(data) < _NUMPY_DECODE_MIN_CHARS:
         return base64.b85decode(data)
     return _b85decode_numpy(data)
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+class Base85Text(str):
+    """Text from :func:`b85encode`: no character needs JSON escaping, so it is quoted as is."""
+
+    __slots__ = ()
+
+
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_]+\Z").match
+
+
+def _scalar_json(value: Any) -> str | None:
+    if value is None:
+        return "null"
+    kind = type(value)
+    if kind is int or (kind is float and math.isfinite(value)):
+        return repr(value)
+    if kind is Base85Text:
+        return '"' + value + '"'
+    return None
+
+
+def json_dumps(value: Any) -> str:
+    """Exactly ``json.dumps(value)`` (default separators); the shapes of the transport calls
+    (flat objects of numbers, null and base85 text) skip the generic encoder."""
+    text = _scalar_json(value)
+    if text is not None:
+        return text
+    if type(value) is dict:
+        parts = []
+        for key, item in value.items():
+            text = _scalar_json(item)
+            if text is None or type(key) is not str or not _SAFE_KEY(key):
+                return json.dumps(value)
+            parts.append('"' + key + '": ' + text)
+        return "{" + ", ".join(parts) + "}"
+    return json.dumps(value)
 
 
 # --- the handler interface -------------------------------------------------------------------
@@ -642,12 +683,14 @@ class ProjectAPIServer:
 
     def _serialize(self, method: str, response: Any) -> bytes:
         body = self._to_serializable_one(response)
-        if "error" in body:
-            reply = {"jsonrpc": "2.0", "id": body["id"], "error": body["error"]}
-        else:
-            reply = {"jsonrpc": "2.0", "id": body["id"], "result": body["result"]}
+        # Built as json.dumps({"jsonrpc": "2.0", "id": .., "result"/"error": ..}) would print it.
         try:
-            text = json.dumps(reply)
+            if "error" in body:
+                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(body["id"])
+                text += ', "error": ' + json.dumps(body["error"]) + "}"
+            else:
+                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(body["id"])
+                text += ', "result": ' + json_dumps(body["result"]) + "}"
         except (TypeError, ValueError) as exc:
             _LOG.error("method %s: reply is not JSON-serializable: %s", method, exc)
             return self._error_reply(
@@ -770,7 +813,7 @@ class ProjectAPIServer:
         data = self._handler.read_transport(n, timeout_sec)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"read_transport must return bytes; got {type(data)}")
-        return {"data": b85encode(data).decode("ascii")}
+        return {"data": Base85Text(b85encode(data).decode("ascii"))}
 
     def _dispatch_write_transport(self, data: str, timeout_sec: float | None) -> None:
         if timeout_sec is not None and timeout_sec < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import pathlib
@@ -600,3 +601,86 @@ def test_main_rejects_a_closed_fd(capsys):
         server.main(BaseTestHandler(), ["--read-fd", str(r), "--write-fd", str(w)])
     assert info.value.code == 2
     assert f"fd {r} is not open" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        0,
+        -7,
+        2**70,
+        1.0,
+        5.0,
+        0.1,
+        1e-7,
+        1e22,
+        -0.0,
+        float("nan"),
+        float("inf"),
+        True,
+        False,
+        "plain",
+        'quote"back\\slash',
+        "é",
+        server.Base85Text("W^ZpB"),
+        {},
+        {"n": 1, "timeout_sec": None},
+        {"data": server.Base85Text("{{Q_00000000L%r"), "timeout_sec": 0.25},
+        {"n": 3, "x": True},
+        {"weird key": 1},
+        {'k"': 1},
+        {"options": {"a": [1, 2]}},
+        {1: 2},
+        [1, None],
+        {"f": float("-inf")},
+    ],
+)
+def test_json_dumps_fast_path_matches_json_dumps(value):
+    assert server.json_dumps(value) == json.dumps(value)
+
+
+def test_transport_requests_and_replies_match_json_dumps():
+    fixture = ClientServerFixture(
+        mock_handler(
+            read_transport={"return_value": bytes(range(256))},
+            write_transport={"return_value": None},
+        )
+    )
+    sent = []
+    fixture.client._testonly_did_write_request = lambda: (
+        sent.append(bytes(fixture.client_to_server.buf)),
+        fixture._serve(),
+        sent.append(bytes(fixture.server_to_client.buf)),
+    )
+    data = bytes(range(200))
+    fixture.client.write_transport(data, 0.5)
+    assert fixture.client.read_transport(300, None) == {"data": bytes(range(256))}
+    text_in = base64.b85encode(data).decode()
+    text_out = base64.b85encode(bytes(range(256))).decode()
+    assert sent == [
+        (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "write_transport",
+                    "params": {"data": text_in, "timeout_sec": 0.5},
+                    "id": 1,
+                }
+            )
+            + "\n"
+        ).encode(),
+        (json.dumps({"jsonrpc": "2.0", "id": 1, "result": None}) + "\n").encode(),
+        (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "read_transport",
+                    "params": {"n": 300, "timeout_sec": None},
+                    "id": 2,
+                }
+            )
+            + "\n"
+        ).encode(),
+        (json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"data": text_out}}) + "\n").encode(),
+    ]

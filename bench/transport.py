@@ -1,0 +1,182 @@
+"""Transport throughput and latency: JSON-RPC, the FIFO fast path, and a raw pipe baseline.
+
+Runs the loopback template project (``tests/loopback_template``) as a real server process and
+measures, through our client:
+
+- write-then-read round trips of 1 KiB, 64 KiB and 1 MiB payloads, as payload MB/s
+  (1 MB = 10**6 bytes; payload bytes per round trip divided by the median round-trip time);
+- the median round trip of 1 byte.
+
+Each is measured via JSON-RPC (``write_transport`` + ``read_transport``) and via the FIFO
+endpoint fast path, and, as the baseline in the same run, over a raw ``os.pipe`` pair to an echo
+process. A second table compares our base85 codec with Python's ``base64`` at 1 MiB.
+
+Usage: ``python bench/transport.py [--quick]``. Prints tables; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from project_api import client, server, transport  # noqa: E402
+
+TEMPLATE = REPO / "tests" / "loopback_template"
+SIZES = [1024, 64 * 1024, 1024 * 1024]
+
+# A buffering echo process for the raw-pipe baseline (same behaviour as the template's echo
+# device: it accepts a whole payload before anything is read back).
+ECHO_CHILD = r"""
+import os, select, sys
+rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
+os.set_blocking(rfd, False); os.set_blocking(wfd, False)
+pending = bytearray()
+while True:
+    r, w, _ = select.select([rfd], [wfd] if pending else [], [])
+    if r:
+        try:
+            data = os.read(rfd, 65536)
+        except BlockingIOError:
+            data = None
+        if data == b"":
+            break
+        if data:
+            pending += data
+    if w:
+        try:
+            del pending[: os.write(wfd, bytes(pending[:65536]))]
+        except BlockingIOError:
+            pass
+"""
+
+
+def _median_time(fn: Callable[[], None], min_reps: int, budget_sec: float) -> float:
+    fn()  # warm up
+    times = []
+    deadline = time.perf_counter() + budget_sec
+    while len(times) < min_reps or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+        if len(times) >= 100_000:
+            break
+    return statistics.median(times)
+
+
+def _round_trip(t: transport.Transport, payload: bytes) -> None:
+    t.write(payload, 10.0)
+    got = 0
+    while got < len(payload):
+        got += len(t.read(len(payload) - got, 10.0))
+
+
+def measure(t: transport.Transport, quick: bool) -> dict[str, float]:
+    budget = 0.4 if quick else 1.5
+    results = {}
+    for size in SIZES:
+        payload = os.urandom(size)
+        sec = _median_time(lambda p=payload: _round_trip(t, p), 3 if size > 65536 else 10, budget)
+        results[f"{size}"] = size / sec / 1e6
+    results["rtt"] = _median_time(lambda: _round_trip(t, b"x"), 200, budget) * 1e6
+    return results
+
+
+class _RawPipeEcho(transport.FdTransport):
+    """An FdTransport over two os.pipe()s to an echo child process."""
+
+    def __init__(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", ECHO_CHILD, str(to_child_r), str(from_child_w)],
+            pass_fds=(to_child_r, from_child_w),
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        super().__init__(from_child_r, to_child_w)
+
+    def close(self) -> None:
+        super().close()
+        self._proc.wait(timeout=5)
+
+
+def _fake_mlf(tmp: Path) -> Path:
+    (tmp / "mlf").mkdir()
+    (tmp / "mlf" / "metadata.json").write_text("{}\n")
+    path = tmp / "model.tar"
+    with tarfile.open(path, "w") as tar:
+        tar.add(tmp / "mlf", arcname=".")
+    return path
+
+
+def codec_table(quick: bool) -> list[tuple[str, float, float]]:
+    data = os.urandom(1 << 20)
+    text = base64.b85encode(data)
+    budget = 0.2 if quick else 0.5
+    rows = []
+    for name, ours, ref, arg in (
+        ("b85encode", server.b85encode, base64.b85encode, data),
+        ("b85decode", server.b85decode, base64.b85decode, text),
+    ):
+        assert ours(arg) == ref(arg)
+        t_ours = _median_time(lambda f=ours, a=arg: f(a), 3, budget)
+        t_ref = _median_time(lambda f=ref, a=arg: f(a), 2, budget)
+        rows.append((name, len(data) / t_ours / 1e6, len(data) / t_ref / 1e6))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter measurement windows")
+    args = parser.parse_args()
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-transport-") as tmp_name:
+        tmp = Path(tmp_name)
+        project = tmp / "project"
+        with client.instantiate_from_dir(TEMPLATE) as api:
+            api.generate_project(_fake_mlf(tmp), str(tmp), project, {"board": "bench"})
+
+        for label, options, use_endpoint in (
+            ("JSON-RPC (write_transport/read_transport)", {"transport": "rpc"}, True),
+            ("fast path (FIFO endpoint)", {"transport": "fifo"}, True),
+        ):
+            api = client.instantiate_from_dir(project)
+            with transport.ProjectTransport(api, options, use_endpoint=use_endpoint) as t:
+                rows.append((label, measure(t, args.quick)))
+
+    with _RawPipeEcho() as raw:
+        rows.append(("baseline: raw os.pipe to an echo process", measure(raw, args.quick)))
+
+    header = (
+        f"{'path':<44} {'1 KiB MB/s':>11} {'64 KiB MB/s':>12} {'1 MiB MB/s':>11} {'1 B RTT us':>11}"
+    )
+    print("Loopback round trips (write, then read the same bytes back); median of repeated trials")
+    print(header)
+    print("-" * len(header))
+    for label, r in rows:
+        print(
+            f"{label:<44} {r[str(SIZES[0])]:>11.1f} {r[str(SIZES[1])]:>12.1f} "
+            f"{r[str(SIZES[2])]:>11.1f} {r['rtt']:>11.1f}"
+        )
+    print()
+    print("base85 codec at 1 MiB (MB of raw bytes per second)")
+    print(f"{'codec':<12} {'ours MB/s':>10} {'base64 MB/s':>12} {'speed-up':>9}")
+    for name, ours, ref in codec_table(args.quick):
+        print(f"{name:<12} {ours:>10.1f} {ref:>12.1f} {ours / ref:>8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
