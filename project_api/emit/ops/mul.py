@@ -22,4 +22,4 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     else:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
-    return Kernel(op, "binary.c.j2", params, inputs, [y.index], consts)
+    return Kernel(op, "mul.c.j2", params, inputs, [y.index], consts)
