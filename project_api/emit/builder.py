@@ -414,8 +414,7 @@ class ModelBuilder:
         return out_quant, (lo, hi)
 
     def _linear_range(
-        self, x: TensorRef, w_eff: np.ndarray, bias: np.ndarray | None, reduce_axes: tuple[int, ...],
-        channel_axis: int,
+        self, x: TensorRef, w_eff: np.ndarray, bias: np.ndarray | None, channel_axis: int,
     ) -> tuple[float, float]:
         """Mean +- 3 sigma of ``sum(w * x) + b`` per channel for x uniform over its range."""
         lo, hi = self.range_of(x)
@@ -426,7 +425,6 @@ class ModelBuilder:
         std = np.sqrt(var_x * (w**2).sum(axis=1))
         if bias is not None:
             mean = mean + bias.astype(np.float64)
-        del reduce_axes
         return float((mean - 3 * std).min()), float((mean + 3 * std).max())
 
     # -- operators ----------------------------------------------------------------------------
@@ -468,7 +466,7 @@ class ModelBuilder:
         b = self._bias_values(bias, o)
         oh = _out_size(h, kh, sh, dh, padding)
         ow = _out_size(wd, kw, sw, dw, padding)
-        lo, hi = self._linear_range(x, w_eff, b, (1, 2, 3), 0)
+        lo, hi = self._linear_range(x, w_eff, b, 0)
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
         inputs = [x.index, wref.index]
         if b is not None:
@@ -522,7 +520,7 @@ class ModelBuilder:
         b = self._bias_values(bias, oc)
         oh = _out_size(h, kh, sh, dh, padding)
         ow = _out_size(wd, kw, sw, dw, padding)
-        lo, hi = self._linear_range(x, w_eff, b, (0, 1, 2), 3)
+        lo, hi = self._linear_range(x, w_eff, b, 3)
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
         inputs = [x.index, wref.index]
         if b is not None:
@@ -559,7 +557,7 @@ class ModelBuilder:
         pc = self.per_channel if per_channel is None else per_channel
         wref, w_eff = self._weights(stem, w, x, pc, 0)
         b = self._bias_values(bias, nu)
-        lo, hi = self._linear_range(x, w_eff, b, (1,), 0)
+        lo, hi = self._linear_range(x, w_eff, b, 0)
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
         inputs = [x.index, wref.index, -1]
         if b is not None:
