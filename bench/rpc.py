@@ -11,7 +11,7 @@ measures, all in the same run:
 * upload (``Model.set_input``) and download (``Model.get_output``) of a 1 MiB tensor;
 * the raw transport: 1 MiB pushed through the same open FIFO to the same device process with no
   RPC layer (zero bytes, which the device's unframer skips), timed until a following no-op call
-  returns, minus that call's median.
+  returns, minus that call's median; and the same push through the reference's JSON-RPC path.
 
 Targets (issue #3): no-op call <= 1 ms median; uploads >= 50% of the raw transport. The CPU
 split (this process vs the device process, from ``/proc``) shows where tensor time goes: both
@@ -120,6 +120,14 @@ def _bench_packet_size(work: Path, packet_bytes: int, calls: int, repeat: int) -
         with Session(slow) as session:
             session.call(NOOP)
             result["noop_jsonrpc"] = _median_seconds(lambda: session.call(NOOP), max(calls // 10, 20))
+
+            def raw_push_jsonrpc() -> None:
+                slow.write(zeros, 30.0)
+                session.call(NOOP)
+
+            result["raw_jsonrpc"] = max(
+                _median_seconds(raw_push_jsonrpc, 3) - result["noop_jsonrpc"], 1e-9
+            )
     return result
 
 
@@ -152,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"   [{'met' if up >= 0.5 * raw else 'MISSED'}]")
             print(f"  download 1 MiB         {down:8.1f} MiB/s  = {down / raw:5.1%} of raw (upload)")
             print(f"  raw transport (same FIFO and device process, no RPC layer): {raw:8.1f} MiB/s")
+            print(f"    raw bytes over the reference path (JSON-RPC write_transport, base85): "
+                  f"{1 / r['raw_jsonrpc']:.1f} MiB/s; our upload is {up * r['raw_jsonrpc']:.1f}x that")
             print(f"  CPU per 1 MiB: upload host {r['up_host_cpu'] * 1e3:.1f} ms + device "
                   f"{r['up_device_cpu'] * 1e3:.1f} ms; download host {r['down_host_cpu'] * 1e3:.1f} ms"
                   f" + device {r['down_device_cpu'] * 1e3:.1f} ms (raw: {r['raw'] * 1e3:.1f} ms wall)")

@@ -180,6 +180,19 @@ def test_cli_run_tflite_one_go_checked(tmp_path: Path, models_dir: Path) -> None
     assert list(tmp_path.iterdir()) == []  # without --out the work directory is temporary
 
 
+def test_cli_demo(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "project_api", "demo", "--out", str(tmp_path / "d"), "--json"]
+    for _ in range(2):  # the second run replaces the first run's folder by itself
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["ok"] is True and data["max_abs_error"] <= 1e-4
+    (tmp_path / "d" / "notes.txt").write_text("mine")
+    out = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "did not write" in out.stderr
+    assert (tmp_path / "d" / "notes.txt").read_text() == "mine"
+
+
 def test_two_modules_in_one_archive(tmp_path: Path) -> None:
     from mlf_kernels import add_module, dense_module, write_mlf
 

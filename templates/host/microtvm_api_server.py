@@ -84,7 +84,12 @@ PROJECT_OPTIONS = [
     server.ProjectOption(
         "max_packet_size_bytes", default=MAX_PACKET_SIZE_BYTES, type="int",
         optional=["generate_project"],
-        help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet.",
+        help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (microTVM hosts "
+             "accept at most 2048).",
+    ),
+    server.ProjectOption(
+        "sanitize", default=False, type="bool", optional=["generate_project"],
+        help="Build the device with AddressSanitizer and UndefinedBehaviorSanitizer.",
     ),
 ]
 
