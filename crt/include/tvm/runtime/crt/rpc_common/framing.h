@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/rpc_common/write_stream.h>
 
@@ -26,7 +27,10 @@ extern "C" {
 /*! \brief Second byte of the packet start sequence FF FD. */
 #define TVM_FRAMING_PACKET_START ((uint8_t)0xFD)
 
-/*! \brief Size of the framer's output chunks and the unframer's work buffer, in bytes. */
+/*!
+ * \brief Size of the framer's output chunks and the unframer's work buffer, in bytes (each
+ *     framer and unframer holds one such buffer). Override like the knobs of config.h.
+ */
 #ifndef TVM_CRT_FRAMING_CHUNK_SIZE_BYTES
 #define TVM_CRT_FRAMING_CHUNK_SIZE_BYTES 128
 #endif
