@@ -485,6 +485,75 @@ TEST(AotInferenceEndToEnd) {
   FreeHandle(g_executor, kTVMModuleHandle);
 }
 
+/* kTVMBytes return (RPCTimeEvaluator results) and exceptions carrying the last error. */
+TEST(BytesReturnAndLastError) {
+  packet_t args;
+  uint64_t v, syslib, create, executor, evaluator, timer;
+  int i, live;
+  Connect();
+  syslib = GetGlobal("runtime.SystemLib");
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(syslib, &args);
+  ASSERT_EQ_INT(CallResult(&syslib), kTVMModuleHandle);
+  create = GetGlobal("tvm.aot_executor.create");
+  args.size = 0;
+  PutLe(&args, 3, 4);
+  PutLe(&args, kTVMModuleHandle, 4);
+  PutLe(&args, kDLDevice, 4);
+  PutLe(&args, kTVMStr, 4);
+  PutLe(&args, syslib, 8);
+  PutLe(&args, 1, 4);
+  PutLe(&args, 0, 4);
+  PutStr(&args, "default");
+  Call(create, &args);
+  ASSERT_EQ_INT(CallResult(&executor), kTVMModuleHandle);
+
+  /* runtime.RPCTimeEvaluator(executor, "run", 1, 0, number 2, repeat 3, 0, 100, 0, 1, 0, "") */
+  evaluator = GetGlobal("runtime.RPCTimeEvaluator");
+  args.size = 0;
+  PutLe(&args, 12, 4);
+  PutLe(&args, kTVMModuleHandle, 4);
+  PutLe(&args, kTVMStr, 4);
+  for (i = 0; i < 9; ++i) PutLe(&args, kDLInt, 4);
+  PutLe(&args, kTVMStr, 4);
+  PutLe(&args, executor, 8);
+  PutStr(&args, "run");
+  {
+    static const int64_t kInts[9] = {1, 0, 2, 3, 0, 100, 0, 1, 0};
+    for (i = 0; i < 9; ++i) PutLe(&args, (uint64_t)kInts[i], 8);
+  }
+  PutStr(&args, "");
+  Call(evaluator, &args);
+  ASSERT_EQ_INT(CallResult(&timer), kTVMPackedFuncHandle);
+
+  live = TestPlatform_LiveAllocations();
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(timer, &args);
+  /* [kDLInt 12][kTVMBytes u64 24, three doubles] */
+  EXPECT_EQ(kTVMBytes, CallResult(&v));
+  EXPECT_EQ(kTVMBytes, (int)Le(&host.reply, 20, 4));
+  EXPECT_EQ(24u, v);
+  EXPECT_EQ(40u + 24u, host.reply.size);
+  for (i = 0; i < 3; ++i) {
+    double t;
+    memcpy(&t, host.reply.data + 40 + 8 * i, sizeof(t));
+    EXPECT_TRUE(t >= 0.0 && t < 1.0);
+  }
+  EXPECT_EQ(live, TestPlatform_LiveAllocations()); /* the byte array was released */
+
+  /* an error inside the call comes back as an exception with TVMGetLastError() */
+  args.size = 0;
+  PutLe(&args, 1, 4);
+  PutLe(&args, kDLInt, 4);
+  PutLe(&args, 1, 8);
+  Call(evaluator, &args);
+  EXPECT_EQ(5, ReplyCode());
+  EXPECT_CONTAINS(ExceptionMessage(), "expected 12 arguments, got 1");
+  FreeHandle(executor, kTVMModuleHandle);
+}
+
 TEST(CopyToRemoteOutOfRangeIsRefused) {
   remote_array_t in0;
   uint8_t junk[32];
@@ -731,6 +800,7 @@ int main(void) {
   RUN_TEST(WorkedExampleBytes);
   RUN_TEST(MaxPacketSizeAndMissingGlobal);
   RUN_TEST(AotInferenceEndToEnd);
+  RUN_TEST(BytesReturnAndLastError);
   RUN_TEST(CopyToRemoteOutOfRangeIsRefused);
   RUN_TEST(SyscallsOnDeviceMemory);
   RUN_TEST(InitServerAndLogs);
