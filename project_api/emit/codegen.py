@@ -172,6 +172,11 @@ def generate(graph: Graph, name: str) -> Generated:
             raise EmitError(f"tensor name '{io.name}' does not make a C identifier")
     if set(graph.inputs) & set(graph.outputs):
         raise UnsupportedOperatorError("a graph input is also a graph output")
+    produced = {t for k in kernels for t in k.outputs}
+    for i in graph.outputs:
+        if i not in produced:
+            raise UnsupportedOperatorError(
+                f"graph output '{graph.tensor(i).name}' is not computed by any operator")
 
     external: dict[int, str] = {}  # tensor -> C expression of the caller's buffer
     for i, io in zip(graph.inputs, inputs, strict=True):
