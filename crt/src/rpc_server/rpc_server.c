@@ -130,6 +130,7 @@ static int ModuleGetFunction(TVMValue* args, int* type_codes, int num_args, TVMV
 
 static void CheckOrAbort(tvm_crt_error_t err) {
   if (err != kTvmErrorNoError) {
+    TVMLogf("MicroTVMRpcServerInit failed: error 0x%x", (unsigned)err);
     TVMPlatformAbort(err);
   }
 }
@@ -146,17 +147,17 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   s->arena.base = (uint8_t*)g_arena_storage;
   s->arena.size_bytes = sizeof(g_arena_storage);
 
-  CheckOrAbort(TVMInitializeRuntime());
-  CheckOrAbort(TVMRuntimeRegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
-  CheckOrAbort(
-      TVMRuntimeRegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
-
   TVMFrameBufferInit(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
   TVMFramerInit(&s->framer, &s->channel);
   TVMSessionInit(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
   TVMUnframerInit(&s->unframer, TVMSessionReceiver(&s->session));
+  /* From here on TVMLogf reaches the host, also while the runtime starts. */
   TVMLogSetSink(LogSink, s);
 
+  CheckOrAbort(TVMInitializeRuntime());
+  CheckOrAbort(TVMRuntimeRegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
+  CheckOrAbort(
+      TVMRuntimeRegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
   CheckOrAbort(TVMPlatformGenerateRandom(&nonce, 1));
   CheckOrAbort(TVMSessionReset(&s->session, nonce));
   return s;
