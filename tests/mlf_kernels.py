@@ -342,6 +342,26 @@ int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs, struct tvmgen_{na
     return mod, weight, bias
 
 
+def exp_module(name: str = "default", shape: tuple[int, ...] = (2,)) -> Module:
+    """``output = expf(a)`` in float32: generated code that needs the C math library."""
+    a, out = Tensor("a", "float32", shape), Tensor("output", "float32", shape)
+    n = int(np.prod(shape))
+    src = _PRELUDE + f"""#include "tvmgen_{name}.h"
+
+TVM_DLL int32_t tvmgen_{name}_fused_exp(float* p0, float* T_exp) {{
+  for (int32_t i = 0; i < {n}; ++i) {{
+    T_exp[i] = expf(p0[i]);
+  }}
+  return 0;
+}}
+
+int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs, struct tvmgen_{name}_outputs* outputs) {{
+  return tvmgen_{name}_fused_exp((float*)inputs->a, (float*)outputs->output);
+}}
+"""
+    return Module(name, [a], [out], src, 0, [f"tvmgen_{name}_fused_exp"])
+
+
 def add_mlf(path: str | Path, dtype: str = "int8", shape: tuple[int, ...] = (1, 4), name: str = "default") -> Path:
     """An archive holding one element-wise add module."""
     return write_mlf(path, [add_module(name, dtype, shape)])

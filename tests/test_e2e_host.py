@@ -215,3 +215,30 @@ def test_two_modules_in_one_archive(tmp_path: Path) -> None:
             mlp.run()
             np.testing.assert_allclose(mlp.get_output(0), np.maximum(x @ weight.T + bias, 0),
                                        rtol=1e-5)
+
+
+def test_std_math_and_remote_arrays(tmp_path: Path) -> None:
+    """The reference's test_std_math_functions and test_compile_runtime, on our stack."""
+    from mlf_kernels import exp_module, write_mlf
+
+    from project_api.micro.rpc import DataType
+
+    mlf = write_mlf(tmp_path / "exp.tar", [exp_module(shape=(2,))])
+    with generate_host_project(mlf, tmp_path / "prj") as project, project.session() as session:
+        model = session.model()
+        assert model.get_input_index("a") == 0
+        model.set_input("a", np.array([2.0, 3.0], dtype=np.float32))
+        model.run()
+        np.testing.assert_allclose(model.get_output(0), [7.389056, 20.085537], rtol=1e-6)
+        # Device arrays of several shapes round-trip (alloc, copy to, copy from, free).
+        rpc = session.rpc
+        for value in (np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int8),
+                      np.array([4, -7, 9, 127], dtype=np.int8), np.zeros((0,), dtype=np.int8)):
+            tensor = rpc.alloc(value.shape, DataType.from_numpy(value.dtype))
+            try:
+                if value.size:
+                    rpc.copy_to_remote(tensor, value.tobytes())
+                    back = rpc.copy_from_remote(tensor)
+                    assert np.frombuffer(back, np.int8).reshape(value.shape).tolist() == value.tolist()
+            finally:
+                rpc.free_data(tensor)
