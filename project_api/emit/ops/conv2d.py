@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantize as q
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from .common import (
     ConstArray,
     Kernel,
@@ -34,7 +34,7 @@ from .common import (
 from .fully_connected import dequantized_weights
 
 
-def conv_geometry(op: Operator, x, kh: int, kw: int) -> dict:
+def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
     check_spatial(op)
     if len(x.shape) != 4:
         raise unsupported(op, f"input '{x.name}' must be 4-D NHWC, shape {list(x.shape)}")
@@ -52,7 +52,8 @@ def conv_geometry(op: Operator, x, kh: int, kw: int) -> dict:
             "inside": inside}
 
 
-def int8_requant(op: Operator, x, w, y, out_ch: int, axis: int, act: str) -> tuple[dict, list]:
+def int8_requant(op: Operator, x: Tensor, w: Tensor, y: Tensor, out_ch: int, axis: int,
+                 act: str) -> tuple[dict, list[ConstArray]]:
     """Per-channel multipliers/shifts and the activation clamp shared by CONV and DEPTHWISE."""
     in_scale, _ = per_tensor(op, x)
     out_scale, out_zp = per_tensor(op, y)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import UnsupportedOperatorError
 from .. import quantize as q
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from .common import (
     ConstArray,
     Kernel,
@@ -26,10 +27,11 @@ from .common import (
 )
 
 
-def dequantized_weights(op: Operator, w, axis: int) -> np.ndarray:
+def dequantized_weights(op: Operator | None, w: Tensor, axis: int) -> np.ndarray:
     """float32 weights of a hybrid op: ``float32(scale) * float32(q - zero_point)``."""
-    if w.quant is None:
-        raise unsupported(op, f"weights '{w.name}' are {w.dtype} without quantization")
+    if w.quant is None or w.data is None:
+        what = f"weights '{w.name}' are {w.dtype} without quantization"
+        raise unsupported(op, what) if op is not None else UnsupportedOperatorError(what)
     scale = np.asarray(w.quant.scale, dtype=np.float32)
     zp = np.asarray(w.quant.zero_point, dtype=np.float32)
     shape = [1] * w.data.ndim
