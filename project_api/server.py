@@ -568,17 +568,17 @@ class ProjectAPIServer:
 
     def __init__(self, read_file: Any, write_file: Any, handler: ProjectAPIHandler):
         # jsonrpcserver pulls in jsonschema (~0.2 s), so it is imported only by a real server.
-        from jsonrpcserver.dispatcher import call, get_method, to_response
+        from jsonrpcserver.dispatcher import call, get_method
         from jsonrpcserver.request import Request
-        from jsonrpcserver.response import to_serializable_one
         from jsonrpcserver.result import Error, Success
-        from jsonrpcserver.sentinels import NOCONTEXT
+        from jsonrpcserver.sentinels import NOCONTEXT, NODATA
+        from oslash.either import Left  # jsonrpcserver's result type
 
         self._get_method = get_method
         self._call_method = call
-        self._to_response = to_response
         self._rpc_request = Request
-        self._to_serializable_one = to_serializable_one
+        self._left = Left
+        self._nodata = NODATA
         self._success = Success
         self._error = Error
         self._nocontext = NOCONTEXT
@@ -652,10 +652,9 @@ class ProjectAPIServer:
         result = self._get_method(self._methods, rpc_request.method).bind(
             lambda method: self._call_method(rpc_request, self._nocontext, method)
         )
-        response = self._to_response(rpc_request, result)
         if is_notification:
             return None
-        return self._serialize(request["method"], response)
+        return self._serialize(rpc_request.method, rpc_request.id, result)
 
     @staticmethod
     def _validate(request: Any) -> None:
@@ -681,20 +680,24 @@ class ProjectAPIServer:
             if isinstance(id_, bool) or not isinstance(id_, (str, int, float, _NoneType)):
                 raise _InvalidRequest(code, f'request["id"]: want str, number, null; got {id_!r}')
 
-    def _serialize(self, method: str, response: Any) -> bytes:
-        body = self._to_serializable_one(response)
-        # Built as json.dumps({"jsonrpc": "2.0", "id": .., "result"/"error": ..}) would print it.
+    def _serialize(self, method: str, id_: Any, result: Any) -> bytes:
+        # jsonrpcserver results are oslash Eithers; like jsonrpcserver.response we read the
+        # ErrorResult / SuccessResult inside, and print the reply exactly as json.dumps would
+        # print {"jsonrpc": "2.0", "id": .., "result" | "error": ..}.
         try:
-            if "error" in body:
-                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(body["id"])
-                text += ', "error": ' + json.dumps(body["error"]) + "}"
+            if isinstance(result, self._left):
+                err = result._error
+                data = None if err.data is self._nodata else err.data
+                error = {"code": int(err.code), "message": err.message, "data": data}
+                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(id_)
+                text += ', "error": ' + json.dumps(error) + "}"
             else:
-                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(body["id"])
-                text += ', "result": ' + json_dumps(body["result"]) + "}"
+                text = '{"jsonrpc": "2.0", "id": ' + json_dumps(id_)
+                text += ', "result": ' + json_dumps(result._value.result) + "}"
         except (TypeError, ValueError) as exc:
             _LOG.error("method %s: reply is not JSON-serializable: %s", method, exc)
             return self._error_reply(
-                body["id"],
+                id_,
                 ErrorCode.INTERNAL_ERROR,
                 f"{method}: the handler's result is not JSON-serializable: {exc}",
                 None,
