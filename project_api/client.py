@@ -431,6 +431,8 @@ def instantiate_from_dir(
 ) -> ProjectAPIClient:
     """Launch the Project API server of ``project_dir`` and return a client connected to it."""
     project_dir = pathlib.Path(project_dir)
+    given_dir = project_dir
+    project_dir = project_dir.resolve()  # the server runs with cwd=project_dir
     server_py = project_dir / SERVER_SCRIPT_NAME
     launcher = project_dir / LAUNCH_SCRIPT_NAME
     if launcher.is_file():
@@ -441,7 +443,7 @@ def instantiate_from_dir(
         argv = [sys.executable, str(server_py)]
     else:
         raise ProjectAPIServerNotFoundError(
-            f"No Project API server found in project directory: {project_dir}\n"
+            f"No Project API server found in project directory: {given_dir}\n"
             f"Tried: {LAUNCH_SCRIPT_NAME}, {SERVER_SCRIPT_NAME}"
         )
 

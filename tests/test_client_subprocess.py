@@ -397,3 +397,12 @@ def test_tvm_style_server_works_with_our_client(tmp_path):
         with pytest.raises(server.IoTimeoutError):
             t.read(1, 0.02)
     assert api.is_shutdown and api.process.returncode == 0
+
+
+def test_relative_project_dir(tmp_path, monkeypatch):
+    shutil.copytree(LOOPBACK, tmp_path / "proj", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    with client.instantiate_from_dir("proj") as api:
+        assert api.server_info_query("0.15.0")["platform_name"] == "loopback"
+    with pytest.raises(errors.ProjectAPIServerNotFoundError, match="project directory: nope\n"):
+        client.instantiate_from_dir("nope")
