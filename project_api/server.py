@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from typing import Any
 
 from .errors import (
@@ -568,11 +569,14 @@ class ProjectAPIServer:
 
     def __init__(self, read_file: Any, write_file: Any, handler: ProjectAPIHandler):
         # jsonrpcserver pulls in jsonschema (~0.2 s), so it is imported only by a real server.
-        from jsonrpcserver.dispatcher import call, get_method
-        from jsonrpcserver.request import Request
-        from jsonrpcserver.result import Error, Success
-        from jsonrpcserver.sentinels import NOCONTEXT, NODATA
-        from oslash.either import Left  # jsonrpcserver's result type
+        # Its package __init__ uses a deprecated importlib.resources call; that is not ours to fix.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from jsonrpcserver.dispatcher import call, get_method
+            from jsonrpcserver.request import Request
+            from jsonrpcserver.result import Error, Success
+            from jsonrpcserver.sentinels import NOCONTEXT, NODATA
+            from oslash.either import Left  # jsonrpcserver's result type
 
         self._get_method = get_method
         self._call_method = call
