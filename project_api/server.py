@@ -81,9 +81,11 @@ __all__ = [
     "TransportClosedError",
     "TransportTimeouts",
     "UnsupportedTVMVersionError",
+    "Base85Text",
     "b85decode",
     "b85encode",
     "default_project_options",
+    "json_dumps",
     "main",
     "read_with_timeout",
     "write_with_timeout",
@@ -463,14 +465,6 @@ _WIRE_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "write_transport": {"data": (str,), "timeout_sec": (float, int, _NoneType)},
 }
 
-
-def _check_interface() -> None:
-    for name, params in _WIRE_TYPES.items():
-        sig = inspect.signature(getattr(ProjectAPIHandler, name))
-        assert list(sig.parameters)[1:] == list(params), name
-
-
-_check_interface()
 
 _METHOD_RE = re.compile(r"^[a-zA-Z0-9_]+$")
 

@@ -684,3 +684,17 @@ def test_transport_requests_and_replies_match_json_dumps():
         ).encode(),
         (json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"data": text_out}}) + "\n").encode(),
     ]
+
+
+def test_wire_parameter_table_matches_the_handler_interface():
+    import inspect
+
+    abstract = {
+        name
+        for name, value in vars(server.ProjectAPIHandler).items()
+        if getattr(value, "__isabstractmethod__", False)
+    }
+    assert abstract == set(server._WIRE_TYPES)
+    for name, params in server._WIRE_TYPES.items():
+        signature = inspect.signature(getattr(server.ProjectAPIHandler, name))
+        assert list(signature.parameters)[1:] == list(params), name
