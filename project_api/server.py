@@ -498,7 +498,6 @@ class _LineReader:
     def __init__(self, file: Any):
         self._file = file
         self._fd: int | None = None
-        self._pending: list[bytes] = []
         self._buf = b""
         try:
             if not isinstance(file, io.TextIOBase) and not getattr(file, "peek", None):
