@@ -301,6 +301,20 @@ def test_compiles_for_cortex_m4(models_dir, tmp_path, name):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.parametrize("name", ["kws_ref_model_int8", "kws_ref_model_float32", "micro_speech_int8"])
+def test_compiles_with_clang_pedantic(models_dir, tmp_path, name):
+    cc = require_tool("clang")
+    gen = emit_sources(model_bytes(models_dir, name))
+    (tmp_path / "tvmgen_default.h").write_text(gen.header)
+    src = tmp_path / "default_lib0.c"
+    src.write_text(gen.source)
+    proc = subprocess.run(
+        [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2", f"-I{tmp_path}",
+         f"-I{crt_dir() / 'include'}", "-c", str(src), "-o", str(tmp_path / "lib0.o")],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def test_run_fails_cleanly_without_workspace(models_dir, tmp_path):
     """With a workspace too small for the pool, run returns nonzero instead of crashing."""
     require_tool("gcc")
