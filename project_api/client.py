@@ -62,6 +62,7 @@ LAUNCH_SCRIPT_NAME = "launch_microtvm_api_server." + (
 
 # How often a client waiting on the server checks that the process is still alive.
 _POLL_INTERVAL_SEC = 0.25
+_POLL_INTERVAL_MS = int(_POLL_INTERVAL_SEC * 1000)
 # How long to wait for a server whose pipe hit EOF to finish exiting.
 _EXIT_WAIT_SEC = 2.0
 _STDERR_TAIL_LINES = 40
@@ -139,8 +140,12 @@ class ProjectAPIClient:
         self._rbuf = b""
         self._read_fd = _raw_fd(read_file)
         self._write_fd = _raw_fd(write_file)
+        self._read_poll: Any = None
         if self._read_fd is not None:
             os.set_blocking(self._read_fd, False)
+            if hasattr(select, "poll"):  # one registered poll object: cheaper than select()
+                self._read_poll = select.poll()
+                self._read_poll.register(self._read_fd, select.POLLIN)
         if self._write_fd is not None:
             os.set_blocking(self._write_fd, False)
 
@@ -270,7 +275,10 @@ class ProjectAPIClient:
             return buf[: nl + 1]
         parts = [buf] if buf else []
         while True:
-            ready, _, _ = select.select([fd], [], [], _POLL_INTERVAL_SEC)
+            if self._read_poll is not None:
+                ready = self._read_poll.poll(_POLL_INTERVAL_MS)
+            else:
+                ready, _, _ = select.select([fd], [], [], _POLL_INTERVAL_SEC)
             if not ready:
                 self._check_alive(method)
                 continue
