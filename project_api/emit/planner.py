@@ -3,7 +3,8 @@
 Every intermediate tensor (not a constant, not a graph input or output: those are the caller's
 buffers) gets a fixed byte offset in one pool that the generated ``run`` function takes with a
 single ``TVMBackendAllocWorkspace`` call. Tensors that share storage (a RESHAPE's output aliases
-its input) are planned as one buffer.
+its input) are planned as one buffer; an op's scratch (a wide accumulator) is a buffer that lives
+during that op only.
 
 Algorithm (greedy by size, as TFLM's ``GreedyMemoryPlanner``):
 
