@@ -1,12 +1,13 @@
-"""Randomized whole networks through the emitter: parity with TFLM and LiteRT, and the pool.
+"""Randomized whole networks through the emitter: parity with the references, and the pool.
 
 Single-operator models barely use the activation pool; these do. Each seed draws a network of
 4 to 9 feature layers (CONV_2D, DEPTHWISE_CONV_2D, pools, residual and constant ADD/MUL, a
 side branch joined later), then a head (RESHAPE, FULLY_CONNECTED, SOFTMAX), sometimes a second
 input, a second output taken from the middle, and (int8 modes) a float32 interface through
-QUANTIZE/DEQUANTIZE. The demo model is checked the same way. The harness (emit, compile under
-ASan and UBSan checks with a workspace buffer of exactly the declared size, run, compare) is the one in
-``test_emit_random.py``.
+QUANTIZE/DEQUANTIZE. The demo model is checked the same way. int8 networks must match TFLM bit
+for bit; float32 networks must match TFLM and LiteRT within the float tolerance. The harness
+(emit, compile under ASan and UBSan checks with a workspace buffer of exactly the declared size,
+run, compare) is the one in ``test_emit_random.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from test_emit_random import (  # noqa: F401  (fixtures are used by name)
+    SEED_BASE,
     Case,
     Prefetcher,
     _sanitize,
@@ -62,8 +64,8 @@ class DemoCase(Case):
 
 def random_network(mode: str, seed: int) -> tuple[bytes, list[str]]:
     """A random valid network for ``mode``; labels name the layers for failure messages."""
-    rng = np.random.default_rng([zlib.crc32(mode.encode()), seed])
-    mb = B.ModelBuilder(seed=seed, per_channel=mode == "int8_per_channel",
+    rng = np.random.default_rng([SEED_BASE, zlib.crc32(mode.encode()), seed])
+    mb = B.ModelBuilder(seed=[SEED_BASE, seed], per_channel=mode == "int8_per_channel",
                         description=f"random network {mode} seed {seed}")
     dtype = "float32" if mode == "float32" else "int8"
     float_io = dtype == "int8" and bool(rng.random() < 0.4)
@@ -149,4 +151,6 @@ NETWORKS.append(DemoCase("DEMO", "int8", {}))
 
 @pytest.mark.parametrize("case", NETWORKS, ids=[c.id for c in NETWORKS])
 def test_emitted_network_matches_references(case: Case, builds: Prefetcher) -> None:  # noqa: F811
-    check_parity(case, builds)
+    # TFLM and LiteRT themselves drift apart by a few LSB over several int8 layers (up to 6 seen),
+    # so whole int8 networks are held to TFLM bit-exactness only; float32 ones to both.
+    check_parity(case, builds, with_litert=case.mode == "float32")

@@ -240,11 +240,13 @@ def _act_range(lo: float, hi: float, activation: str) -> tuple[float, float]:
 class ModelBuilder:
     """Assemble a one-subgraph TFLite model operator by operator, then :meth:`build` it.
 
-    ``seed`` drives every generated weight. ``per_channel`` is the default weight quantization of
-    int8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (each method can override it).
+    ``seed`` (an int, or a sequence of ints as numpy takes) drives every generated weight.
+    ``per_channel`` is the default weight quantization of int8 CONV_2D, DEPTHWISE_CONV_2D and
+    FULLY_CONNECTED (each method can override it).
     """
 
-    def __init__(self, seed: int = 0, per_channel: bool = False, description: str = "project-api builder"):
+    def __init__(self, seed: int | Sequence[int] = 0, per_channel: bool = False,
+                 description: str = "project-api builder"):
         self.rng = np.random.default_rng(seed)
         self.per_channel = per_channel
         self.description = description
