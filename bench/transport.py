@@ -62,7 +62,20 @@ while True:
 """
 
 
-def _median_time(fn: Callable[[], None], min_reps: int, budget_sec: float) -> float:
+def _proc_cpu_sec(pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by process ``pid``; 0 where /proc is missing."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _median_time(fn: Callable[[], None], min_reps: int, budget_sec: float) -> tuple[float, int]:
+    """(median seconds per call, number of timed calls)."""
     fn()  # warm up
     times = []
     deadline = time.perf_counter() + budget_sec
@@ -72,7 +85,7 @@ def _median_time(fn: Callable[[], None], min_reps: int, budget_sec: float) -> fl
         times.append(time.perf_counter() - start)
         if len(times) >= 100_000:
             break
-    return statistics.median(times)
+    return statistics.median(times), len(times)
 
 
 def _round_trip(t: transport.Transport, payload: bytes) -> None:
@@ -82,14 +95,20 @@ def _round_trip(t: transport.Transport, payload: bytes) -> None:
         got += len(t.read(len(payload) - got, 10.0))
 
 
-def measure(t: transport.Transport, quick: bool) -> dict[str, float]:
+def measure(t: transport.Transport, peer_pid: int | None, quick: bool) -> dict[str, float]:
     budget = 0.4 if quick else 1.5
     results = {}
     for size in SIZES:
         payload = os.urandom(size)
-        sec = _median_time(lambda p=payload: _round_trip(t, p), 3 if size > 65536 else 10, budget)
+        sec, _ = _median_time(
+            lambda p=payload: _round_trip(t, p), 3 if size > 65536 else 10, budget
+        )
         results[f"{size}"] = size / sec / 1e6
-    results["rtt"] = _median_time(lambda: _round_trip(t, b"x"), 200, budget) * 1e6
+    cpu_start = time.process_time() + _proc_cpu_sec(peer_pid)
+    sec, count = _median_time(lambda: _round_trip(t, b"x"), 200, budget)
+    cpu = time.process_time() + _proc_cpu_sec(peer_pid) - cpu_start
+    results["rtt"] = sec * 1e6
+    results["cpu"] = cpu / (count + 1) * 1e6 if peer_pid is not None else float("nan")
     return results
 
 
@@ -106,6 +125,7 @@ class _RawPipeEcho(transport.FdTransport):
         os.close(to_child_r)
         os.close(from_child_w)
         super().__init__(from_child_r, to_child_w)
+        self.pid = self._proc.pid
 
     def close(self) -> None:
         super().close()
@@ -131,8 +151,8 @@ def codec_table(quick: bool) -> list[tuple[str, float, float]]:
         ("b85decode", server.b85decode, base64.b85decode, text),
     ):
         assert ours(arg) == ref(arg)
-        t_ours = _median_time(lambda f=ours, a=arg: f(a), 3, budget)
-        t_ref = _median_time(lambda f=ref, a=arg: f(a), 2, budget)
+        t_ours, _ = _median_time(lambda f=ours, a=arg: f(a), 3, budget)
+        t_ref, _ = _median_time(lambda f=ref, a=arg: f(a), 2, budget)
         rows.append((name, len(data) / t_ours / 1e6, len(data) / t_ref / 1e6))
     return rows
 
@@ -155,22 +175,26 @@ def main() -> None:
         ):
             api = client.instantiate_from_dir(project)
             with transport.ProjectTransport(api, options, use_endpoint=use_endpoint) as t:
-                rows.append((label, measure(t, args.quick)))
+                rows.append((label, measure(t, api.process.pid, args.quick)))
 
     with _RawPipeEcho() as raw:
-        rows.append(("baseline: raw os.pipe to an echo process", measure(raw, args.quick)))
+        rows.append(("baseline: raw os.pipe to an echo process", measure(raw, raw.pid, args.quick)))
 
     header = (
-        f"{'path':<44} {'1 KiB MB/s':>11} {'64 KiB MB/s':>12} {'1 MiB MB/s':>11} {'1 B RTT us':>11}"
+        f"{'path':<44} {'1 KiB MB/s':>11} {'64 KiB MB/s':>12} {'1 MiB MB/s':>11} "
+        f"{'1 B RTT us':>11} {'1 B CPU us':>11}"
     )
-    print("Loopback round trips (write, then read the same bytes back); median of repeated trials")
+    print("Loopback round trips (write, then read the same bytes back); median of repeated trials.")
+    print("CPU us: client + server (or echo) process CPU per 1-byte round trip, from /proc.")
     print(header)
     print("-" * len(header))
     for label, r in rows:
         print(
             f"{label:<44} {r[str(SIZES[0])]:>11.1f} {r[str(SIZES[1])]:>12.1f} "
-            f"{r[str(SIZES[2])]:>11.1f} {r['rtt']:>11.1f}"
+            f"{r[str(SIZES[2])]:>11.1f} {r['rtt']:>11.1f} {r['cpu']:>11.1f}"
         )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"(1-minute load average during the run: {load:.2f} on {os.cpu_count()} CPUs)")
     print()
     print("base85 codec at 1 MiB (MB of raw bytes per second)")
     print(f"{'codec':<12} {'ours MB/s':>10} {'base64 MB/s':>12} {'speed-up':>9}")
