@@ -1,10 +1,14 @@
 """The demo behind ``project-api demo``: generate, build and run a bundled model on the host.
 
-The bundled model is a small float32 multilayer perceptron (8 -> 16 -> 4, ReLU between the
-layers) written here as a Model Library Format archive with plain C kernels that use the TVM
-backend API as generated code does: one activation pool taken with ``TVMBackendAllocWorkspace`` at
-the start of a run and freed at its end. The weights are drawn from a seeded generator, so the
-demo is deterministic, and the outputs the device computes are checked against numpy.
+Two bundled models, both deterministic (seeded weights and inputs):
+
+* ``"int8"`` (the default): the emitter's demo network (:func:`project_api.emit.builder.demo_model`,
+  int8 conv -> depthwise conv -> residual add -> pool -> fully connected -> softmax), built as a
+  TFLite model in code, emitted to MLF and checked bit for bit against TensorFlow Lite Micro;
+* ``"mlp"``: a float32 multilayer perceptron (8 -> 16 -> 4, ReLU between the layers) written
+  here as an MLF with plain C kernels that use the TVM backend API as generated code does (one
+  activation pool from ``TVMBackendAllocWorkspace`` per run), checked against numpy. It needs
+  nothing but this module, so it is also the fallback when the emitter cannot be imported.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import shutil
 import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +44,13 @@ class DemoResult:
     reference: list[np.ndarray]
     max_abs_error: float
     run_seconds: tuple[float, ...]  #: device-timed seconds per run, one per repeat
+    description: str = ""  #: what the model is
+    reference_name: str = "numpy"  #: what the outputs were checked against
+    output_info: list = field(default_factory=list)  #: the MLF's TensorInfo per output
 
     @property
     def ok(self) -> bool:
+        """Float outputs within 1e-4 of the reference; integer outputs identical."""
         return self.max_abs_error <= 1e-4
 
 
@@ -212,7 +220,7 @@ def _prepare(out_dir: Path, force: bool) -> None:
     """Make room for the demo's output; only ever removes what an earlier demo run wrote."""
     if not out_dir.exists():
         return
-    ours = {"model.tar", "project", _MARKER}
+    ours = {"model.tar", "model.tflite", "project", _MARKER}
     others = sorted(p.name for p in out_dir.iterdir() if p.name not in ours)
     if not (out_dir / _MARKER).is_file() and not force:
         raise ProjectError(f"{out_dir} already exists; choose another directory or pass --force")
@@ -224,33 +232,79 @@ def _prepare(out_dir: Path, force: bool) -> None:
     shutil.rmtree(out_dir)
 
 
+def _int8_model(out: Path, seed: int, say: Callable[[str], None]) -> tuple[Path, Callable, str] | None:
+    """Emit the int8 demo network; returns (MLF path, reference runner, description), or None
+    when the emitter or the TFLite Micro reference is not available."""
+    try:
+        from project_api.emit import emit
+        from project_api.emit.builder import demo_model
+        from project_api.emit.reference import run_tflm
+    except ImportError as exc:
+        say(f"the int8 demo needs the emitter and tflite-micro ({exc}); running the float32 MLP")
+        return None
+    tflite = out / "model.tflite"
+    tflite.write_bytes(demo_model(seed))
+    model_path = out / "model.tar"
+    emit(tflite, model_path, name=DEMO_MODULE)
+    description = ("int8 CNN 16x16x1 -> conv 3x3 -> depthwise 3x3 -> add -> pool -> dense -> "
+                   "softmax(10), built as TFLite and emitted to C")
+    return model_path, lambda inputs: run_tflm(tflite.read_bytes(), inputs), description
+
+
 def run_demo(
     out_dir: str | Path,
     *,
+    model: str = "int8",
     force: bool = False,
     seed: int = 0,
     repeat: int = 3,
     number: int = 100,
     progress: Callable[[str], None] | None = None,
 ) -> DemoResult:
-    """Generate, build and run the demo model on the host template, and check it against numpy.
+    """Generate, build and run a demo model on the host template, and check its outputs.
 
-    Writes ``out_dir/model.tar`` and the generated project ``out_dir/project``; a folder left by
-    an earlier demo run is replaced, anything else needs ``force`` (and must hold only demo
-    output). ``progress`` is called with a short line before each step (the CLI prints them).
+    ``model`` is ``"int8"`` (emitted, checked against TensorFlow Lite Micro) or ``"mlp"`` (float32,
+    checked against numpy). Writes the model (``out_dir/model.tar``, and ``model.tflite`` for int8)
+    and the generated project ``out_dir/project``; a folder left by an earlier demo run is
+    replaced, anything else needs ``force`` (and must hold only demo output). ``progress`` is
+    called with a short line before each step (the CLI prints them).
     """
+    from project_api import mlf
     from project_api.project import generate_project
 
+    if model not in ("int8", "mlp"):
+        raise ProjectError(f"demo model {model!r} is unknown; choose int8 or mlp")
     say = progress or (lambda line: _LOG.info("%s", line))
     out = Path(out_dir)
     _prepare(out, force)
     out.mkdir(parents=True)
     (out / _MARKER).write_text("written by 'project-api demo'; the next demo run replaces this folder\n")
-    model_path = out / "model.tar"
-    layers = write_demo_mlf(model_path, seed)
-    say(f"model: float32 MLP {' -> '.join(map(str, _LAYERS))} written to {model_path}")
+    emitted = _int8_model(out, seed, say) if model == "int8" else None
+    if emitted is not None:
+        model_path, reference, description = emitted
+        reference_name = "TFLite Micro"
+    else:
+        model_path = out / "model.tar"
+        layers = write_demo_mlf(model_path, seed)
+        description = f"float32 MLP {' -> '.join(map(str, _LAYERS))}"
+        reference_name = "numpy"
 
-    x = np.random.default_rng(seed + 1).uniform(-1.0, 1.0, (1, _LAYERS[0])).astype(np.float32)
+        def reference(inputs: list[np.ndarray]) -> list[np.ndarray]:
+            return [demo_reference(inputs[0], layers)]
+    say(f"model: {description} -> {model_path}")
+
+    with mlf.open_mlf(model_path) as library:
+        info = library.module(DEMO_MODULE)
+    rng = np.random.default_rng(seed + 1)
+    inputs = []
+    for t in info.inputs:
+        dtype = np.dtype(t.dtype)
+        if dtype.kind == "f":
+            inputs.append(rng.uniform(-1.0, 1.0, t.require_shape()).astype(dtype))
+        else:
+            lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+            inputs.append(rng.integers(lo, hi, t.require_shape(), dtype=dtype, endpoint=True))
+
     project_dir = out / "project"
     say(f"generating the host project in {project_dir}")
     with generate_project("host", model_path, project_dir, {"project_type": "host_driven"}) as project:
@@ -258,11 +312,18 @@ def run_demo(
         project.build()
         say("running on the host device process")
         with project.session() as session:
-            model = session.model(DEMO_MODULE)
-            model.set_input("input", x)
-            model.run()
-            y = model.get_output(0)
-            timing = session.time(model, number=number, repeat=repeat)
-    ref = demo_reference(x, layers)
-    err = float(np.max(np.abs(y.reshape(ref.shape) - ref)))
-    return DemoResult(project_dir, model_path, {"input": x}, [y], [ref], err, timing.results)
+            device_model = session.model(DEMO_MODULE)
+            for i, x in enumerate(inputs):
+                device_model.set_input(i, x)
+            device_model.run()
+            outputs = [device_model.get_output(i) for i in range(len(info.outputs))]
+            timing = session.time(device_model, number=number, repeat=repeat)
+    refs = [np.asarray(r) for r in reference(inputs)]
+    err = max(
+        float(np.max(np.abs(y.reshape(r.shape).astype(np.float64) - r.astype(np.float64))))
+        if r.size else 0.0
+        for y, r in zip(outputs, refs, strict=True)
+    )
+    return DemoResult(project_dir, model_path, {t.name: x for t, x in zip(info.inputs, inputs, strict=True)},
+                      outputs, refs, err, timing.results, description, reference_name,
+                      list(info.outputs))

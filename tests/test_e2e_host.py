@@ -158,8 +158,21 @@ def test_cli_run_one_go_with_random_inputs(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["inputs"] == data["inputs"]
 
 
-def test_demo(tmp_path: Path) -> None:
+def test_demo_int8_matches_tflm(tmp_path: Path) -> None:
+    from project_api.emit.reference import run_tflm
+
     result = run_demo(tmp_path / "demo", number=5, repeat=2)
+    assert result.ok, result.max_abs_error
+    assert result.reference_name == "TFLite Micro"
+    # Recompute the reference here rather than trusting the demo's own comparison.
+    tflite = (tmp_path / "demo" / "model.tflite").read_bytes()
+    ref = run_tflm(tflite, list(result.inputs.values()))
+    assert result.outputs[0].dtype == np.int8
+    np.testing.assert_array_equal(result.outputs[0].reshape(ref[0].shape), ref[0])
+
+
+def test_demo_mlp(tmp_path: Path) -> None:
+    result = run_demo(tmp_path / "demo", model="mlp", number=5, repeat=2)
     assert result.ok, result.max_abs_error
     # Recompute the reference here rather than trusting the demo's own comparison.
     from project_api.demo import _demo_weights

@@ -285,44 +285,63 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
 class DemoCommand(Subcommand):
     NAMES = ["demo"]
     HELP = "Generate, build and run the bundled demo model on the host (no hardware needed)."
+    DESCRIPTION = (
+        "Build the bundled demo model, generate and build a host-template project for it, run it\n"
+        "on the host device process and check the outputs: the int8 network (default) against\n"
+        "TensorFlow Lite Micro bit for bit, the float32 MLP against numpy."
+    )
     EPILOG = """\
 examples:
   project-api demo
-  project-api demo --out demo-out --force"""
+  project-api demo --model mlp --out demo-mlp
+  project-api demo --out demo-out --json"""
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--out", default="demo-out",
-                            help="directory for the model and generated project (default demo-out)")
-        parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+                            help="directory for the model and generated project (default demo-out; "
+                                 "an earlier demo's folder is replaced)")
+        parser.add_argument("--model", choices=["int8", "mlp"], default="int8",
+                            help="int8: emitted CNN checked against TFLite Micro (default); "
+                                 "mlp: float32 MLP checked against numpy")
+        parser.add_argument("--force", action="store_true",
+                            help="replace --out even if an earlier demo did not write it")
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of weights and inputs")
 
     def invoke(self) -> int:
         from project_api.demo import run_demo
 
         a = self.args
-        result = run_demo(a.out, force=a.force, seed=a.seed, progress=self.progress)
+        result = run_demo(a.out, model=a.model, force=a.force, seed=a.seed, progress=self.progress)
         data = {
+            "model": result.description,
             "project_dir": str(result.project_dir),
-            "model": str(result.model_path),
+            "model_path": str(result.model_path),
+            "inputs": {k: v.tolist() for k, v in result.inputs.items()},
             "outputs": [o.tolist() for o in result.outputs],
             "reference": [r.tolist() for r in result.reference],
+            "reference_name": result.reference_name,
             "max_abs_error": result.max_abs_error,
             "seconds_per_run": list(result.run_seconds),
             "ok": result.ok,
         }
 
         def text() -> str:
-            best = min(result.run_seconds)
-            return "\n".join([
-                f"demo model ran on the host device process ({result.project_dir})",
-                "  input:     " + _summary(result.inputs["input"], 13),
-                "  output:    " + _summary(result.outputs[0], 13),
-                "  numpy:     " + _summary(result.reference[0], 13),
-                f"  max |device - numpy| = {result.max_abs_error:.3g}: "
-                + ("OK" if result.ok else "MISMATCH"),
-                f"  device time per run: best {best * 1e6:.2f} us",
-            ])
+            ref = result.reference_name
+            lines = [f"demo: {result.description}", f"  {'project:':<14}{result.project_dir}"]
+            for i, (y, r) in enumerate(zip(result.outputs, result.reference, strict=True)):
+                lines.append(f"  {f'output {i}:':<14}" + _summary(y, 16))
+                lines.append(f"  {ref + ':':<14}" + _summary(r.reshape(y.shape), 16))
+                info = result.output_info[i] if i < len(result.output_info) else None
+                quant = getattr(info, "quantization", None)
+                if quant and len(quant["scale"]) == 1:
+                    real = (y.astype(np.float64) - quant["zero_point"][0]) * quant["scale"][0]
+                    top = int(np.argmax(real))
+                    lines.append(f"  dequantized: top class {top} (p = {real.reshape(-1)[top]:.3f})")
+            verdict = "OK" if result.ok else "MISMATCH"
+            lines.append(f"  max |device - {ref}| = {result.max_abs_error:.3g}: {verdict}")
+            lines.append(f"  device time per run: best {min(result.run_seconds) * 1e6:.2f} us")
+            return "\n".join(lines)
 
         self.output(data, text)
         return 0 if result.ok else 1
