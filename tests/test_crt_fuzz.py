@@ -1,4 +1,4 @@
-"""libFuzzer runs of the device-side wire parsers (crt/fuzz): unframer, session receiver, RPC decoder.
+"""libFuzzer runs of the device-side wire parsers (crt/fuzz): unframer, session, RPC decoder, whole server.
 
 Each target is built with clang (-fsanitize=fuzzer,address,undefined) and run from seed corpora
 written from the spec's golden frames, for a bounded time and memory. Any crash, sanitizer
@@ -17,7 +17,7 @@ from conftest import require_tool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUZZ_DIR = REPO_ROOT / "crt" / "fuzz"
-TARGETS = ["fuzz_unframer", "fuzz_session", "fuzz_rpc_packet"]
+TARGETS = ["fuzz_unframer", "fuzz_session", "fuzz_rpc_packet", "fuzz_rpc_server"]
 SECONDS = int(os.environ.get("CRT_FUZZ_SECONDS", "15"))
 RSS_LIMIT_MB = 512
 
@@ -38,7 +38,7 @@ def fuzz_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_corpus_written_from_goldens(fuzz_build: Path) -> None:
-    for name in ("unframer", "session", "rpc_packet"):
+    for name in ("unframer", "session", "rpc_packet", "rpc_server"):
         seeds = sorted((fuzz_build / "corpus" / name).glob("seed_*"))
         assert seeds, f"no seeds for {name}"
     # The spec's §4.8 request is among the RPC seeds, byte for byte (after the session header).

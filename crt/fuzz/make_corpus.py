@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the fuzzers' seed corpora from the golden frames of the spec (nothing binary is committed).
 
-Usage: make_corpus.py OUT_DIR   -> OUT_DIR/{unframer,session,rpc_packet}/seed_*
+Usage: make_corpus.py OUT_DIR   -> OUT_DIR/{unframer,session,rpc_packet,rpc_server}/seed_*
 """
 
 from __future__ import annotations
@@ -108,6 +108,11 @@ def main(argv: list[str]) -> int:
         "session": [b"\x00\x3c\xfe" + b"".join(frame(p) for p in SESSION_PAYLOADS)]
         + [b"\x01\x3c" + b"".join(bytes([len(p)]) + p for p in SESSION_PAYLOADS)],
         "rpc_packet": RPC_PACKETS,
+        # host nonce, then [u16 size][request] records
+        "rpc_server": [
+            b"\x3c" + b"".join(struct.pack("<H", len(p)) + p for p in RPC_PACKETS),
+            b"\x3c" + b"".join(struct.pack("<H", len(p)) + p for p in RPC_PACKETS[:4]),
+        ],
     }
     for name, items in seeds.items():
         d = out / name

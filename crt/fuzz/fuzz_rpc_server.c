@@ -1,0 +1,246 @@
+/*
+ * fuzz_rpc_server.c: libFuzzer target for the whole device server (session, MinRPC decoder,
+ * executor, reply encoder) behind MicroTVMRpcServerLoop, over a stand-in runtime.
+ *
+ * The harness is the host: it handshakes, then sends each input record as one kNormal request
+ * in a valid frame, and reads the device's replies with its own unframer and session.
+ * Input: byte 0 = host nonce, then records [u16 LE size][request bytes]. Requests that make
+ * the device copy through host-given pointers (kCopyFromRemote, kCopyToRemote,
+ * kCopyAmongRemote) are skipped: the protocol trusts the host with those addresses.
+ * Checks: every request gets exactly one well-formed reply (none for kShutdown and empty
+ * packets), the session stays established, nothing crashes or leaks.
+ *
+ * The stand-in runtime below answers TVMFuncCall with every return type in turn (chosen by
+ * the function handle), so every reply encoding is reached.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/crt.h>
+#include <tvm/runtime/crt/logging.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "../src/rpc_server/rpc_packet.h"
+
+/* ---- Stand-in runtime and platform ------------------------------------------------------ */
+
+static char g_last_error[64] = "";
+static int64_t g_shape[2] = {2, 3};
+static float g_tensor_data[6];
+static DLTensor g_tensor = {g_tensor_data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, g_shape, NULL, 0};
+static const char g_bytes_data[5] = {1, 2, 3, 4, 5};
+static TVMByteArray g_bytes = {g_bytes_data, sizeof(g_bytes_data)};
+static uint64_t g_pool[64];
+static tvm_crt_log_sink_t g_sink;
+static void* g_sink_ctx;
+
+void TVMAPISetLastError(const char* msg) {
+  strncpy(g_last_error, msg, sizeof(g_last_error) - 1);
+}
+const char* TVMGetLastError(void) { return g_last_error; }
+tvm_crt_error_t TVMInitializeRuntime(void) { return kTvmErrorNoError; }
+tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func, int o) {
+  (void)name;
+  (void)func;
+  (void)o;
+  return kTvmErrorNoError;
+}
+void TVMLogSetSink(tvm_crt_log_sink_t sink, void* ctx) {
+  g_sink = sink;
+  g_sink_ctx = ctx;
+}
+void TVMLogf(const char* fmt, ...) {
+  if (g_sink != NULL) g_sink(g_sink_ctx, fmt, strlen(fmt));
+}
+void TVMPlatformAbort(tvm_crt_error_t code) {
+  (void)code;
+  abort();
+}
+tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t n) {
+  memset(buffer, 0x5a, n);
+  return kTvmErrorNoError;
+}
+int TVMFuncGetGlobal(const char* name, TVMFunctionHandle* out) {
+  *out = (TVMFunctionHandle)(uintptr_t)strlen(name);
+  return 0;
+}
+int TVMModGetFunction(TVMModuleHandle mod, const char* name, int q, TVMFunctionHandle* out) {
+  (void)mod;
+  (void)q;
+  *out = (TVMFunctionHandle)(uintptr_t)strlen(name);
+  return 0;
+}
+int TVMFuncFree(TVMFunctionHandle f) { return f == NULL ? -1 : 0; }
+int TVMModFree(TVMModuleHandle m) { return m == NULL ? -1 : 0; }
+int TVMArrayFree(TVMArrayHandle a) { return a == NULL ? -1 : 0; }
+int TVMByteArrayFree(TVMByteArray* b) {
+  if (b != &g_bytes) abort(); /* only what TVMFuncCall returned */
+  return 0;
+}
+int TVMDeviceAllocDataSpace(DLDevice dev, size_t n, size_t align, DLDataType t, void** out) {
+  (void)dev;
+  (void)align;
+  (void)t;
+  *out = n <= sizeof(g_pool) ? (void*)g_pool : NULL;
+  return *out == NULL ? -1 : 0;
+}
+int TVMDeviceAllocDataSpaceWithScope(DLDevice dev, int ndim, const int64_t* shape, DLDataType t,
+                                     const char* scope, void** out) {
+  (void)ndim;
+  (void)shape;
+  (void)scope;
+  return TVMDeviceAllocDataSpace(dev, 8, 8, t, out);
+}
+int TVMDeviceFreeDataSpace(DLDevice dev, void* ptr) {
+  (void)dev;
+  return ptr == NULL ? -1 : 0;
+}
+
+/* Every return type, chosen by the function handle. Reads all arguments it is given. */
+int TVMFuncCall(TVMFunctionHandle func, TVMValue* args, int* codes, int n, TVMValue* ret,
+                int* ret_code) {
+  static const int kCodes[] = {kDLInt,         kDLFloat,          kTVMStr,         kTVMBytes,
+                               kTVMNDArrayHandle, kTVMModuleHandle, kTVMPackedFuncHandle,
+                               kTVMNullptr,    kDLDevice,         kTVMDataType,    kTVMDLTensorHandle,
+                               kTVMOpaqueHandle, kTVMObjectHandle, -1};
+  uintptr_t h = (uintptr_t)func;
+  int i;
+  for (i = 0; i < n; ++i) {
+    if (codes[i] == kTVMStr) (void)strlen(args[i].v_str);
+    if (codes[i] == kTVMDLTensorHandle) (void)((DLTensor*)args[i].v_handle)->shape;
+  }
+  *ret_code = kCodes[h % (sizeof(kCodes) / sizeof(kCodes[0]))];
+  switch (*ret_code) {
+    case kTVMStr: ret->v_str = "result"; break;
+    case kTVMBytes: ret->v_handle = &g_bytes; break;
+    case kTVMNDArrayHandle:
+    case kTVMDLTensorHandle: ret->v_handle = &g_tensor; break;
+    case kDLDevice: ret->v_device = g_tensor.device; break;
+    case kTVMDataType: ret->v_type = g_tensor.dtype; break;
+    case -1: TVMAPISetLastError("stand-in error"); return -1;
+    default: ret->v_int64 = (int64_t)h; break;
+  }
+  return 0;
+}
+
+/* ---- Host side ---------------------------------------------------------------------------- */
+
+static uint8_t g_to_device[8192];
+static size_t g_to_device_size;
+static uint8_t g_from_device[16384];
+static size_t g_from_device_size;
+static int g_replies;
+
+static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+  (void)ctx;
+  if (n > sizeof(g_from_device) - g_from_device_size) abort(); /* the host never lags that far */
+  memcpy(g_from_device + g_from_device_size, data, n);
+  g_from_device_size += n;
+  return (ssize_t)n;
+}
+
+static tvm_crt_error_t HostWrite(void* ctx, const uint8_t* data, size_t n, size_t* written) {
+  (void)ctx;
+  if (n > sizeof(g_to_device) - g_to_device_size) abort();
+  memcpy(g_to_device + g_to_device_size, data, n);
+  g_to_device_size += n;
+  *written = n;
+  return kTvmErrorNoError;
+}
+
+static tvm_session_t g_host;
+
+static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+  (void)ctx;
+  if (buf == NULL) return;
+  if (type == kTvmSessionNormal) {
+    const uint8_t* reply;
+    size_t n = TVMFrameBufferPeek(buf, &reply);
+    uint64_t len = 0;
+    int i;
+    if (n < 12) abort(); /* u64 length + i32 code at least */
+    for (i = 7; i >= 0; --i) len = (len << 8) | reply[i];
+    if (len != n - 8) abort(); /* the length prefix matches the reply */
+    g_replies++;
+  }
+  TVMSessionClearReceiveBuffer(&g_host);
+}
+
+static microtvm_rpc_server_t g_server;
+
+static int Exchange(tvm_unframer_t* host_unframer) {
+  uint8_t* p = g_to_device;
+  size_t left = g_to_device_size;
+  size_t consumed;
+  int shutdown = 0;
+  while (left > 0) {
+    if (MicroTVMRpcServerLoop(g_server, &p, &left) == kTvmErrorPlatformShutdown) {
+      shutdown = 1;
+      break;
+    }
+  }
+  g_to_device_size = 0;
+  if (TVMUnframerWrite(host_unframer, g_from_device, g_from_device_size, &consumed) !=
+      kTvmErrorNoError) {
+    abort(); /* the device's output always frames cleanly */
+  }
+  g_from_device_size = 0;
+  return shutdown;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static uint8_t host_rx_storage[16384];
+  static tvm_frame_buffer_t host_rx;
+  static tvm_framer_t host_framer;
+  static tvm_unframer_t host_unframer;
+  static uint64_t arena_storage[1024];
+  tvm_write_stream_t host_out = {HostWrite, NULL, NULL, NULL};
+  if (size < 1) return 0;
+  g_to_device_size = g_from_device_size = 0;
+  g_replies = 0;
+  g_server = MicroTVMRpcServerInit(DeviceWrite, NULL);
+  TVMFrameBufferInit(&host_rx, host_rx_storage, sizeof(host_rx_storage));
+  TVMFramerInit(&host_framer, &host_out);
+  TVMSessionInit(&g_host, &host_framer, &host_rx, HostOnMessage, NULL);
+  TVMUnframerInit(&host_unframer, TVMSessionReceiver(&g_host));
+  TVMSessionReset(&g_host, data[0]);
+  TVMSessionStart(&g_host);
+  Exchange(&host_unframer);
+  if (!TVMSessionIsEstablished(&g_host)) abort();
+  ++data;
+  --size;
+  while (size >= 2) {
+    size_t n = (size_t)(data[0] | (data[1] << 8));
+    tvm_rpc_arena_t arena = {(uint8_t*)arena_storage, sizeof(arena_storage), 0};
+    tvm_rpc_request_t q;
+    const char* error;
+    int expect_reply, before = g_replies;
+    data += 2;
+    size -= 2;
+    if (n > size) n = size;
+    if (n > 2000) n = 2000; /* fits the device's receive buffer with its headers */
+    error = TVMRpcDecodeRequest(data, n, &arena, &q);
+    if (error == NULL && (q.code == kTvmRpcCopyFromRemote || q.code == kTvmRpcCopyToRemote ||
+                          q.code == kTvmRpcCopyAmongRemote)) {
+      data += n;
+      size -= n;
+      continue;
+    }
+    expect_reply = error != NULL || (q.code != kTvmRpcNone && q.code != kTvmRpcShutdown);
+    if (TVMSessionSendMessage(&g_host, kTvmSessionNormal, data, n) != kTvmErrorNoError) abort();
+    if (Exchange(&host_unframer)) {
+      if (error != NULL || q.code != kTvmRpcShutdown) abort(); /* only kShutdown stops it */
+      break;
+    }
+    if (g_replies != before + expect_reply) abort(); /* one reply per request, always */
+    if (!TVMSessionIsEstablished(&g_host)) abort();
+    data += n;
+    size -= n;
+  }
+  return 0;
+}
