@@ -136,6 +136,7 @@ class ProjectAPIClient:
         self._stderr_pump = stderr_pump
         self._shutdown_grace_sec = shutdown_grace_sec
         self._next_id = 0
+        self._abandoned_ids: set[int] = set()
         self._closed = False
         self._rbuf = b""
         self._read_fd = _raw_fd(read_file)
@@ -203,17 +204,14 @@ class ProjectAPIClient:
         line = '{"jsonrpc": "2.0", "method": ' + quoted + ', "params": '
         line += json_dumps(params) + ', "id": ' + repr(request_id) + "}\n"
         self._send(line.encode("utf-8"), method)
-        if self._testonly_did_write_request is not None:
-            self._testonly_did_write_request()
-        line = self._recv_line(method)
-        if not line:
-            self._eof(method)
         try:
-            reply = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise MalformedReplyError(
-                f"calling method {method}: reply is not JSON ({exc}): {line[:200]!r}"
-            ) from None
+            if self._testonly_did_write_request is not None:
+                self._testonly_did_write_request()
+            reply = self._recv_reply(method)
+        except KeyboardInterrupt:
+            # The reply will still come; skip it then, so the next call stays in step.
+            self._abandoned_ids.add(request_id)
+            raise
         if not isinstance(reply, dict):
             raise MalformedReplyError(
                 f"calling method {method}: reply is not an object: {reply!r:.200}"
@@ -238,6 +236,23 @@ class ProjectAPIClient:
                 f"calling method {method}: reply has neither result nor error"
             )
         return reply["result"]
+
+    def _recv_reply(self, method: str) -> Any:
+        while True:
+            line = self._recv_line(method)
+            if not line:
+                self._eof(method)
+            try:
+                reply = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise MalformedReplyError(
+                    f"calling method {method}: reply is not JSON ({exc}): {line[:200]!r}"
+                ) from None
+            if isinstance(reply, dict) and reply.get("id") in self._abandoned_ids:
+                self._abandoned_ids.discard(reply["id"])
+                _LOG.debug("dropped the reply to interrupted request %s", reply["id"])
+                continue
+            return reply
 
     def _send(self, data: bytes, method: str) -> None:
         fd = self._write_fd

@@ -698,3 +698,21 @@ def test_wire_parameter_table_matches_the_handler_interface():
     for name, params in server._WIRE_TYPES.items():
         signature = inspect.signature(getattr(server.ProjectAPIHandler, name))
         assert list(signature.parameters)[1:] == list(params), name
+
+
+def test_client_skips_the_reply_of_an_interrupted_call():
+    fixture = ClientServerFixture(
+        mock_handler(build={"return_value": "first"}, flash={"return_value": "second"})
+    )
+
+    def serve_then_interrupt():
+        fixture._serve()
+        raise KeyboardInterrupt
+
+    fixture.client._testonly_did_write_request = serve_then_interrupt
+    with pytest.raises(KeyboardInterrupt):
+        fixture.client.build({})
+    fixture.client._testonly_did_write_request = fixture._serve
+    # The stale reply to build (id 1) is still queued ahead of flash's (id 2).
+    assert fixture.client.flash({}) == "second"
+    assert fixture.server_to_client.buf == b""
