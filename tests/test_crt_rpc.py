@@ -16,6 +16,20 @@ from conftest import require_tool
 
 CRT_DIR = Path(__file__).resolve().parent.parent / "crt"
 PROGRAMS = ["test_framing", "test_session", "test_rpc_server"]
+RPC_SOURCES = sorted((CRT_DIR / "src" / "rpc_common").glob("*.c")) + sorted(
+    (CRT_DIR / "src" / "rpc_server").glob("*.c")
+)
+CORTEX_M4_FLAGS = [
+    "-mcpu=cortex-m4",
+    "-mthumb",
+    "-Os",
+    "-std=c99",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffunction-sections",
+    "-fdata-sections",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +58,16 @@ def test_crt_rpc_program(make_output: str, program: str) -> None:
     assert summary is not None, output[-2000:]
     assert int(summary.group(1)) > 0 and int(summary.group(2)) == 0, summary.group(0)
     assert "runtime error" not in output and "AddressSanitizer" not in output, output[-4000:]
+
+
+@pytest.mark.parametrize("source", RPC_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_rpc_sources_cross_compile_for_cortex_m4(tmp_path: Path, source: Path) -> None:
+    gcc = require_tool("arm-none-eabi-gcc")
+    result = subprocess.run(
+        [gcc, *CORTEX_M4_FLAGS, f"-I{CRT_DIR / 'include'}", "-c", str(source)]
+        + ["-o", str(tmp_path / "out.o")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
