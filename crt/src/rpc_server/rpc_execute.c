@@ -312,6 +312,7 @@ static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, T
       break;
     case kTVMNDArrayHandle:
       /* [kDLInt 13][the DLTensor][the handle, later released with kFreeHandle 13] */
+      if (ret->v_handle == NULL) return "CallFunc: null result";
       r->num_values = 3;
       r->type_codes[1] = kTVMDLTensorHandle;
       r->type_codes[2] = kTVMOpaqueHandle;
@@ -324,9 +325,12 @@ static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, T
     case kTVMNullptr:
     case kTVMDataType:
     case kDLDevice:
+      r->type_codes[1] = *ret_tcode;
+      break;
     case kTVMDLTensorHandle:
     case kTVMStr:
     case kTVMBytes:
+      if (ret->v_handle == NULL) return "CallFunc: null result";
       r->type_codes[1] = *ret_tcode;
       break;
     default:
