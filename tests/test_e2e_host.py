@@ -182,15 +182,22 @@ def test_demo_mlp(tmp_path: Path) -> None:
     np.testing.assert_allclose(result.outputs[0].reshape(ref.shape), ref, rtol=1e-5, atol=1e-6)
 
 
-def test_cli_run_tflite_one_go_checked(tmp_path: Path, models_dir: Path) -> None:
+def test_cli_run_tflite_one_go_checked(tmp_path: Path) -> None:
+    from project_api.emit.builder import single_op_model
+
+    model = tmp_path / "models" / "fc.tflite"
+    model.parent.mkdir()
+    model.write_bytes(single_op_model("FULLY_CONNECTED", "int8"))
+    work = tmp_path / "cwd"
+    work.mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "project_api", "run", "--template", "host", "--model",
-         str(models_dir / "hello_world_int8.tflite"), "--check", "--repeat", "1"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [sys.executable, "-m", "project_api", "run", "--template", "host", "--model", str(model),
+         "--check", "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, cwd=work,
     )
     assert out.returncode == 0, out.stderr
     assert "check output 0 against TFLite Micro: OK" in out.stdout
-    assert list(tmp_path.iterdir()) == []  # without --out the work directory is temporary
+    assert list(work.iterdir()) == []  # without --out the work directory is temporary
 
 
 def test_cli_demo(tmp_path: Path) -> None:
