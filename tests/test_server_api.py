@@ -716,3 +716,32 @@ def test_client_skips_the_reply_of_an_interrupted_call():
     # The stale reply to build (id 1) is still queued ahead of flash's (id 2).
     assert fixture.client.flash({}) == "second"
     assert fixture.server_to_client.buf == b""
+
+
+def test_fd_server_handles_pipelined_and_split_requests():
+    import os
+    import threading
+    import time
+
+    server_read, client_write = os.pipe()
+    client_read, server_write = os.pipe()
+    handler = mock_handler(build={"side_effect": lambda options: options["k"]})
+    srv = server.ProjectAPIServer(
+        os.fdopen(server_read, "rb", buffering=0),
+        os.fdopen(server_write, "wb", buffering=0),
+        handler,
+    )
+    thread = threading.Thread(target=srv.serve_forever)
+    thread.start()
+    req = '{"jsonrpc": "2.0", "method": "build", "params": {"options": {"k": %d}}, "id": %d}\n'
+    os.write(client_write, ((req % (1, 1)) + (req % (2, 2))).encode())
+    split = (req % (3, 3)).encode()
+    os.write(client_write, split[:10])
+    time.sleep(0.05)
+    os.write(client_write, split[10:])
+    os.close(client_write)
+    thread.join(5)
+    assert not thread.is_alive()
+    with os.fdopen(client_read, "rb") as f:
+        replies = f.read().decode().splitlines()
+    assert replies == [f'{{"jsonrpc": "2.0", "id": {i}, "result": {i}}}' for i in (1, 2, 3)]
