@@ -18,6 +18,7 @@ An operator the emitter does not implement FAILS here (it never skips).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -54,7 +55,7 @@ FLOAT_ATOL = 1e-5
 #: another number to explore new random cases (a failure message names the seed to reproduce it).
 SEED_BASE = int(os.environ.get("PROJECT_API_EMIT_SEED", "0"))
 PARALLEL_BUILDS = 2  # emit+compile workers (the machine budget is 2 cores)
-LABEL_ONLY = ("seed", "shapes", "from")  # case keys that name a variant, not a builder option
+LABEL_ONLY = ("seed", "shapes", "from", "edge")  # case keys that name a variant, not a builder option
 
 
 # --- the case matrix ----------------------------------------------------------------------------
@@ -188,7 +189,78 @@ def _binary_shapes() -> dict[str, list[dict[str, Any]]]:
     return kinds
 
 
-CASES = list(_cases())
+def _zero_channel_filters() -> np.ndarray:
+    """CONV_2D weights [4, 3, 3, 2] whose output channel 1 is all zeros (a degenerate scale)."""
+    w = np.random.default_rng(11).uniform(-0.5, 0.5, size=(4, 3, 3, 2)).astype(np.float32)
+    w[1] = 0.0
+    return w
+
+
+#: Edge cases, each in the listed modes with one branch per seed: batches, big and lopsided
+#: kernels, strides beyond the kernel, windows larger than the input, odd channel counts, extreme
+#: scales and zero points, long rows.
+EDGE_CASES: list[tuple[str, tuple[str, ...], str, dict[str, Any]]] = [
+    ("CONV_2D", B.MODES, "batch2", {"input_shape": (2, 6, 6, 3), "filters": 4}),
+    ("CONV_2D", B.MODES, "k5_s3_valid", {"input_shape": (1, 11, 11, 2), "filters": 3,
+                                         "kernel_size": 5, "stride": 3, "padding": "VALID"}),
+    ("CONV_2D", B.MODES, "lopsided", {"input_shape": (1, 9, 8, 3), "kernel_size": (3, 2),
+                                      "stride": (1, 2), "dilation": (2, 1)}),
+    ("CONV_2D", B.MODES, "c33_f17", {"input_shape": (1, 4, 4, 33), "filters": 17}),
+    ("CONV_2D", B.MODES, "k7x1_c1_f16", {"input_shape": (1, 10, 5, 1), "filters": 16,
+                                         "kernel_size": (7, 1)}),
+    ("CONV_2D", B.MODES, "kernel_beyond_input", {"input_shape": (1, 3, 3, 2), "kernel_size": 5}),
+    ("CONV_2D", B.MODES, "zero_channel", {"input_shape": (1, 5, 5, 2),
+                                          "filters": _zero_channel_filters()}),
+    ("CONV_2D", B.MODES, "relu_n1_to_1", {"input_shape": (1, 6, 6, 3),
+                                          "activation": "RELU_N1_TO_1"}),
+    ("DEPTHWISE_CONV_2D", B.MODES, "m3_k5", {"input_shape": (1, 7, 7, 2), "kernel_size": 5,
+                                             "depth_multiplier": 3}),
+    ("DEPTHWISE_CONV_2D", B.MODES, "batch2_s2", {"input_shape": (2, 5, 5, 4), "stride": 2}),
+    ("DEPTHWISE_CONV_2D", B.MODES, "c16_lopsided_valid", {
+        "input_shape": (1, 6, 6, 16), "stride": (2, 1), "dilation": (1, 2), "padding": "VALID"}),
+    ("FULLY_CONNECTED", B.MODES, "depth300", {"input_shape": (1, 300), "units": 20}),
+    ("FULLY_CONNECTED", B.MODES, "batch4", {"input_shape": (4, 16), "units": 6}),
+    ("FULLY_CONNECTED", B.MODES, "keep_dims_4d", {"input_shape": (1, 2, 3, 8), "units": 5,
+                                                  "keep_num_dims": True}),
+    ("AVERAGE_POOL_2D", ("int8", "float32"), "global", {"input_shape": (1, 5, 7, 8),
+                                                        "filter_size": (5, 7)}),
+    ("AVERAGE_POOL_2D", ("int8", "float32"), "batch2_same", {
+        "input_shape": (2, 7, 7, 3), "filter_size": 3, "stride": 2, "padding": "SAME"}),
+    ("MAX_POOL_2D", ("int8", "float32"), "window_beyond_input", {
+        "input_shape": (1, 3, 3, 4), "filter_size": 4, "stride": 1, "padding": "SAME"}),
+    ("MAX_POOL_2D", ("int8", "float32"), "s3_f2", {"input_shape": (1, 9, 9, 3), "filter_size": 2,
+                                                   "stride": 3}),
+    ("ADD", ("int8", "float32"), "scale_ratio_5000", {"value_range": (-0.01, 0.01),
+                                                      "b_range": (-50.0, 50.0)}),
+    ("ADD", ("int8", "float32"), "scalar_input", {"b_shape": (1,)}),
+    ("ADD", ("int8", "float32"), "row1000", {"input_shape": (1, 1000), "b_shape": (1, 1000),
+                                             "activation": "RELU_N1_TO_1"}),
+    ("MUL", ("int8", "float32"), "scale_ratio_5000", {"value_range": (-0.01, 0.01),
+                                                      "b_range": (-50.0, 50.0)}),
+    ("MUL", ("int8", "float32"), "scalar_input", {"b_shape": (1,)}),
+    ("SOFTMAX", ("int8", "float32"), "row100_beta3", {"input_shape": (1, 100), "beta": 3.0,
+                                                      "value_range": (-10.0, 10.0)}),
+    ("SOFTMAX", ("int8", "float32"), "rows_of_one", {"input_shape": (4, 1)}),
+    ("SOFTMAX", ("int8", "float32"), "narrow_input", {"value_range": (-0.05, 0.05)}),
+    ("QUANTIZE", ("float32", "int8"), "zero_point_min", {"quant": (0.01, -128)}),
+    ("QUANTIZE", ("float32", "int8"), "zero_point_max", {"quant": (0.01, 127)}),
+    ("QUANTIZE", ("int8",), "scale_down_100", {"value_range": (-12.0, 13.0),
+                                               "quant": (0.001, 3)}),
+    ("DEQUANTIZE", ("int8",), "zero_point_min", {"value_range": (0.0, 5.0)}),
+    ("DEQUANTIZE", ("int8",), "zero_point_max", {"value_range": (-5.0, 0.0)}),
+]
+
+
+def _edge_cases() -> Iterator[Case]:
+    for op, modes, label, opts in EDGE_CASES:
+        for mode in modes:
+            case = Case(op, mode, {"edge": label})
+            for s in SEEDS:
+                case.branches.append({**opts, "seed": s})
+            yield case
+
+
+CASES = list(_cases()) + list(_edge_cases())
 
 
 def build_case(case: Case) -> tuple[bytes, list[str]]:
@@ -322,7 +394,15 @@ def _backend_sources() -> list[Path]:
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    for attempt in range(3):
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+            break
+        except OSError as exc:
+            # Seen once: vfork+exec from a worker thread failing with EFAULT while the main
+            # thread runs an interpreter. Spawning again succeeds; anything else is real.
+            if exc.errno != errno.EFAULT or attempt == 2:
+                raise
     if proc.returncode != 0:
         raise AssertionError(f"{what} failed (exit {proc.returncode}):\n$ {' '.join(cmd)}\n"
                              f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")

@@ -688,14 +688,16 @@ class ModelBuilder:
         dtype: str = "int8",
         input_shape: Sequence[int] | None = None,
         name: str = "input",
+        value_range: tuple[float, float] | None = None,
         **options: Any,
     ) -> TensorRef:
         """A new model input named ``name`` feeding one operator ``op``; returns its output.
 
-        The input's float range (hence an int8 input's scale and zero point) is drawn from the
-        builder's generator. ``options`` go to the operator's method, plus: ADD/MUL ``b_shape``
-        (shape of the second operand, default the input's) and ``b_input`` (True: the second
-        operand is another model input, ``name + "_b"``; False: a constant). QUANTIZE with a
+        The input's float range (hence an int8 input's scale and zero point) is ``value_range``
+        or drawn from the builder's generator. ``options`` go to the operator's method, plus:
+        ADD/MUL ``b_shape`` (shape of the second operand, default the input's), ``b_input``
+        (True: the second operand is another model input, ``name + "_b"``; False: a constant)
+        and ``b_range`` (the second input's float range, default drawn). QUANTIZE with a
         float32 ``dtype`` quantizes to int8, with int8 it requantizes (``quant`` defaults to a
         range different from the input's). DEQUANTIZE needs ``dtype="int8"``.
         """
@@ -703,7 +705,8 @@ class ModelBuilder:
         if op == "DEQUANTIZE" and dtype != "int8":
             raise ValueError("DEQUANTIZE takes an int8 input: use dtype 'int8'")
         shape = tuple(input_shape or _DEFAULT_SHAPES[op])
-        value_range = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+        drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+        value_range = drawn if value_range is None else value_range
         x = self.input(shape, dtype, value_range=value_range, name=name)
         if op == "CONV_2D":
             return self.conv2d(x, options.pop("filters", 4), **options)
@@ -717,8 +720,9 @@ class ModelBuilder:
             return self.max_pool2d(x, **options)
         if op in ("ADD", "MUL"):
             b_shape = tuple(options.pop("b_shape", shape))
+            b_drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+            b_range = options.pop("b_range", None) or b_drawn
             if options.pop("b_input", True):
-                b_range = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
                 b: TensorRef | np.ndarray = self.input(b_shape, dtype, value_range=b_range,
                                                        name=f"{name}_b")
             else:
