@@ -39,7 +39,7 @@ import tarfile
 import tempfile
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -850,10 +850,13 @@ class _ModuleParser:
                 table[c] = f
             by_c[label] = table
 
+        # Relay text names its outputs only by position ("output", "output0", ...), so for outputs
+        # the header or metadata decides the names and Relay facts are matched by position.
+        relay_first = kind == "input" or not meta
         if header_order:
             order = list(header_order)
             names = {c: header_names.get(c) for c in order}
-        elif relay:
+        elif relay and relay_first:
             order = [sanitize_c_name(f.name) for f in relay]
             names = {sanitize_c_name(f.name): f.name for f in relay}
         elif meta:
@@ -862,6 +865,16 @@ class _ModuleParser:
             names = {sanitize_c_name(f.name): f.name for f in facts}
         else:
             return []
+
+        if kind == "output" and relay and set(by_c["Relay text"]) != set(order):
+            if len(relay) != len(order):
+                raise self.error(
+                    f"Relay text returns {len(relay)} output(s) but the positional output list "
+                    f"has {len(order)} ({', '.join(order)})"
+                )
+            by_c["Relay text"] = {
+                c: replace(f, name=names.get(c) or c) for c, f in zip(order, relay, strict=True)
+            }
 
         if header_order:
             # Tolerate a header whose member names differ from ours only in case.

@@ -96,7 +96,8 @@ def interface_header(mod: Module) -> str:
 
 def relay_text(mod: Module) -> str:
     params = ", ".join(f"%{t.name}: {t.relay_type()}" for t in mod.inputs)
-    if len(mod.outputs) == 1 and mod.outputs[0].name == "output":
+    # Relay has no output names: one output is a plain tensor type, several are a tuple.
+    if len(mod.outputs) == 1:
         ret = mod.outputs[0].relay_type()
     else:
         ret = "(" + ", ".join(t.relay_type() for t in mod.outputs) + ")"

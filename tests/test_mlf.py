@@ -291,3 +291,27 @@ def test_header_member_case_differences_are_tolerated(tmp_path):
     with open_mlf(write_tar(tmp_path / "m.tar", files)) as lib:
         (t,) = lib.module().inputs
         assert (t.name, t.c_name, t.shape) == ("Input", "input", (4,))
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_single_named_output_is_matched_to_relay_by_position(tmp_path, version):
+    # TVM names a single output from output_tensor_names (TFLite's "Identity"), but its Relay text
+    # only gives the type; the Relay facts must be matched by position, not by name.
+    mod = Module(inputs=[Tensor("input_1", "int8", (1, 4))],
+                 outputs=[Tensor("Identity", "int8", (1, 3))])
+    path = make_mlf(tmp_path / "m.tar", version, [mod])
+    with open_mlf(path) as lib:
+        (out,) = lib.module().outputs
+        assert (out.name, out.c_name, out.dtype, out.shape, out.size_bytes) == (
+            "Identity", "Identity", "int8", (1, 3), 3)
+
+
+def test_relay_output_count_disagreeing_with_header_is_an_error(tmp_path):
+    mod = Module(outputs=[Tensor("a", "int8", (2,)), Tensor("b", "int8", (2,))])
+    files = mlf_files(7, [mod])
+    files["src/default.relay"] = files["src/default.relay"].replace(
+        b"-> (Tensor[(2), int8], Tensor[(2), int8])", b"-> Tensor[(2), int8]")
+    path = write_tar(tmp_path / "m.tar", files)
+    with pytest.raises(MLFError, match="returns 1 output"):
+        with open_mlf(path) as lib:
+            lib.module()
