@@ -42,6 +42,12 @@ def test_io_details_of_a_shared_model(models_dir: Path) -> None:
     assert inp["shape"] == (1, 1960) and inp["dtype"] == np.int8
     assert out["shape"] == (1, 4) and out["dtype"] == np.int8
     assert out["scale"] == [pytest.approx(1 / 256)] and out["zero_point"] == [-128]
+    assert inp["name"] and out["name"] and inp["name"] != out["name"]
+
+
+def test_io_details_name_the_builder_tensors() -> None:
+    (inp,) = R.input_details(B.demo_model())
+    assert inp["name"] == "input" and inp["shape"] == (1, 16, 16, 1)
 
 
 def _conv_model(size: int) -> bytes:

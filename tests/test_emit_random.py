@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tflite
 from conftest import require_tool
 
 from project_api.emit import builder as B
@@ -284,14 +283,6 @@ def _sanitize(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z]", "_", name)
 
 
-def _io_names(model: bytes) -> tuple[list[str], list[str]]:
-    m = tflite.Model.GetRootAsModel(model, 0)
-    sg = m.Subgraphs(0)
-    ins = [sg.Tensors(int(i)).Name().decode() for i in sg.InputsAsNumpy()]
-    outs = [sg.Tensors(int(i)).Name().decode() for i in sg.OutputsAsNumpy()]
-    return ins, outs
-
-
 def _struct_members(header: str, name: str, which: str) -> list[str]:
     m = re.search(rf"struct\s+tvmgen_{name}_{which}\s*\{{(.*?)\}}\s*;", header, re.S)
     if m is None:
@@ -452,10 +443,11 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
     if not header_path.is_file():
         raise AssertionError(f"the MLF lacks codegen/host/include/tvmgen_{name}.h")
     header = header_path.read_text()
-    in_names, out_names = _io_names(model)
-    in_members = _order(_struct_members(header, name, "inputs"), in_names, "inputs")
-    out_members = _order(_struct_members(header, name, "outputs"), out_names, "outputs")
     in_det, out_det = R.input_details(model), R.output_details(model)
+    in_members = _order(_struct_members(header, name, "inputs"), [d["name"] for d in in_det],
+                        "inputs")
+    out_members = _order(_struct_members(header, name, "outputs"), [d["name"] for d in out_det],
+                         "outputs")
     in_sizes = [int(np.prod(d["shape"])) * d["dtype"].itemsize for d in in_det]
     out_sizes = [int(np.prod(d["shape"])) * d["dtype"].itemsize for d in out_det]
     (workdir / "main.c").write_text(_main_c(name, in_members, in_sizes, out_members, out_sizes))

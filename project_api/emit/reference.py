@@ -67,14 +67,25 @@ def _litert_interpreter() -> Any:
     return interpreter
 
 
-def _subgraph_io_count(model: bytes) -> tuple[int, int]:
-    """(number of inputs, number of outputs) of subgraph 0, read with TFLM's schema module."""
+def _subgraph_io_names(model: bytes) -> tuple[list[str], list[str]]:
+    """Tensor names of subgraph 0's inputs and outputs, read with TFLM's schema module."""
     _tflm_runtime()
     from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema_fb
 
-    root = schema_fb.Model.GetRootAsModel(bytearray(model), 0)
-    sg = root.Subgraphs(0)
-    return sg.InputsLength(), sg.OutputsLength()
+    sg = schema_fb.Model.GetRootAsModel(bytearray(model), 0).Subgraphs(0)
+
+    def name(i: int) -> str:
+        raw = sg.Tensors(i).Name()
+        return raw.decode("utf-8", errors="replace") if raw else f"tensor_{i}"
+
+    return ([name(int(sg.Inputs(k))) for k in range(sg.InputsLength())],
+            [name(int(sg.Outputs(k))) for k in range(sg.OutputsLength())])
+
+
+def _subgraph_io_count(model: bytes) -> tuple[int, int]:
+    """(number of inputs, number of outputs) of subgraph 0."""
+    ins, outs = _subgraph_io_names(model)
+    return len(ins), len(outs)
 
 
 def _tflm_interpreter(model: bytes, arena_size_bytes: int | None) -> Any:
@@ -133,14 +144,15 @@ def run_litert(
 
 
 def _details(model: bytes, outputs: bool) -> list[dict[str, Any]]:
-    n_in, n_out = _subgraph_io_count(model)
+    in_names, out_names = _subgraph_io_names(model)
     interp = _tflm_interpreter(model, None)
     result = []
-    for i in range(n_out if outputs else n_in):
+    for i, tensor_name in enumerate(out_names if outputs else in_names):
         d = interp.get_output_details(i) if outputs else interp.get_input_details(i)
         q = d.get("quantization_parameters", {})
         scales = [float(s) for s in np.asarray(q.get("scales", []))]
         result.append({
+            "name": tensor_name,
             "shape": tuple(int(s) for s in d["shape"]),
             "dtype": np.dtype(d["dtype"]),
             "scale": scales,
@@ -151,12 +163,13 @@ def _details(model: bytes, outputs: bool) -> list[dict[str, Any]]:
 
 
 def input_details(model: bytes) -> list[dict[str, Any]]:
-    """Per input: ``shape`` (tuple), ``dtype`` (numpy), ``scale`` and ``zero_point`` (lists)."""
+    """Per input: ``name``, ``shape`` (tuple), ``dtype`` (numpy), ``scale`` and ``zero_point``
+    (lists; empty when not quantized) and ``quantized_dimension``."""
     return _details(model, outputs=False)
 
 
 def output_details(model: bytes) -> list[dict[str, Any]]:
-    """Per output: ``shape``, ``dtype``, ``scale`` and ``zero_point``, as :func:`input_details`."""
+    """Per output: the same keys as :func:`input_details`."""
     return _details(model, outputs=True)
 
 
