@@ -1,10 +1,11 @@
 """Build small TFLite models in code, for tests, benchmarks and the demo.
 
 The emitter is tested against models whose every option is chosen on purpose, so this module
-writes TFLite flatbuffers directly with the ``flatbuffers`` runtime (a core dependency): the
-schema tables used here are laid out by slot number in ``_Table`` calls below, checked in the
-tests by reading every model back with the ``tflite`` package's generated reader and by loading
-it in both TFLite Micro and LiteRT.
+writes TFLite flatbuffers directly with the ``flatbuffers`` runtime (a core dependency, where
+the ``tflite`` package's generated builders would add one): :meth:`ModelBuilder.build` fills the
+schema's tables by field slot number (``StartObject(n)`` / ``Prepend*Slot(slot, ...)``). The
+tests check the layout by reading every model back with the ``tflite`` package's generated
+reader and by running it in both TFLite Micro and LiteRT.
 
 Usage::
 
