@@ -87,6 +87,8 @@ class Case:
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return "array" + "x".join(str(i) for i in v.shape)
     if isinstance(v, tuple):
         return "x".join(str(i) for i in v)
     return str(v)
