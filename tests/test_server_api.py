@@ -726,11 +726,9 @@ def test_fd_server_handles_pipelined_and_split_requests():
     server_read, client_write = os.pipe()
     client_read, server_write = os.pipe()
     handler = mock_handler(build={"side_effect": lambda options: options["k"]})
-    srv = server.ProjectAPIServer(
-        os.fdopen(server_read, "rb", buffering=0),
-        os.fdopen(server_write, "wb", buffering=0),
-        handler,
-    )
+    read_file = os.fdopen(server_read, "rb", buffering=0)
+    write_file = os.fdopen(server_write, "wb", buffering=0)
+    srv = server.ProjectAPIServer(read_file, write_file, handler)
     thread = threading.Thread(target=srv.serve_forever)
     thread.start()
     req = '{"jsonrpc": "2.0", "method": "build", "params": {"options": {"k": %d}}, "id": %d}\n'
@@ -742,6 +740,8 @@ def test_fd_server_handles_pipelined_and_split_requests():
     os.close(client_write)
     thread.join(5)
     assert not thread.is_alive()
+    read_file.close()
+    write_file.close()  # the server does not close the files it was given; main() does
     with os.fdopen(client_read, "rb") as f:
         replies = f.read().decode().splitlines()
     assert replies == [f'{{"jsonrpc": "2.0", "id": {i}, "result": {i}}}' for i in (1, 2, 3)]
