@@ -329,10 +329,10 @@ def syscall_packet(
 
 def copy_to_remote_packet(dst: DLTensor, data: bytes | memoryview) -> bytes:
     """kCopyToRemote of ``data`` into ``dst.data + dst.byte_offset``."""
+    data = memoryview(data).cast("B")
     body = encode_tensor(dst) + U64.pack(len(data))
-    return (
-        U64.pack(4 + len(body) + len(data)) + I32.pack(RPCCode.COPY_TO_REMOTE) + body + bytes(data)
-    )
+    head = U64.pack(4 + len(body) + len(data)) + I32.pack(RPCCode.COPY_TO_REMOTE) + body
+    return b"".join((head, data))  # the one copy of the tensor bytes
 
 
 def copy_from_remote_packet(src: DLTensor, nbytes: int) -> bytes:

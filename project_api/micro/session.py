@@ -106,18 +106,20 @@ class SessionProtocol:
         self.state = SessionState.RESET
         self.local_nonce = INVALID_NONCE
         self.session_id = 0
-        self._out = bytearray()
+        self._out: list[bytes] = []  # wire pieces, joined once by take_output
 
     # --- sending --------------------------------------------------------------------------
 
     def take_output(self) -> bytes:
         """Return and forget the wire bytes queued so far."""
-        out = bytes(self._out)
+        out = b"".join(self._out)
         self._out.clear()
         return out
 
-    def _send(self, session_id: int, message_type: MessageType, body: bytes = b"") -> None:
-        self._out += self.framer.frame(HEADER.pack(session_id, message_type) + body)
+    def _send(
+        self, session_id: int, message_type: MessageType, body: bytes | memoryview = b""
+    ) -> None:
+        self._out += self.framer.frame_parts((HEADER.pack(session_id, message_type), body))
 
     def initialize(self, nonce: int) -> None:
         """Take ``nonce`` as the local nonce and send a TerminateSession (``00 00 02``)."""
