@@ -8,8 +8,10 @@ measures, through our client:
 - the median round trip of 1 byte.
 
 Each is measured via JSON-RPC (``write_transport`` + ``read_transport``) and via the FIFO
-endpoint fast path, and, as the baseline in the same run, over a raw ``os.pipe`` pair to an echo
-process. A second table compares our base85 codec with Python's ``base64`` at 1 MiB.
+endpoint fast path. Baselines in the same run: our client against a bare JSON-RPC loop (stdlib
+``json`` and ``base64``, no validation, no jsonrpcserver: roughly the reference's data path), and
+a raw ``os.pipe`` pair to an echo process. A second table compares our base85 codec with
+Python's ``base64`` at 1 MiB.
 
 Usage: ``python bench/transport.py [--quick]``. Prints tables; asserts nothing.
 """
@@ -72,6 +74,42 @@ def _proc_cpu_sec(pid: int | None) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# A bare JSON-RPC loop for the same-run baseline: stdlib json and base64, no validation, no
+# jsonrpcserver; it answers only the calls the benchmark makes.
+BARE_SERVER = r"""
+import base64, json, os, sys
+rfd = int(sys.argv[sys.argv.index("--read-fd") + 1])
+wfd = int(sys.argv[sys.argv.index("--write-fd") + 1])
+pending, store = bytearray(), b""
+timeouts = dict.fromkeys(
+    ["session_start_retry_timeout_sec", "session_start_timeout_sec", "session_established_timeout_sec"], 0
+)
+while True:
+    chunk = os.read(rfd, 65536)
+    if not chunk:
+        break
+    pending += chunk
+    while (nl := pending.find(b"\n")) >= 0:
+        req = json.loads(bytes(pending[:nl]))
+        del pending[: nl + 1]
+        method, params = req["method"], req["params"]
+        if method == "write_transport":
+            store += base64.b85decode(params["data"])
+            result = None
+        elif method == "read_transport":
+            data, store = store[: params["n"]], store[params["n"] :]
+            result = {"data": base64.b85encode(data).decode("ascii")}
+        elif method == "open_transport":
+            result = {"timeouts": timeouts}
+        else:
+            result = None
+        reply = json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result}) + "\n"
+        view = memoryview(reply.encode())
+        while view:
+            view = view[os.write(wfd, view) :]
+"""
 
 
 def _median_time(fn: Callable[[], None], min_reps: int, budget_sec: float) -> tuple[float, int]:
@@ -169,12 +207,16 @@ def main() -> None:
         with client.instantiate_from_dir(TEMPLATE) as api:
             api.generate_project(_fake_mlf(tmp), str(tmp), project, {"board": "bench"})
 
-        for label, options, use_endpoint in (
-            ("JSON-RPC (write_transport/read_transport)", {"transport": "rpc"}, True),
-            ("fast path (FIFO endpoint)", {"transport": "fifo"}, True),
+        bare = tmp / "bare"
+        bare.mkdir()
+        (bare / "microtvm_api_server.py").write_text(BARE_SERVER)
+        for label, directory, options in (
+            ("JSON-RPC (write_transport/read_transport)", project, {"transport": "rpc"}),
+            ("fast path (FIFO endpoint)", project, {"transport": "fifo"}),
+            ("baseline: bare stdlib JSON-RPC loop server", bare, {}),
         ):
-            api = client.instantiate_from_dir(project)
-            with transport.ProjectTransport(api, options, use_endpoint=use_endpoint) as t:
+            api = client.instantiate_from_dir(directory)
+            with transport.ProjectTransport(api, options) as t:
                 rows.append((label, measure(t, api.process.pid, args.quick)))
 
     with _RawPipeEcho() as raw:
