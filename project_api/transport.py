@@ -322,7 +322,12 @@ class FdTransport(Transport):
         if self._read_path is None or self._write_path is None:
             raise TransportClosedError()
         # Reader first, without blocking; the device (or a FifoEndpoint) holds the other ends.
-        self._read_fd = os.open(self._read_path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            self._read_fd = os.open(self._read_path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise TransportClosedError(
+                data={"reason": f"cannot open {self._read_path}: {exc}"}
+            ) from exc
         try:
             self._write_fd = os.open(self._write_path, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as exc:  # ENXIO: nobody reads the device side
@@ -562,7 +567,12 @@ class ProjectTransport(Transport):
         if self._use_endpoint and isinstance(endpoint, dict):
             direct = self._direct_transport(endpoint)
             if direct is not None:
-                direct.open()
+                try:
+                    direct.open()
+                except BaseException:
+                    self._client.close_transport()  # leave the server's side closed too
+                    self._timeouts = None
+                    raise
                 self._direct = direct
                 self.endpoint = endpoint
 

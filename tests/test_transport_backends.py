@@ -288,3 +288,28 @@ def test_project_transport_uses_serial_endpoint():
         assert t.read(6, 1.0) == b"direct"
     assert not fixture.client.is_shutdown
     fixture.handler.close_transport.assert_called_once_with()
+
+
+def test_project_transport_closes_the_server_side_if_the_endpoint_fails():
+    fixture = ClientServerFixture(
+        mock_handler(
+            open_transport={
+                "return_value": {
+                    "timeouts": server.TransportTimeouts(0, 0, 0),
+                    "endpoint": {
+                        "type": "fifo",
+                        "rx_path": "/nonexistent/rx",
+                        "tx_path": "/nonexistent/tx",
+                    },
+                }
+            },
+            close_transport={"return_value": None},
+        )
+    )
+    t = transport.ProjectTransport(fixture.client, shutdown_client=False)
+    with pytest.raises(TransportClosedError) as info:
+        t.open()
+    assert "/nonexistent/rx" in info.value.data["reason"]
+    fixture.handler.close_transport.assert_called_once_with()
+    with pytest.raises(TransportClosedError):
+        t.timeouts()
