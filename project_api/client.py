@@ -263,7 +263,15 @@ class ProjectAPIClient:
             except (BrokenPipeError, ValueError) as exc:
                 self._pipe_broke(method, exc)
             return
-        view = memoryview(data)
+        try:  # a request usually fits in the pipe at once
+            written = os.write(fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            self._pipe_broke(method, exc)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
         while view:
             try:
                 written = os.write(fd, view)
