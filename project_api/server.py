@@ -260,7 +260,8 @@ def _numpy() -> Any:
         encode = numpy.frombuffer(B85_ALPHABET, dtype=numpy.uint8).copy()
         decode = numpy.full(256, 255, dtype=numpy.uint8)
         decode[encode] = numpy.arange(85, dtype=numpy.uint8)
-        _np_tables = (encode, decode)
+        weights = numpy.array([85**4, 85**3, 85**2, 85, 1], dtype=numpy.uint64)
+        _np_tables = (encode, decode, weights, weights.astype(numpy.uint32))
         _np = numpy
     return _np or None
 
@@ -275,12 +276,17 @@ def _b85encode_numpy(data: bytes | bytearray | memoryview) -> bytes:
     if not raw:
         return b""
     words = np.frombuffer(raw + b"\0" * pad, dtype=">u4").astype(np.uint32)
-    digits = np.empty((words.size, 5), dtype=np.uint8)
-    for col in range(4, 0, -1):
-        quotient = words // 85
-        digits[:, col] = words - quotient * 85
-        words = quotient
-    digits[:, 0] = words
+    if words.size <= 1024:
+        # Few calls: all five digits at once (dividing by an array is slow per element).
+        digits = words[:, None] // _np_tables[3] % 85
+    else:
+        # Many elements: numpy divides by a scalar much faster.
+        digits = np.empty((words.size, 5), dtype=np.uint8)
+        for col in range(4, 0, -1):
+            quotient = words // 85
+            digits[:, col] = words - quotient * 85
+            words = quotient
+        digits[:, 0] = words
     out = _np_tables[0][digits].tobytes()
     return out[: len(out) - pad] if pad else out
 
@@ -301,21 +307,24 @@ def _b85decode_numpy(data: str | bytes | bytearray | memoryview) -> bytes:
         return b""
     pad = (-len(raw)) % 5
     values = _np_tables[1][np.frombuffer(raw + b"~" * pad, dtype=np.uint8)]
-    bad = values == 255
-    first_bad = int(bad.argmax()) if bad.any() else None
-    groups = values.reshape(-1, 5).astype(np.uint64)
-    acc = groups[:, 0]
-    for col in range(1, 5):
-        acc = acc * 85 + groups[:, col]
-    overflow = acc > 0xFFFFFFFF
-    if first_bad is not None:
-        overflow[first_bad // 5 :] = False
-    if overflow.any():
-        raise ValueError(f"base85 overflow in hunk starting at byte {int(overflow.argmax()) * 5}")
-    if first_bad is not None:
-        raise ValueError(f"bad base85 character at position {first_bad}")
+    # Each 5-digit group is a base-85 number: one matrix-vector product (exact in uint64).
+    acc = values.reshape(-1, 5).astype(np.uint64) @ _np_tables[2]
+    if values.max() == 255 or acc.max() > 0xFFFFFFFF:
+        _b85_raise_first_error(np, values, acc)
     out = acc.astype(">u4").tobytes()
     return out[: len(out) - pad] if pad else out
+
+
+def _b85_raise_first_error(np: Any, values: Any, acc: Any) -> None:
+    """Raise the ValueError base64.b85decode raises: the first bad hunk, in input order."""
+    bad = values == 255
+    first_bad = int(bad.argmax()) if bad.any() else None
+    overflow = acc > 0xFFFFFFFF
+    if first_bad is not None:
+        overflow[first_bad // 5 :] = False  # a hunk with a bad character reports that first
+    if overflow.any():
+        raise ValueError(f"base85 overflow in hunk starting at byte {int(overflow.argmax()) * 5}")
+    raise ValueError(f"bad base85 character at position {first_bad}")
 
 
 def b85encode(data: bytes | bytearray | memoryview) -> bytes:

@@ -124,3 +124,12 @@ def test_non_ascii_str_is_rejected_like_stdlib():
             ValueError, match="string argument should contain only ASCII characters"
         ):
             decode("é" * 400)
+
+
+@pytest.mark.parametrize("length", [4092, 4095, 4096, 4097, 4100, 5001, 65537])
+def test_both_encoder_strategies_match_stdlib(length):
+    # Up to 1024 words the encoder divides by a vector of powers; beyond, column by column.
+    data = random.Random(length).randbytes(length)
+    text = base64.b85encode(data)
+    assert server._b85encode_numpy(data) == text
+    assert server._b85decode_numpy(text) == data
