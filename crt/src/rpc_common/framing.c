@@ -99,49 +99,52 @@ static tvm_crt_error_t UnframerFindPacketLength(tvm_unframer_t* u) {
   return kTvmErrorNoError;
 }
 
-/* Raw input bytes that unescape to num_bytes payload bytes, starting with escape flag saw. */
-static size_t UnframerRawLength(const uint8_t* in, uint8_t saw, size_t num_bytes) {
-  size_t pos = 0;
-  while (num_bytes > 0) {
-    uint8_t c = in[pos++];
-    if (saw) {
-      saw = 0;
-      if (c != TVM_FRAMING_ESCAPE_NOP) {
-        --num_bytes;
-      }
-    } else if (c == TVM_FRAMING_ESCAPE_START) {
-      saw = 1;
-    } else {
-      --num_bytes;
-    }
-  }
-  return pos;
-}
-
+/*
+ * Payload bytes go to the stream in as large pieces as the input allows: a run without 0xFF is
+ * handed over straight from the input (found with memchr, CRC'd in one call); only an escape
+ * goes through the work buffer, one unescaped byte at a time. On a stream error the input is
+ * rewound to just after the bytes the stream accepted.
+ */
 static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
-  while (u->num_payload_bytes_remaining > 0) {
-    size_t fill_to = u->num_payload_bytes_remaining < kChunkBytes
-                         ? (size_t)u->num_payload_bytes_remaining
-                         : (size_t)kChunkBytes;
-    const uint8_t* chunk_input = u->input;
-    size_t chunk_input_size = u->input_size_bytes;
-    uint8_t chunk_saw_escape = u->saw_escape_start;
+  while (u->num_payload_bytes_remaining > 0 && u->input_size_bytes > 0) {
+    const uint8_t* start = u->input;
+    size_t start_size = u->input_size_bytes;
+    const uint8_t* data = start;
+    size_t run = 0;
     size_t written = 0;
-    tvm_crt_error_t err = UnframerConsumeInput(u, fill_to, 1);
-    if (err != kTvmErrorNoError) {
-      return err;
+    tvm_crt_error_t err;
+    if (!u->saw_escape_start) {
+      const uint8_t* ff;
+      run = start_size < u->num_payload_bytes_remaining ? start_size
+                                                        : (size_t)u->num_payload_bytes_remaining;
+      ff = (const uint8_t*)memchr(start, TVM_FRAMING_ESCAPE_START, run);
+      if (ff != NULL) {
+        run = (size_t)(ff - start);
+      }
     }
-    if (u->num_buffer_bytes_valid == 0) {
-      break;
+    if (run > 0) {
+      u->crc = TVMCrc16Update(u->crc, start, run);
+      u->input += run;
+      u->input_size_bytes -= run;
+    } else {
+      err = UnframerConsumeInput(u, 1, 1);
+      if (err != kTvmErrorNoError) {
+        return err;
+      }
+      if (u->num_buffer_bytes_valid == 0) {
+        continue; /* an escape's first byte or a nop: nothing to hand over yet */
+      }
+      data = u->buffer;
+      run = 1;
+      u->num_buffer_bytes_valid = 0;
     }
-    err = TVMWriteStreamWriteAll(u->stream, u->buffer, u->num_buffer_bytes_valid, &written);
-    u->num_buffer_bytes_valid = 0;
+    err = TVMWriteStreamWriteAll(u->stream, data, run, &written);
     u->num_payload_bytes_remaining -= (uint32_t)written;
     if (err != kTvmErrorNoError) {
-      /* Consume only the raw bytes behind what the stream accepted. */
-      size_t raw = UnframerRawLength(chunk_input, chunk_saw_escape, written);
-      u->input = chunk_input + raw;
-      u->input_size_bytes = chunk_input_size - raw;
+      if (written < run) { /* an unaccepted escape leaves its raw bytes unconsumed too */
+        u->input = start + (data == start ? written : 0);
+        u->input_size_bytes = start_size - (size_t)(u->input - start);
+      }
       u->saw_escape_start = 0;
       return err;
     }
@@ -250,21 +253,45 @@ static tvm_crt_error_t FramerFlush(tvm_framer_t* f) {
   return err;
 }
 
-/* Append bytes, escaping 0xFF; an FF FF pair never straddles two chunks. */
+/*
+ * Append bytes, escaping 0xFF; an FF FF pair never straddles two chunks. Inside a packet a run
+ * of at least a chunk's worth of bytes without 0xFF skips the chunk: it is CRC'd and handed to
+ * the stream straight from the caller's buffer, so a large payload goes out in large writes.
+ */
 static tvm_crt_error_t FramerPutEscaped(tvm_framer_t* f, const uint8_t* data, size_t size_bytes) {
-  size_t i;
-  for (i = 0; i < size_bytes; ++i) {
-    uint8_t c = data[i];
-    size_t need = c == TVM_FRAMING_ESCAPE_START ? 2u : 1u;
-    if (f->chunk_size_bytes + need > kChunkBytes) {
-      tvm_crt_error_t err = FramerFlush(f);
+  const uint8_t* end = data + size_bytes;
+  tvm_crt_error_t err;
+  while (data != end) {
+    const uint8_t* ff = (const uint8_t*)memchr(data, TVM_FRAMING_ESCAPE_START, (size_t)(end - data));
+    const uint8_t* stop = ff != NULL ? ff + 1 : end;
+    if (f->state == kTvmFramerTransmitting && (ff != NULL ? ff : end) - data >= kChunkBytes) {
+      size_t run = (size_t)((ff != NULL ? ff : end) - data);
+      size_t written;
+      err = FramerFlush(f);
+      if (err == kTvmErrorNoError) {
+        f->crc = TVMCrc16Update(f->crc, data, run);
+        err = TVMWriteStreamWriteAll(f->stream, data, run, &written);
+      }
       if (err != kTvmErrorNoError) {
+        f->state = kTvmFramerReset;
         return err;
       }
+      data += run;
+      continue;
     }
-    f->chunk[f->chunk_size_bytes++] = c;
-    if (need == 2u) {
+    for (; data != stop; ++data) {
+      uint8_t c = *data;
+      size_t need = c == TVM_FRAMING_ESCAPE_START ? 2u : 1u;
+      if (f->chunk_size_bytes + need > kChunkBytes) {
+        err = FramerFlush(f);
+        if (err != kTvmErrorNoError) {
+          return err;
+        }
+      }
       f->chunk[f->chunk_size_bytes++] = c;
+      if (need == 2u) {
+        f->chunk[f->chunk_size_bytes++] = c;
+      }
     }
   }
   return kTvmErrorNoError;
