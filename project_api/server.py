@@ -241,8 +241,8 @@ B85_ALPHABET = (
 )
 
 # Below these sizes the stdlib codec beats numpy's per-call overhead.
-_NUMPY_ENCODE_MIN_BYTES = 256
-_NUMPY_DECODE_MIN_CHARS = 320
+_NUMPY_ENCODE_MIN_BYTES = 80
+_NUMPY_DECODE_MIN_CHARS = 100
 
 _np: Any = None
 _np_tables: Any = None
