@@ -23,6 +23,8 @@ import re
 import struct
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 _crc_hqx: Callable[[bytes | bytearray | memoryview, int], int]
 try:
     from fastcrc import crc16 as _fastcrc16
@@ -69,6 +71,39 @@ def escape(data: bytes | bytearray | memoryview) -> bytes:
 
 
 _START_CRC = binascii.crc_hqx(START_SEQUENCE, CRC_INIT)
+#: Spans at least this long are unescaped with numpy; shorter ones with bytes methods.
+_NUMPY_SPAN_BYTES = 512
+
+
+def _unescape_pairs(data: bytes, pos: int, stop: int) -> tuple[int, bytes | memoryview] | None:
+    """Unescape ``data[pos:stop]`` if it holds only plain bytes and whole ``FF FF`` pairs.
+
+    ``pos`` must sit on a pair boundary. Returns ``(new_stop, unescaped)``, where ``new_stop``
+    is ``stop`` or, when the span's end cuts a pair or an escape in two, one less; returns None
+    when the span holds any other escape (a nop, an abort), which the slow path handles. Every
+    run of FFs then has even length, so its FFs pair up in order: the second of each pair goes.
+    """
+    if data.find(b"\xff", pos, stop) < 0:
+        return stop, memoryview(data)[pos:stop]
+    if stop - pos < _NUMPY_SPAN_BYTES:
+        n_ff = data.count(b"\xff", pos, stop)
+        if n_ff % 2 and data[stop - 1] == ESCAPE_START:
+            stop -= 1
+            n_ff -= 1
+        if stop == pos or n_ff != 2 * data.count(b"\xff\xff", pos, stop):
+            return None
+        return stop, data[pos:stop].replace(b"\xff\xff", b"\xff")
+    raw = np.frombuffer(data, np.uint8, stop - pos, pos)
+    ffs = np.flatnonzero(raw == ESCAPE_START)
+    if ffs.size % 2 and ffs[-1] == raw.size - 1:
+        ffs = ffs[:-1]
+        raw = raw[:-1]
+        stop -= 1
+    if ffs.size % 2 or not (ffs[1::2] - ffs[0::2] == 1).all():
+        return None
+    keep = np.ones(raw.size, dtype=bool)
+    keep[ffs[1::2]] = False
+    return stop, raw[keep].tobytes()
 
 
 class Framer:
@@ -220,31 +255,24 @@ class Unframer:
     def _read_field(self, data: bytes, pos: int, out: list[bytes]) -> int:
         """Unescape bytes of the current field from ``data[pos:]``; return the new position.
 
-        Fast path: a span holding only plain bytes and whole ``FF FF`` pairs (every run of FFs
-        has even length, which ``bytes.count`` tells without a Python loop) is CRC'd in one call
-        and unescaped with one ``replace``. Anything else (a nop, an abort, an escape split
-        across reads) goes through the escape-by-escape loop for the rest of ``data``.
+        Fast path: a span holding only plain bytes and whole ``FF FF`` pairs is CRC'd in one
+        call and unescaped without a Python loop (:func:`_unescape_pairs`). Anything else (a
+        nop, an abort, an escape split across reads) goes through the escape-by-escape loop for
+        the rest of ``data``.
         """
         in_crc = self.state != UnframerState.FIND_CRC_END
         end = len(data)
         if self._pending_ff:
             return self._read_field_slow(data, pos, out)
         while pos < end and self._need > 0:
-            stop = min(end, pos + self._need)
-            n_ff = data.count(b"\xff", pos, stop)
-            pairs = data.count(b"\xff\xff", pos, stop) if n_ff else 0
-            if n_ff != 2 * pairs and data[stop - 1] == ESCAPE_START:
-                # Maybe only the span's end cuts a pair (or an escape) in two: leave it out.
-                stop -= 1
-                n_ff -= 1
-                pairs = data.count(b"\xff\xff", pos, stop) if n_ff else 0
-            if n_ff != 2 * pairs or stop == pos:
+            span = _unescape_pairs(data, pos, min(end, pos + self._need))
+            if span is None:
                 return self._read_field_slow(data, pos, out)
-            span = memoryview(data)[pos:stop]
+            stop, unescaped = span
             if in_crc:
-                self._crc = _crc_hqx(span, self._crc)
-            self._parts.append(span if not pairs else bytes(span).replace(b"\xff\xff", b"\xff"))
-            self._need -= stop - pos - pairs
+                self._crc = _crc_hqx(memoryview(data)[pos:stop], self._crc)
+            self._parts.append(unescaped)
+            self._need -= len(unescaped)
             pos = stop
         if self._need == 0:
             self._field_done(out)
