@@ -13,13 +13,17 @@ endpoint fast path. Baselines in the same run: our client against a bare JSON-RP
 a raw ``os.pipe`` pair to an echo process. A second table compares our base85 codec with
 Python's ``base64`` at 1 MiB.
 
-Usage: ``python bench/transport.py [--quick]``. Prints tables; asserts nothing.
+Usage: ``python bench/transport.py [--quick] [--pin CPU]``. Prints tables; asserts nothing.
+All paths are measured in interleaved rounds so they share the machine's noise. On a virtual
+machine a wake-up across CPUs can cost tens of microseconds, so ``--pin 0`` (every process on
+one CPU) gives steadier, lower round trips; the default measures the unpinned case.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
 import statistics
 import subprocess
@@ -133,21 +137,38 @@ def _round_trip(t: transport.Transport, payload: bytes) -> None:
         got += len(t.read(len(payload) - got, 10.0))
 
 
-def measure(t: transport.Transport, peer_pid: int | None, quick: bool) -> dict[str, float]:
-    budget = 0.4 if quick else 1.5
-    results = {}
+class _Samples:
+    """Per-path timings, collected in rounds that visit every path in turn."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+        self.cpu_sec = 0.0
+        self.rtt_count = 0
+
+    def add(self, key: str, seconds: float) -> None:
+        self.times.setdefault(key, []).append(seconds)
+
+    def median(self, key: str) -> float:
+        return statistics.median(self.times[key])
+
+
+def measure_round(
+    t: transport.Transport, peer_pid: int | None, samples: _Samples, slice_sec: float
+) -> None:
+    """One round on one path: each payload size, then 1-byte round trips, for ``slice_sec`` each."""
     for size in SIZES:
         payload = os.urandom(size)
-        sec, _ = _median_time(
-            lambda p=payload: _round_trip(t, p), 3 if size > 65536 else 10, budget
-        )
-        results[f"{size}"] = size / sec / 1e6
+        sec, _ = _median_time(lambda p=payload: _round_trip(t, p), 2, slice_sec)
+        samples.add(str(size), sec)
     cpu_start = time.process_time() + _proc_cpu_sec(peer_pid)
-    sec, count = _median_time(lambda: _round_trip(t, b"x"), 200, budget)
-    cpu = time.process_time() + _proc_cpu_sec(peer_pid) - cpu_start
-    results["rtt"] = sec * 1e6
-    results["cpu"] = cpu / (count + 1) * 1e6 if peer_pid is not None else float("nan")
-    return results
+    deadline = time.perf_counter() + slice_sec
+    _round_trip(t, b"x")
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        _round_trip(t, b"x")
+        samples.add("rtt", time.perf_counter() - start)
+        samples.rtt_count += 1
+    samples.cpu_sec += time.process_time() + _proc_cpu_sec(peer_pid) - cpu_start
 
 
 class _RawPipeEcho(transport.FdTransport):
@@ -198,15 +219,24 @@ def codec_table(quick: bool) -> list[tuple[str, float, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter measurement windows")
+    parser.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="run this process and every server on one CPU (steadier numbers on a shared VM)",
+    )
     args = parser.parse_args()
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})  # inherited by the servers we launch
 
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-transport-") as tmp_name:
-        tmp = Path(tmp_name)
+    rounds = 3 if args.quick else 8
+    slice_sec = 0.1 if args.quick else 0.2
+    paths: list[tuple[str, transport.Transport, int | None]] = []
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-transport-")))
         project = tmp / "project"
         with client.instantiate_from_dir(TEMPLATE) as api:
             api.generate_project(_fake_mlf(tmp), str(tmp), project, {"board": "bench"})
-
         bare = tmp / "bare"
         bare.mkdir()
         (bare / "microtvm_api_server.py").write_text(BARE_SERVER)
@@ -216,17 +246,33 @@ def main() -> None:
             ("baseline: bare stdlib JSON-RPC loop server", bare, {}),
         ):
             api = client.instantiate_from_dir(directory)
-            with transport.ProjectTransport(api, options) as t:
-                rows.append((label, measure(t, api.process.pid, args.quick)))
+            t = stack.enter_context(transport.ProjectTransport(api, options))
+            paths.append((label, t, api.process.pid))
+        raw = stack.enter_context(_RawPipeEcho())
+        paths.append(("baseline: raw os.pipe to an echo process", raw, raw.pid))
 
-    with _RawPipeEcho() as raw:
-        rows.append(("baseline: raw os.pipe to an echo process", measure(raw, raw.pid, args.quick)))
+        # Every round visits every path, so all of them see the same (shared-machine) noise.
+        samples = {label: _Samples() for label, _, _ in paths}
+        for _ in range(rounds):
+            for label, t, pid in paths:
+                measure_round(t, pid, samples[label], slice_sec)
+
+    rows = []
+    for label, _, _ in paths:
+        smp = samples[label]
+        r = {str(size): size / smp.median(str(size)) / 1e6 for size in SIZES}
+        r["rtt"] = smp.median("rtt") * 1e6
+        r["cpu"] = smp.cpu_sec / max(smp.rtt_count, 1) * 1e6
+        rows.append((label, r))
 
     header = (
         f"{'path':<44} {'1 KiB MB/s':>11} {'64 KiB MB/s':>12} {'1 MiB MB/s':>11} "
         f"{'1 B RTT us':>11} {'1 B CPU us':>11}"
     )
-    print("Loopback round trips (write, then read the same bytes back); median of repeated trials.")
+    print(
+        "Loopback round trips (write, then read the same bytes back): medians over"
+        f" {rounds} interleaved rounds"
+    )
     print("CPU us: client + server (or echo) process CPU per 1-byte round trip, from /proc.")
     print(header)
     print("-" * len(header))
@@ -236,7 +282,8 @@ def main() -> None:
             f"{r[str(SIZES[2])]:>11.1f} {r['rtt']:>11.1f} {r['cpu']:>11.1f}"
         )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"(1-minute load average during the run: {load:.2f} on {os.cpu_count()} CPUs)")
+    pinned = f"; all processes pinned to CPU {args.pin}" if args.pin is not None else ""
+    print(f"(1-minute load average during the run: {load:.2f} on {os.cpu_count()} CPUs{pinned})")
     print()
     print("base85 codec at 1 MiB (MB of raw bytes per second)")
     print(f"{'codec':<12} {'ours MB/s':>10} {'base64 MB/s':>12} {'speed-up':>9}")
