@@ -554,7 +554,13 @@ def _write_all(file: Any, fd: int | None, data: bytes) -> None:
             file.write(data)
         file.flush()
         return
-    view = memoryview(data)
+    try:  # a reply usually fits in the pipe at once
+        written = os.write(fd, data)
+    except BlockingIOError:
+        written = 0
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
     while view:
         try:
             written = os.write(fd, view)
