@@ -7,8 +7,9 @@ measures, through our client:
   (1 MB = 10**6 bytes; payload bytes per round trip divided by the median round-trip time);
 - the median round trip of 1 byte.
 
-Each is measured via JSON-RPC (``write_transport`` + ``read_transport``) and via the FIFO
-endpoint fast path. Baselines in the same run: our client against a bare JSON-RPC loop (stdlib
+Each is measured via JSON-RPC (``write_transport`` + ``read_transport``), via JSON-RPC with
+pipelined writes (``ProjectTransport(pipeline_writes=True)``: the write's reply is collected
+with the read's, one pipe round trip instead of two) and via the FIFO endpoint fast path. Baselines in the same run: our client against a bare JSON-RPC loop (stdlib
 ``json`` and ``base64``, no validation, no jsonrpcserver: roughly the reference's data path), and
 a raw ``os.pipe`` pair to an echo process. A second table compares our base85 codec with
 Python's ``base64`` at 1 MiB.
@@ -240,13 +241,16 @@ def main() -> None:
         bare = tmp / "bare"
         bare.mkdir()
         (bare / "microtvm_api_server.py").write_text(BARE_SERVER)
-        for label, directory, options in (
-            ("JSON-RPC (write_transport/read_transport)", project, {"transport": "rpc"}),
-            ("fast path (FIFO endpoint)", project, {"transport": "fifo"}),
-            ("baseline: bare stdlib JSON-RPC loop server", bare, {}),
+        for label, directory, options, pipelined in (
+            ("JSON-RPC (write_transport/read_transport)", project, {"transport": "rpc"}, False),
+            ("JSON-RPC, pipelined writes", project, {"transport": "rpc"}, True),
+            ("fast path (FIFO endpoint)", project, {"transport": "fifo"}, False),
+            ("baseline: bare stdlib JSON-RPC loop server", bare, {}, False),
         ):
             api = client.instantiate_from_dir(directory)
-            t = stack.enter_context(transport.ProjectTransport(api, options))
+            t = stack.enter_context(
+                transport.ProjectTransport(api, options, pipeline_writes=pipelined)
+            )
             paths.append((label, t, api.process.pid))
         raw = stack.enter_context(_RawPipeEcho())
         paths.append(("baseline: raw os.pipe to an echo process", raw, raw.pid))

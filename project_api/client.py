@@ -137,6 +137,7 @@ class ProjectAPIClient:
         self._shutdown_grace_sec = shutdown_grace_sec
         self._next_id = 0
         self._abandoned_ids: set[int] = set()
+        self._pending: int | None = None  # id of an unanswered write_transport_nowait
         self._closed = False
         self._rbuf = b""
         self._read_fd = _raw_fd(read_file)
@@ -195,6 +196,16 @@ class ProjectAPIClient:
     # -- the exchange
 
     def _request_reply(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = self._send_request(method, params)
+        if self._pending is not None:
+            try:
+                self.flush_pending()
+            except BaseException:
+                self._abandoned_ids.add(request_id)
+                raise
+        return self._await_reply(method, request_id)
+
+    def _send_request(self, method: str, params: dict[str, Any]) -> int:
         if self._closed:
             raise ConnectionShutdownError("connection already closed")
         self._next_id += 1
@@ -204,9 +215,16 @@ class ProjectAPIClient:
         line = '{"jsonrpc": "2.0", "method": ' + quoted + ', "params": '
         line += json_dumps(params) + ', "id": ' + repr(request_id) + "}\n"
         self._send(line.encode("utf-8"), method)
-        try:
-            if self._testonly_did_write_request is not None:
+        if self._testonly_did_write_request is not None:
+            try:
                 self._testonly_did_write_request()
+            except KeyboardInterrupt:
+                self._abandoned_ids.add(request_id)
+                raise
+        return request_id
+
+    def _await_reply(self, method: str, request_id: int) -> Any:
+        try:
             reply = self._recv_reply(method)
         except KeyboardInterrupt:
             # The reply will still come; skip it then, so the next call stays in step.
@@ -236,6 +254,12 @@ class ProjectAPIClient:
                 f"calling method {method}: reply has neither result nor error"
             )
         return reply["result"]
+
+    def flush_pending(self) -> None:
+        """Wait for the reply to a :meth:`write_transport_nowait` call; raise its error, if any."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._await_reply("write_transport", pending)
 
     def _recv_reply(self, method: str) -> Any:
         while True:
@@ -433,6 +457,21 @@ class ProjectAPIClient:
         self, data: bytes | bytearray | memoryview, timeout_sec: float | None
     ) -> None:
         self._request_reply(
+            "write_transport",
+            {"data": Base85Text(b85encode(data).decode("ascii")), "timeout_sec": timeout_sec},
+        )
+
+    def write_transport_nowait(
+        self, data: bytes | bytearray | memoryview, timeout_sec: float | None
+    ) -> None:
+        """Send ``write_transport`` without waiting for its reply (our extension; same wire).
+
+        The reply is collected by the next call (or :meth:`flush_pending`), which raises the
+        write's error, if it had one, before its own result. This saves one pipe round trip per
+        write-then-read exchange; at most one write is outstanding at a time.
+        """
+        self.flush_pending()
+        self._pending = self._send_request(
             "write_transport",
             {"data": Base85Text(b85encode(data).decode("ascii")), "timeout_sec": timeout_sec},
         )

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from .errors import IoTimeoutError, TransportClosedError
+from .errors import IoTimeoutError, JSONRPCError, TransportClosedError
 from .server import TransportTimeouts
 
 __all__ = [
@@ -537,6 +537,11 @@ class ProjectTransport(Transport):
     through it; otherwise each is a ``read_transport`` / ``write_transport`` call. :meth:`close`
     sends ``close_transport`` and, like microTVM, shuts the client down unless
     ``shutdown_client=False``. ``use_endpoint=False`` forces the JSON-RPC path.
+
+    ``pipeline_writes=True`` (JSON-RPC path only) sends each ``write_transport`` without waiting
+    for its reply, which the next call collects: a write-then-read costs one pipe round trip
+    instead of two, but a failed write is reported by the following read, write or close
+    instead of by the write itself.
     """
 
     def __init__(
@@ -546,11 +551,13 @@ class ProjectTransport(Transport):
         *,
         use_endpoint: bool = True,
         shutdown_client: bool = True,
+        pipeline_writes: bool = False,
     ):
         self._client = api_client
         self._options = options if options is not None else {}
         self._use_endpoint = use_endpoint
         self._shutdown_client = shutdown_client
+        self._pipeline_writes = pipeline_writes
         self._timeouts: TransportTimeouts | None = None
         self._direct: Transport | None = None
         self.endpoint: dict[str, Any] | None = None
@@ -593,6 +600,10 @@ class ProjectTransport(Transport):
             direct.close()
         if not self._client.is_shutdown:
             try:
+                try:
+                    self._client.flush_pending()
+                except JSONRPCError as exc:
+                    _LOG.warning("the last write before close failed: %s", exc)
                 self._client.close_transport()
             finally:
                 if self._shutdown_client:
@@ -607,5 +618,7 @@ class ProjectTransport(Transport):
     def write(self, data: bytes, timeout_sec: float | None) -> None:
         if self._direct is not None:
             self._direct.write(data, timeout_sec)
+        elif self._pipeline_writes:
+            self._client.write_transport_nowait(data, timeout_sec)
         else:
             self._client.write_transport(data, timeout_sec)

@@ -406,3 +406,18 @@ def test_relative_project_dir(tmp_path, monkeypatch):
         assert api.server_info_query("0.15.0")["platform_name"] == "loopback"
     with pytest.raises(errors.ProjectAPIServerNotFoundError, match="project directory: nope\n"):
         client.instantiate_from_dir("nope")
+
+
+def test_pipelined_writes_against_a_real_server(generated):
+    api = client.instantiate_from_dir(generated)
+    with transport.ProjectTransport(api, pipeline_writes=True) as t:
+        payload = random.Random(5).randbytes(300_000)
+        t.write(payload, 5.0)
+        got = bytearray()
+        while len(got) < len(payload):
+            got += t.read(len(payload), 5.0)
+        assert bytes(got) == payload
+        for i in range(50):
+            t.write(bytes([i]), 1.0)
+            assert t.read(1, 1.0) == bytes([i])
+    assert api.process.returncode == 0

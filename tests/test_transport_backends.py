@@ -313,3 +313,56 @@ def test_project_transport_closes_the_server_side_if_the_endpoint_fails():
     fixture.handler.close_transport.assert_called_once_with()
     with pytest.raises(TransportClosedError):
         t.timeouts()
+
+
+def _loop_fixture():
+    loop = transport.LoopTransport()
+    loop.open()
+    fixture = ClientServerFixture(
+        mock_handler(
+            open_transport={"return_value": server.TransportTimeouts(0, 0, 0)},
+            close_transport={"return_value": None},
+            read_transport={"side_effect": loop.read},
+            write_transport={"side_effect": loop.write},
+        )
+    )
+    return loop, fixture
+
+
+def test_pipelined_writes_round_trip_and_stay_in_step():
+    loop, fixture = _loop_fixture()
+    t = transport.ProjectTransport(fixture.client, pipeline_writes=True, shutdown_client=False)
+    with t:
+        for i in range(5):
+            payload = bytes([i]) * (i + 1)
+            t.write(payload, 1.0)
+            assert fixture.client._pending is not None
+            assert t.read(100, 1.0) == payload
+            assert fixture.client._pending is None
+        # A failed write is reported by the next call, and the exchange stays in step.
+        fixture.handler.write_transport.side_effect = server.TransportClosedError
+        t.write(b"lost", 1.0)
+        with pytest.raises(TransportClosedError) as info:
+            t.read(10, 0)
+        assert "calling method write_transport" in str(info.value)
+        fixture.handler.write_transport.side_effect = loop.write
+        t.write(b"again", 1.0)
+        assert t.read(10, 1.0) == b"again"
+        t.write(b"unread", 1.0)
+    # close collected the last write's reply before close_transport.
+    assert fixture.client._pending is None
+    fixture.handler.close_transport.assert_called_once_with()
+    assert fixture.client_to_server.buf == b"" and fixture.server_to_client.buf == b""
+
+
+def test_pipelined_write_error_at_close_is_logged_not_raised(caplog):
+    loop, fixture = _loop_fixture()
+    t = transport.ProjectTransport(fixture.client, pipeline_writes=True)
+    t.open()
+    fixture.handler.write_transport.side_effect = server.IoTimeoutError
+    t.write(b"x", 0)
+    with caplog.at_level("WARNING", logger="project_api.transport"):
+        t.close()
+    assert "the last write before close failed" in caplog.text
+    fixture.handler.close_transport.assert_called_once_with()
+    assert fixture.client.is_shutdown
