@@ -8,7 +8,12 @@ Unlike the reference, the client never hangs on a dead server: while it waits fo
 also watches the process, and if the server dies it raises :class:`ServerExitedError` with the exit
 status and the last lines of the server's stderr. Stderr goes through a pipe drained by a thread,
 which keeps a bounded tail and forwards every line to the ``project_api.server_log`` logger at the
-level the server logged it.
+level the server logged it. The server's stdin is ``/dev/null`` (the reference inherits it) and
+its ``PYTHONPATH`` starts with this package's location, so ``from project_api import server``
+works in any template. Other differences: a relative ``project_dir`` works (the reference
+launches a path relative to the wrong directory); a call interrupted by Ctrl-C does not leave
+the next call reading the stale reply; :meth:`ProjectAPIClient.write_transport_nowait` can
+pipeline a write with the following call.
 
 Launching needs POSIX (``pass_fds`` and ``select`` on pipes). On Windows the launcher would be
 ``launch_microtvm_api_server.bat`` and the pipe ends would have to travel as inheritable handles;
