@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_tool
 
 from project_api import client, errors, server, transport
 
@@ -367,8 +368,7 @@ if __name__ == "__main__":
 
 
 def test_tvm_style_server_works_with_our_client(tmp_path):
-    if shutil.which("cat") is None:
-        pytest.skip("needs the POSIX 'cat' utility")
+    require_tool("cat")
     (tmp_path / "microtvm_api_server.py").write_text(TVM_STYLE_SERVER)
     api = client.instantiate_from_dir(tmp_path)
     info = api.server_info_query("0.15.0")

@@ -218,7 +218,6 @@ def test_fifo_open_without_device_fails_cleanly(tmp_path):
 
 
 def test_serial_transport_over_pyserial_loop_url():
-    pytest.importorskip("serial")
     with transport.SerialTransport("loop://", 115200) as t:
         t.write(b"serial bytes", 1.0)
         got = b""
@@ -232,7 +231,6 @@ def test_serial_transport_over_pyserial_loop_url():
 
 
 def test_serial_transport_bad_port():
-    pytest.importorskip("serial")
     t = transport.SerialTransport("/nonexistent/ttyNOPE")
     with pytest.raises(TransportClosedError):
         t.open()
@@ -268,7 +266,6 @@ def test_project_transport_uses_json_rpc_without_endpoint():
 
 
 def test_project_transport_uses_serial_endpoint():
-    pytest.importorskip("serial")
     timeouts = server.TransportTimeouts(0, 0, 0)
     fixture = ClientServerFixture(
         mock_handler(
