@@ -72,7 +72,7 @@ def escape(data: bytes | bytearray | memoryview) -> bytes:
 
 _START_CRC = binascii.crc_hqx(START_SEQUENCE, CRC_INIT)
 #: Spans at least this long are unescaped with numpy; shorter ones with bytes methods.
-_NUMPY_SPAN_BYTES = 512
+_NUMPY_SPAN_BYTES = 8192
 
 
 def _unescape_pairs(data: bytes, pos: int, stop: int) -> tuple[int, bytes | memoryview] | None:

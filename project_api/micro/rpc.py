@@ -17,7 +17,7 @@ import enum
 import logging
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -418,6 +418,10 @@ class Channel(Protocol):
     def set_max_payload_bytes(self, n: int) -> None: ...
 
 
+#: How many copy requests the client keeps in flight when the channel does not say
+#: (``Channel.pipeline_depth``, optional): 1, strictly one request then its reply.
+DEFAULT_PIPELINE_DEPTH = 1
+
 #: Session header (3) + frame start (2) + length (4) + CRC (2): what the device's
 #: ``TVM_CRT_MAX_PACKET_SIZE_BYTES`` covers beyond the value GetCRTMaxPacketSize reports.
 FRAME_OVERHEAD_BYTES = 11
@@ -445,12 +449,7 @@ class RPCClient:
             raw = self.channel.receive()
         else:
             raw = self.channel.receive(max_wait_sec)
-        reply = decode_reply(raw)
-        if reply.code == RPCCode.EXCEPTION:
-            if reply.message.startswith("RPCSessionTimeoutError: "):
-                raise SessionTimeoutError(reply.message)
-            raise RPCError(f"Error caught from RPC call:\n{reply.message}")
-        return reply
+        return self._checked(raw)
 
     def syscall(
         self, code: RPCCode, *args: Any, max_wait_sec: float | None = None
@@ -521,18 +520,67 @@ class RPCClient:
             )
         return block
 
+    @property
+    def pipeline_depth(self) -> int:
+        """Copy requests in flight at once: the channel's ``pipeline_depth``, else 1."""
+        return max(1, int(getattr(self.channel, "pipeline_depth", DEFAULT_PIPELINE_DEPTH)))
+
+    def _checked(self, raw: bytes) -> Reply:
+        reply = decode_reply(raw)
+        if reply.code == RPCCode.EXCEPTION:
+            if reply.message.startswith("RPCSessionTimeoutError: "):
+                raise SessionTimeoutError(reply.message)
+            raise RPCError(f"Error caught from RPC call:\n{reply.message}")
+        return reply
+
+    def _pipelined(self, packets: Iterator[bytes], on_reply: Callable[[Reply], None]) -> None:
+        """Send ``packets`` with up to :attr:`pipeline_depth` in flight; replies in order.
+
+        The device answers requests in order, so the n-th reply is the n-th packet's. A reply
+        that is an error stops further sending; the replies still owed are read (so the next
+        request meets its own reply) and then the first error is raised.
+        """
+        depth = self.pipeline_depth
+        in_flight = 0
+        error: Exception | None = None
+        while True:
+            if error is None and in_flight < depth:
+                packet = next(packets, None)
+                if packet is not None:
+                    self.channel.send(packet)
+                    in_flight += 1
+                    continue
+            if in_flight == 0:
+                break
+            raw = self.channel.receive()
+            in_flight -= 1
+            try:
+                reply = self._checked(raw)
+                if error is None:
+                    on_reply(reply)
+            except (RPCError, SessionError) as err:
+                error = error or err
+        if error is not None:
+            raise error
+
     def copy_to_remote(self, tensor: DLTensor, data: bytes | memoryview) -> None:
         """Write ``data`` to the device tensor, in as many packets as its buffer needs."""
         view = memoryview(data).cast("B")
         block = self._block_bytes(tensor) or max(len(view), 1)
-        for offset in range(0, len(view), block):
-            chunk = view[offset : offset + block]
-            dst = DLTensor(
-                tensor.data, tensor.device, tensor.dtype, tensor.shape, tensor.byte_offset + offset
-            )
-            reply = self.request(copy_to_remote_packet(dst, chunk))
+
+        def packets() -> Iterator[bytes]:
+            for offset in range(0, len(view), block):
+                dst = DLTensor(
+                    tensor.data, tensor.device, tensor.dtype, tensor.shape,
+                    tensor.byte_offset + offset,
+                )
+                yield copy_to_remote_packet(dst, view[offset : offset + block])
+
+        def check(reply: Reply) -> None:
             if reply.code != RPCCode.RETURN:
                 raise SessionError(f"kCopyToRemote: expected a return, got {reply.code.name}")
+
+        self._pipelined(packets(), check)
 
     def copy_from_remote(self, tensor: DLTensor, nbytes: int | None = None) -> bytes:
         """Read ``nbytes`` (default: the whole tensor) from the device, in packets that fit."""
@@ -542,17 +590,25 @@ class RPCClient:
             # No device limit: one reply carries everything, so let the receiver accept it.
             block = max(total, 1)
             self.channel.set_max_payload_bytes(max(block + 64, 64 * 1024))
-        out = bytearray()
-        for offset in range(0, total, block):
-            n = min(block, total - offset)
-            src = DLTensor(
-                tensor.data, tensor.device, tensor.dtype, tensor.shape, tensor.byte_offset + offset
-            )
-            reply = self.request(copy_from_remote_packet(src, n))
+        sizes = [min(block, total - offset) for offset in range(0, total, block)]
+        pieces: list[bytes] = []
+
+        def packets() -> Iterator[bytes]:
+            for offset, n in zip(range(0, total, block), sizes, strict=True):
+                src = DLTensor(
+                    tensor.data, tensor.device, tensor.dtype, tensor.shape,
+                    tensor.byte_offset + offset,
+                )
+                yield copy_from_remote_packet(src, n)
+
+        def collect(reply: Reply) -> None:
+            n = sizes[len(pieces)]
             if reply.code != RPCCode.COPY_ACK or len(reply.data) != n:
                 raise SessionError(
                     f"kCopyFromRemote: expected {n} bytes of CopyAck, got {reply.code.name} "
                     f"with {len(reply.data)} bytes"
                 )
-            out += reply.data
-        return bytes(out)
+            pieces.append(reply.data)
+
+        self._pipelined(packets(), collect)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)

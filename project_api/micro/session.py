@@ -58,6 +58,34 @@ def reads_may_wait_for_n(transport: Any) -> bool:
     return isinstance(transport, ProjectTransport) and transport.endpoint is None
 
 
+#: Copy requests kept in flight over a FIFO endpoint (see :func:`pipeline_depth_for`).
+FIFO_PIPELINE_DEPTH = 2
+
+
+def pipeline_depth_for(transport: Any) -> int:
+    """How many RPC copy requests may be in flight at once on ``transport``.
+
+    Only a Project API server's FIFO endpoint (a device process on this host, such as the
+    host template's) gets :data:`FIFO_PIPELINE_DEPTH`; every other link gets 1, the reference
+    behaviour, because a microcontroller may not read its UART while it handles a request.
+    Why two cannot deadlock: the host blocks writing only while the device is not reading,
+    and the device stops reading only while its output pipe (a kernel pipe: at least 4 KiB,
+    64 KiB by default) is full. With two requests in flight the device owes at most two
+    replies; a copy's reply is about 40 bytes (an error reply or a log line at most
+    TVM_CRT_LAST_ERROR_SIZE_BYTES / TVM_CRT_LOG_MESSAGE_SIZE_BYTES, a few hundred by default).
+    Copy-from replies may be large, but their requests are small, so the host's writes
+    never fill the device's input pipe while it waits.
+    """
+    from project_api.transport import ProjectTransport, TransportLogger
+
+    while isinstance(transport, TransportLogger):
+        transport = transport.child
+    endpoint = getattr(transport, "endpoint", None) if isinstance(transport, ProjectTransport) else None
+    if isinstance(endpoint, dict) and endpoint.get("type") == "fifo":
+        return FIFO_PIPELINE_DEPTH
+    return 1
+
+
 class MessageType(enum.IntEnum):
     START_SESSION_INIT = 0x00
     START_SESSION_REPLY = 0x01
@@ -256,6 +284,8 @@ class SessionChannel:
         self._out_of_sync = False
         self._closed = False
         self._exact_reads = False
+        #: Copy requests the RPC client may keep in flight (set by :meth:`start`).
+        self.pipeline_depth = 1
 
     @property
     def established(self) -> bool:
@@ -338,6 +368,7 @@ class SessionChannel:
         self._closed = False
         self._inbox.clear()
         self._exact_reads = reads_may_wait_for_n(self.transport)
+        self.pipeline_depth = pipeline_depth_for(self.transport)
         self._send_start()
         begin = time.monotonic()
         end = begin + start_limit if start_limit else None
