@@ -122,3 +122,33 @@ def test_bulk_unescape_matches_naive_model_on_random_splits(seed: int) -> None:
     expected = naive_unframe(data)
     assert got == expected
     assert len(expected) >= 6 and nops >= 1
+
+
+@pytest.mark.parametrize("piece_bytes", [None, 1, 7, 4096, 1 << 20])
+def test_iter_frame_pieces_join_to_the_frame(piece_bytes: int | None) -> None:
+    rng = random.Random(99)
+    head = b"\x01\xff\x02"
+    body = bytes(rng.choice((0xFF, rng.randrange(256))) for _ in range(20_000))
+    expected = Framer().frame(head + body)
+    framer = Framer()
+    pieces = list(framer.iter_frame((head, memoryview(body)), piece_bytes))
+    assert b"".join(pieces) == expected
+    if piece_bytes == 4096:
+        assert len(pieces) == 1 + 1 + 5 + 1  # header, head part, body in 5 pieces, CRC
+    # The FE prefix was decided at the call: the next frame has none.
+    assert framer.frame(b"x") == Framer().frame(b"x")[1:]
+
+
+def test_streamed_message_equals_queued_message() -> None:
+    from project_api.micro.session import MessageType, SessionProtocol, SessionState
+
+    body = random.Random(5).randbytes(300_000)
+    a, b = SessionProtocol(), SessionProtocol()
+    for p in (a, b):
+        p.state = SessionState.SESSION_ESTABLISHED
+        p.session_id = 0x1234
+        p.send_message(MessageType.LOG, b"queued first")
+    a.send_message(MessageType.NORMAL, body)
+    streamed = b"".join(b.stream_message(MessageType.NORMAL, body, 65536))
+    assert streamed == a.take_output()
+    assert b.take_output() == b""

@@ -92,3 +92,21 @@ def test_depth_only_for_fifo_endpoints() -> None:
     project.endpoint = {"type": "fifo", "rx_path": "a", "tx_path": "b"}
     assert pipeline_depth_for(project) == FIFO_PIPELINE_DEPTH
     assert pipeline_depth_for(TransportLogger("x", project)) == FIFO_PIPELINE_DEPTH
+
+
+def test_big_message_is_written_in_pieces() -> None:
+    from project_api.micro.session import STREAM_MESSAGE_BYTES, STREAM_PIECE_BYTES
+
+    device = FakeDevice(max_packet_size=1 << 21, with_packet_size_func=False)
+    client, channel = client_for(device, 1)
+    nbytes = STREAM_MESSAGE_BYTES + 3 * STREAM_PIECE_BYTES + 5
+    tensor = client.alloc((nbytes,), DataType(1, 8))
+    payload = np.random.default_rng(3).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+    transport = channel.transport
+    assert isinstance(transport, FakeTransport)
+    before = len(transport.writes)
+    client.copy_to_remote(tensor, payload)
+    writes = transport.writes[before:]
+    assert len(writes) >= nbytes // STREAM_PIECE_BYTES  # streamed, not one big write
+    assert bytes(device.memory[tensor.data]) == payload
+    assert client.copy_from_remote(tensor) == payload

@@ -21,7 +21,7 @@ import dataclasses
 import enum
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -131,19 +131,38 @@ class Framer:
         the joined payload), so a megabyte payload is escaped and CRC'd in place and copied once,
         when the caller joins or writes the pieces.
         """
-        out: list[bytes] = [NOP_PREFIX] if self._needs_nop else []
+        return list(self.iter_frame(parts))
+
+    def iter_frame(
+        self, parts: Sequence[bytes | bytearray | memoryview], piece_bytes: int | None = None
+    ) -> Iterator[bytes]:
+        """Like :meth:`frame_parts`, but lazily: each piece is escaped and CRC'd when reached.
+
+        With ``piece_bytes`` a long part is cut into pieces of that many payload bytes, so a
+        caller can write the start of a big frame while the rest is still being prepared. The
+        ``FE`` prefix decision is taken by this call, not when iteration begins.
+        """
+        prefix = NOP_PREFIX if self._needs_nop else b""
         self._needs_nop = False
-        out.append(START_SEQUENCE)
-        crc = _START_CRC
-        raw = [p if isinstance(p, bytes) else bytes(p) for p in parts]
-        escaped = [escape(_LENGTH.pack(sum(len(p) for p in raw)))]
-        escaped += [escape(p) for p in raw]
-        for piece in escaped:
-            if piece:
-                crc = _crc_hqx(piece, crc)
-                out.append(piece)
-        out.append(escape(_CRC.pack(crc)))
-        return out
+        return _frame_pieces(prefix, parts, piece_bytes)
+
+
+def _frame_pieces(
+    prefix: bytes, parts: Sequence[bytes | bytearray | memoryview], piece_bytes: int | None
+) -> Iterator[bytes]:
+    views = [memoryview(p).cast("B") for p in parts]
+    length = escape(_LENGTH.pack(sum(v.nbytes for v in views)))
+    crc = _crc_hqx(length, _START_CRC)
+    yield prefix + START_SEQUENCE + length
+    for part, view in zip(parts, views, strict=True):
+        n = view.nbytes
+        step = n if piece_bytes is None or piece_bytes >= n else piece_bytes
+        for offset in range(0, n, step or 1):
+            raw = part if step == n and isinstance(part, bytes) else bytes(view[offset : offset + step])
+            piece = escape(raw)
+            crc = _crc_hqx(piece, crc)
+            yield piece
+    yield escape(_CRC.pack(crc))
 
 
 class UnframerState(enum.IntEnum):

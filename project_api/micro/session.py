@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import logging
 import random
 import struct
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from project_api.errors import (
@@ -40,6 +42,11 @@ HEADER = struct.Struct("<HB")
 
 #: Host reads ask the transport for this much at a time; it returns what is available.
 READ_CHUNK_BYTES = 64 * 1024
+#: Messages at least this long are framed and written piece by piece (pieces of
+#: STREAM_PIECE_BYTES payload bytes), so the device unframes the start of a big tensor while the
+#: host still escapes and CRCs the rest.
+STREAM_MESSAGE_BYTES = 256 * 1024
+STREAM_PIECE_BYTES = 128 * 1024
 
 
 def reads_may_wait_for_n(transport: Any) -> bool:
@@ -167,6 +174,22 @@ class SessionProtocol:
         self.session_id = self.local_nonce
         self._send(self.session_id, MessageType.START_SESSION_INIT, bytes([SESSION_VERSION]))
         self.state = SessionState.START_SESSION_SENT
+
+    def stream_message(
+        self, message_type: MessageType, body: bytes | memoryview, piece_bytes: int
+    ) -> Iterator[bytes]:
+        """Like :meth:`send_message`, but return the wire bytes as pieces made while iterated.
+
+        The output queued before comes first. Iterate to the end (or :meth:`Framer.reset
+        <project_api.micro.framing.Framer.reset>` the framer): a half-sent frame is abandoned
+        by the receiver only when the next frame starts.
+        """
+        if message_type != MessageType.LOG and self.state != SessionState.SESSION_ESTABLISHED:
+            raise SessionError(f"cannot send {message_type.name}: no session is established")
+        session_id = 0 if message_type == MessageType.LOG else self.session_id
+        queued = self.take_output()
+        frame = self.framer.iter_frame((HEADER.pack(session_id, message_type), body), piece_bytes)
+        return itertools.chain([queued] if queued else [], frame)
 
     def send_message(self, message_type: MessageType, body: bytes) -> None:
         """Send a message; kLog always goes out (with session id 0), others need a session."""
@@ -317,18 +340,22 @@ class SessionChannel:
 
     def _flush(self) -> None:
         out = self.protocol.take_output()
-        if not out:
-            return
+        if out:
+            self._write(out)
+
+    def _write(self, out: bytes) -> None:
         timeout = self._write_timeout()
         try:
             self.transport.write(out, timeout)
         except IoTimeoutError as err:
             self._out_of_sync = True
+            self.protocol.framer.reset()
             raise SessionTimeoutError(
                 f"{self.name}: writing {len(out)} bytes to the device did not finish within "
                 f"{timeout:g}s; the device is not reading"
             ) from err
         except TransportClosedError as err:
+            self.protocol.framer.reset()
             raise self._link_closed("sending", err) from err
 
     def _pump(self, timeout_sec: float | None) -> None:
@@ -414,8 +441,12 @@ class SessionChannel:
     def send(self, packet: bytes) -> None:
         """Send one RPC packet (with its u64 length prefix) as one normal message."""
         self._check_usable()
-        self.protocol.send_message(MessageType.NORMAL, packet)
-        self._flush()
+        if len(packet) < STREAM_MESSAGE_BYTES:
+            self.protocol.send_message(MessageType.NORMAL, packet)
+            self._flush()
+            return
+        for piece in self.protocol.stream_message(MessageType.NORMAL, packet, STREAM_PIECE_BYTES):
+            self._write(piece)
 
     def receive(self, max_wait_sec: float | None = None) -> bytes:
         """Wait for the next normal message and return its body (one RPC packet).
