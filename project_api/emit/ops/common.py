@@ -94,6 +94,20 @@ def check_dtype(op: Operator, t: Tensor, allowed: tuple[str, ...]) -> None:
                               f"{', '.join(allowed)})")
 
 
+def check_same_type(op: Operator, x: Tensor, y: Tensor) -> None:
+    """The output ``y`` has the input ``x``'s element type."""
+    if y.dtype != x.dtype:
+        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+
+
+def unary_operands(op: Operator, graph: Graph) -> tuple[Tensor, Tensor]:
+    """(input, output) of an op with exactly one activation input and one output."""
+    check_counts(op, (1,))
+    x = tensor_in(graph, op, 0, const=False)
+    y = tensor_out(graph, op)
+    return x, y
+
+
 def check_activation(op: Operator) -> str:
     act = op.options.get("activation", "NONE")
     if act not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):

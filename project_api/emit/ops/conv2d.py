@@ -16,22 +16,19 @@ import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
+from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
 from .common import (
     ConstArray,
     Kernel,
     accumulator,
-    check_activation,
-    check_counts,
     check_dtype,
+    check_same_type,
     check_shape,
     check_spatial,
     compute_padding,
     per_tensor,
-    tensor_in,
-    tensor_out,
     unsupported,
 )
-from .fully_connected import dequantized_weights
 
 
 def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
@@ -52,36 +49,10 @@ def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
             "inside": inside}
 
 
-def int8_requant(op: Operator, x: Tensor, w: Tensor, y: Tensor, out_ch: int, axis: int,
-                 act: str) -> tuple[dict, list[ConstArray]]:
-    """Per-channel multipliers/shifts and the activation clamp shared by CONV and DEPTHWISE."""
-    in_scale, _ = per_tensor(op, x)
-    out_scale, out_zp = per_tensor(op, y)
-    if w.quant is None:
-        raise unsupported(op, f"weights '{w.name}' have no quantization parameters")
-    if any(z != 0 for z in w.quant.zero_point):
-        raise unsupported(op, "int8 weights must be symmetric (zero point 0)")
-    if w.quant.per_channel and (len(w.quant.scale) != out_ch or w.quant.axis != axis):
-        raise unsupported(op, f"per-channel weights need {out_ch} scales on axis {axis}")
-    scales = w.quant.scale if w.quant.per_channel else w.quant.scale * out_ch
-    mults = [q.conv_multiplier(in_scale, s, out_scale) for s in scales]
-    lo, hi = q.activation_range_int8(act, out_scale, out_zp)
-    params = {"out_zp": out_zp, "act_min": lo, "act_max": hi}
-    consts = [ConstArray("m", "int32_t", np.array([m for m, _ in mults], np.int32)),
-              ConstArray("s", "int8_t", np.array([s for _, s in mults], np.int8))]
-    return params, consts
-
-
 def prepare(op: Operator, graph: Graph) -> Kernel:
-    check_counts(op, (2, 3))
-    x = tensor_in(graph, op, 0, const=False)
-    w = tensor_in(graph, op, 1, const=True)
-    b = tensor_in(graph, op, 2, const=True, optional=True)
-    y = tensor_out(graph, op)
-    act = check_activation(op)
+    x, w, b, y, act = weighted_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
-    if y.dtype != x.dtype:
-        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    check_same_type(op, x, y)
     if len(w.shape) != 4:
         raise unsupported(op, f"filter '{w.name}' must be 4-D OHWI")
     oc, kh, kw, ic = w.shape
@@ -95,16 +66,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     params.setdefault("scratch", False)
 
     if x.dtype == "float32":
-        if w.dtype == "float32":
-            wf = w.data.astype(np.float32)
-        elif w.dtype == "int8":
-            wf = dequantized_weights(op, w, 0)
-        else:
-            raise unsupported(op, f"filter type {w.dtype} not supported with float32 input")
-        bias = np.zeros(oc, np.float32)
-        if b is not None:
-            check_dtype(op, b, ("float32",))
-            bias = b.data.astype(np.float32).reshape(-1)
+        wf, bias = float_weights_and_bias(op, w, b, oc, 0, "filter")
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
         wl = wf if params["form"] == "dot" else wf.transpose(1, 2, 3, 0)
@@ -116,10 +78,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     _, in_zp = per_tensor(op, x)
     rq, consts = int8_requant(op, x, w, y, oc, 0, act)
     params.update(rq, in_off=-in_zp)
-    bias = np.zeros(oc, np.int64)
-    if b is not None:
-        check_dtype(op, b, ("int32",))
-        bias = b.data.astype(np.int64).reshape(-1)
+    bias = int32_bias(op, b, oc)
     if params["form"] == "dot":
         bias = bias + (-in_zp) * w.data.astype(np.int64).reshape(oc, -1).sum(axis=1)
         wl = w.data

@@ -10,33 +10,24 @@ import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
 from .common import (
     ConstArray,
     Kernel,
     accumulator,
-    check_activation,
-    check_counts,
     check_dtype,
+    check_same_type,
     check_shape,
     per_tensor,
-    tensor_in,
-    tensor_out,
     unsupported,
 )
-from .conv2d import conv_geometry, int8_requant
-from .fully_connected import dequantized_weights
+from .conv2d import conv_geometry
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
-    check_counts(op, (2, 3))
-    x = tensor_in(graph, op, 0, const=False)
-    w = tensor_in(graph, op, 1, const=True)
-    b = tensor_in(graph, op, 2, const=True, optional=True)
-    y = tensor_out(graph, op)
-    act = check_activation(op)
+    x, w, b, y, act = weighted_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
-    if y.dtype != x.dtype:
-        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    check_same_type(op, x, y)
     if len(w.shape) != 4 or w.shape[0] != 1:
         raise unsupported(op, f"filter '{w.name}' must be [1, H, W, C*M], shape {list(w.shape)}")
     _, kh, kw, oc = w.shape
@@ -53,16 +44,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     scratch = accumulator(params, oc)
 
     if x.dtype == "float32":
-        if w.dtype == "float32":
-            wf = w.data.astype(np.float32)
-        elif w.dtype == "int8":
-            wf = dequantized_weights(op, w, 3)
-        else:
-            raise unsupported(op, f"filter type {w.dtype} not supported with float32 input")
-        bias = np.zeros(oc, np.float32)
-        if b is not None:
-            check_dtype(op, b, ("float32",))
-            bias = b.data.astype(np.float32).reshape(-1)
+        wf, bias = float_weights_and_bias(op, w, b, oc, 3, "filter")
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
         return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index],
@@ -73,10 +55,7 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     _, in_zp = per_tensor(op, x)
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
-    bias = np.zeros(oc, np.int32)
-    if b is not None:
-        check_dtype(op, b, ("int32",))
-        bias = b.data.astype(np.int32).reshape(-1)
+    bias = int32_bias(op, b, oc).astype(np.int32)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + consts
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,

@@ -13,27 +13,23 @@ from .common import (
     Kernel,
     accumulator,
     check_activation,
-    check_counts,
     check_dtype,
+    check_same_type,
     check_shape,
     check_spatial,
     compute_padding,
     per_tensor,
-    tensor_in,
-    tensor_out,
+    unary_operands,
     unsupported,
 )
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
-    check_counts(op, (1,))
+    x, y = unary_operands(op, graph)
     check_spatial(op)
-    x = tensor_in(graph, op, 0, const=False)
-    y = tensor_out(graph, op)
     act = check_activation(op)
     check_dtype(op, x, ("int8", "float32"))
-    if y.dtype != x.dtype:
-        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    check_same_type(op, x, y)
     if len(x.shape) != 4:
         raise unsupported(op, f"input '{x.name}' must be 4-D NHWC")
     n, h, w, c = x.shape

@@ -5,21 +5,11 @@ from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
-from .common import (
-    Kernel,
-    check_counts,
-    check_dtype,
-    per_tensor,
-    tensor_in,
-    tensor_out,
-    unsupported,
-)
+from .common import Kernel, check_dtype, per_tensor, unary_operands, unsupported
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
-    check_counts(op, (1,))
-    x = tensor_in(graph, op, 0, const=False)
-    y = tensor_out(graph, op)
+    x, y = unary_operands(op, graph)
     check_dtype(op, x, ("float32", "int8"))
     check_dtype(op, y, ("int8",))
     if x.num_elements != y.num_elements:

@@ -7,15 +7,14 @@ straight into a graph output); the code generator decides that, not this module.
 from __future__ import annotations
 
 from ..graph import Graph, Operator
-from .common import Kernel, check_counts, tensor_in, tensor_out, unsupported
+from .common import Kernel, check_counts, check_same_type, tensor_in, tensor_out, unsupported
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
     check_counts(op, (1, 2))
     x = tensor_in(graph, op, 0, const=False)
     y = tensor_out(graph, op)
-    if x.dtype != y.dtype:
-        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    check_same_type(op, x, y)
     if x.num_elements != y.num_elements:
         raise unsupported(op, f"reshape from {list(x.shape)} to {list(y.shape)} changes the "
                               "element count")

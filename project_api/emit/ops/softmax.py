@@ -12,22 +12,18 @@ from .. import quantize as q
 from ..graph import Graph, Operator
 from .common import (
     Kernel,
-    check_counts,
     check_dtype,
+    check_same_type,
     per_tensor,
-    tensor_in,
-    tensor_out,
+    unary_operands,
     unsupported,
 )
 
 
 def prepare(op: Operator, graph: Graph) -> Kernel:
-    check_counts(op, (1,))
-    x = tensor_in(graph, op, 0, const=False)
-    y = tensor_out(graph, op)
+    x, y = unary_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
-    if y.dtype != x.dtype:
-        raise unsupported(op, f"output type {y.dtype} differs from input type {x.dtype}")
+    check_same_type(op, x, y)
     if len(x.shape) < 1 or x.shape != y.shape:
         raise unsupported(op, "input and output shapes must match and be at least 1-D")
     depth = x.shape[-1]

@@ -1,0 +1,93 @@
+"""Shared preparation of the ops with constant weights and an optional bias: CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED (operands, float32 weights and bias, int8 requantization)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import UnsupportedOperatorError
+from .. import quantize as q
+from ..graph import Graph, Operator, Tensor
+from .common import (
+    ConstArray,
+    check_activation,
+    check_counts,
+    check_dtype,
+    per_tensor,
+    tensor_in,
+    tensor_out,
+    unsupported,
+)
+
+
+def weighted_operands(op: Operator,
+                      graph: Graph) -> tuple[Tensor, Tensor, Tensor | None, Tensor, str]:
+    """(input, constant weights, constant bias or None, output, fused activation)."""
+    check_counts(op, (2, 3))
+    x = tensor_in(graph, op, 0, const=False)
+    w = tensor_in(graph, op, 1, const=True)
+    b = tensor_in(graph, op, 2, const=True, optional=True)
+    y = tensor_out(graph, op)
+    act = check_activation(op)
+    return x, w, b, y, act
+
+
+def dequantized_weights(op: Operator | None, w: Tensor, axis: int) -> np.ndarray:
+    """float32 weights of a hybrid op: ``float32(scale) * float32(q - zero_point)``."""
+    if w.quant is None or w.data is None:
+        what = f"weights '{w.name}' are {w.dtype} without quantization"
+        raise unsupported(op, what) if op is not None else UnsupportedOperatorError(what)
+    scale = np.asarray(w.quant.scale, dtype=np.float32)
+    zp = np.asarray(w.quant.zero_point, dtype=np.float32)
+    shape = [1] * w.data.ndim
+    if len(scale) > 1:
+        shape[axis] = len(scale)
+    return ((w.data.astype(np.float32) - zp.reshape(shape)) * scale.reshape(shape)).astype(
+        np.float32)
+
+
+def float_weights_and_bias(op: Operator, w: Tensor, b: Tensor | None, out_ch: int, axis: int,
+                           what: str) -> tuple[np.ndarray, np.ndarray]:
+    """float32 weights (float32 or int8 hybrid, ``axis`` the per-channel axis) and the bias
+    (zeros when absent) of a float32 op; ``what`` names the weights in errors."""
+    if w.dtype == "float32":
+        wf = w.data.astype(np.float32)
+    elif w.dtype == "int8":
+        wf = dequantized_weights(op, w, axis)
+    else:
+        raise unsupported(op, f"{what} type {w.dtype} not supported with float32 input")
+    bias = np.zeros(out_ch, np.float32)
+    if b is not None:
+        check_dtype(op, b, ("float32",))
+        bias = b.data.astype(np.float32).reshape(-1)
+    return wf, bias
+
+
+def int32_bias(op: Operator, b: Tensor | None, out_ch: int) -> np.ndarray:
+    """The int32 bias of an int8 op as int64 (zeros when absent), ready for folding."""
+    bias = np.zeros(out_ch, np.int64)
+    if b is not None:
+        check_dtype(op, b, ("int32",))
+        bias = b.data.astype(np.int64).reshape(-1)
+    return bias
+
+
+def int8_requant(op: Operator, x: Tensor, w: Tensor, y: Tensor, out_ch: int, axis: int,
+                 act: str) -> tuple[dict, list[ConstArray]]:
+    """Per-channel multipliers/shifts (constants ``m`` and ``s``, one per output channel) and
+    the output zero point and activation clamp of an int8 op with symmetric int8 weights."""
+    in_scale, _ = per_tensor(op, x)
+    out_scale, out_zp = per_tensor(op, y)
+    if w.quant is None:
+        raise unsupported(op, f"weights '{w.name}' have no quantization parameters")
+    if any(z != 0 for z in w.quant.zero_point):
+        raise unsupported(op, "int8 weights must be symmetric (zero point 0)")
+    if w.quant.per_channel and (len(w.quant.scale) != out_ch or w.quant.axis != axis):
+        raise unsupported(op, f"per-channel weights need {out_ch} scales on axis {axis}")
+    scales = w.quant.scale if w.quant.per_channel else w.quant.scale * out_ch
+    mults = [q.conv_multiplier(in_scale, s, out_scale) for s in scales]
+    lo, hi = q.activation_range_int8(act, out_scale, out_zp)
+    params = {"out_zp": out_zp, "act_min": lo, "act_max": hi}
+    consts = [ConstArray("m", "int32_t", np.array([m for m, _ in mults], np.int32)),
+              ConstArray("s", "int8_t", np.array([s for _, s in mults], np.int8))]
+    return params, consts
