@@ -452,7 +452,7 @@ class ModelBuilder:
         """CONV_2D over NHWC ``x``. ``filters``: output channels, or float weights [O, KH, KW, I]."""
         _check_choice(padding, PADDINGS, "padding")
         _check_choice(activation, ACTIVATIONS, "activation")
-        n, h, wd, c = x.shape
+        c = x.shape[3]
         if isinstance(filters, np.ndarray):
             w = filters.astype(np.float32)
             if w.ndim != 4 or w.shape[3] != c:
@@ -460,26 +460,51 @@ class ModelBuilder:
         else:
             kh, kw = _pair(kernel_size)
             w = self._random_weights((int(filters), kh, kw, c), kh * kw * c)
-        o, kh, kw, _ = w.shape
+        y, inputs = self._windowed("conv2d", x, w, 0, bias, stride, padding, dilation,
+                                   activation, per_channel, out_quant)
         sh, sw = _pair(stride)
         dh, dw = _pair(dilation)
-        stem = self._name("conv2d")
-        pc = self.per_channel if per_channel is None else per_channel
-        wref, w_eff = self._weights(stem, w, x, pc, 0)
-        b = self._bias_values(bias, o)
-        oh = _out_size(h, kh, sh, dh, padding)
-        ow = _out_size(wd, kw, sw, dw, padding)
-        lo, hi = self._linear_range(x, w_eff, b, 0)
-        q, est = self._out_quant(x, out_quant, lo, hi, activation)
-        inputs = [x.index, wref.index]
-        if b is not None:
-            inputs.append(self._bias(stem, b, x, wref).index)
-        y = self._activation(stem, (n, oh, ow, o), x.dtype, q, est)
         self._op("CONV_2D", inputs, [y.index], "Conv2DOptions", 7, [
             (0, "i8", PADDINGS[padding], 0), (1, "i32", sw, 0), (2, "i32", sh, 0),
             (3, "i8", ACTIVATIONS[activation], 0), (4, "i32", dw, 1), (5, "i32", dh, 1),
         ])
         return y
+
+    def _windowed(
+        self,
+        stem_prefix: str,
+        x: TensorRef,
+        w: np.ndarray,
+        axis: int,
+        bias: bool | np.ndarray,
+        stride: int | Sequence[int],
+        padding: str,
+        dilation: int | Sequence[int],
+        activation: str,
+        per_channel: bool | None,
+        out_quant: tuple[float, int] | None,
+    ) -> tuple[TensorRef, list[int]]:
+        """Weights, bias and NHWC output of CONV_2D (``axis`` 0) or DEPTHWISE_CONV_2D (``axis``
+        3: the output channel axis of ``w``, also its per-channel quantization axis); returns the
+        output and the op's input indices."""
+        n, h, wd, _ = x.shape
+        _, kh, kw, _ = w.shape
+        o = w.shape[axis]
+        sh, sw = _pair(stride)
+        dh, dw = _pair(dilation)
+        stem = self._name(stem_prefix)
+        pc = self.per_channel if per_channel is None else per_channel
+        wref, w_eff = self._weights(stem, w, x, pc, axis)
+        b = self._bias_values(bias, o)
+        oh = _out_size(h, kh, sh, dh, padding)
+        ow = _out_size(wd, kw, sw, dw, padding)
+        lo, hi = self._linear_range(x, w_eff, b, axis)
+        q, est = self._out_quant(x, out_quant, lo, hi, activation)
+        inputs = [x.index, wref.index]
+        if b is not None:
+            inputs.append(self._bias(stem, b, x, wref).index)
+        y = self._activation(stem, (n, oh, ow, o), x.dtype, q, est)
+        return y, inputs
 
     def _bias_values(self, bias: bool | np.ndarray, n: int) -> np.ndarray | None:
         if isinstance(bias, np.ndarray):
@@ -505,7 +530,7 @@ class ModelBuilder:
         """DEPTHWISE_CONV_2D; ``weights`` (float, [1, KH, KW, C * depth_multiplier]) or generated."""
         _check_choice(padding, PADDINGS, "padding")
         _check_choice(activation, ACTIVATIONS, "activation")
-        n, h, wd, c = x.shape
+        c = x.shape[3]
         oc = c * depth_multiplier
         if weights is not None:
             w = weights.astype(np.float32)
@@ -514,21 +539,10 @@ class ModelBuilder:
         else:
             kh, kw = _pair(kernel_size)
             w = self._random_weights((1, kh, kw, oc), kh * kw)
-        _, kh, kw, _ = w.shape
+        y, inputs = self._windowed("depthwise_conv2d", x, w, 3, bias, stride, padding, dilation,
+                                   activation, per_channel, out_quant)
         sh, sw = _pair(stride)
         dh, dw = _pair(dilation)
-        stem = self._name("depthwise_conv2d")
-        pc = self.per_channel if per_channel is None else per_channel
-        wref, w_eff = self._weights(stem, w, x, pc, 3)
-        b = self._bias_values(bias, oc)
-        oh = _out_size(h, kh, sh, dh, padding)
-        ow = _out_size(wd, kw, sw, dw, padding)
-        lo, hi = self._linear_range(x, w_eff, b, 3)
-        q, est = self._out_quant(x, out_quant, lo, hi, activation)
-        inputs = [x.index, wref.index]
-        if b is not None:
-            inputs.append(self._bias(stem, b, x, wref).index)
-        y = self._activation(stem, (n, oh, ow, oc), x.dtype, q, est)
         self._op("DEPTHWISE_CONV_2D", inputs, [y.index], "DepthwiseConv2DOptions", 7, [
             (0, "i8", PADDINGS[padding], 0), (1, "i32", sw, 0), (2, "i32", sh, 0),
             (3, "i32", depth_multiplier, 0), (4, "i8", ACTIVATIONS[activation], 0),
