@@ -153,16 +153,35 @@ static void Begin(packet_t* p, int32_t code) {
   PutLe(p, (uint32_t)code, 4);
 }
 
+/* Fill in the u64 length Begin left at the start of the packet. */
+static void SetLength(packet_t* p) {
+  size_t i;
+  for (i = 0; i < 8; ++i) p->data[i] = (uint8_t)((uint64_t)(p->size - 8) >> (8 * i));
+}
+
 /* Send one request; returns 1 if exactly one reply arrived. */
 static int Send(packet_t* p) {
   int before = host.num_normal;
-  size_t i;
-  for (i = 0; i < 8; ++i) p->data[i] = (uint8_t)((uint64_t)(p->size - 8) >> (8 * i));
+  SetLength(p);
   EXPECT_EQ(kTvmErrorNoError,
             TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
   HostToDevice();
   DeviceToHost();
   return host.num_normal == before + 1;
+}
+
+/* Send one request and check both frames byte for byte: the host's request on the wire, then
+ * the device's reply. */
+static void ExpectExchange(packet_t* p, const char* request_hex, const char* reply_hex) {
+  rpc_test_bytes_t expected;
+  SetLength(p);
+  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size);
+  RpcTestHex(&expected, request_hex);
+  EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
+  HostToDevice();
+  RpcTestHex(&expected, reply_hex);
+  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  DeviceToHost();
 }
 
 static uint64_t Le(const rpc_test_bytes_t* b, size_t offset, size_t n) {
@@ -239,7 +258,6 @@ TEST(BootSendsTerminate) {
 }
 
 TEST(WorkedExampleBytes) {
-  rpc_test_bytes_t expected;
   packet_t p;
   Connect();
   ASSERT_TRUE(TVMSessionIsEstablished(&host.session));
@@ -250,41 +268,21 @@ TEST(WorkedExampleBytes) {
   PutLe(&p, 1, 4);
   PutLe(&p, kTVMStr, 4);
   PutStr(&p, "runtime.SystemLib");
-  {
-    size_t i;
-    for (i = 0; i < 8; ++i) p.data[i] = (uint8_t)((uint64_t)(p.size - 8) >> (8 * i));
-  }
-  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size);
-  RpcTestHex(&expected,
-             "ff fd 30 00 00 00 82 66 10 25 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 0b 00 00 00"
-             "11 00 00 00 00 00 00 00 72 75 6e 74 69 6d 65 2e 53 79 73 74 65 6d 4c 69 62 30 3b");
-  EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
-  HostToDevice();
-  RpcTestHex(&expected,
-             "ff fd 1f 00 00 00 82 66 10 14 00 00 00 00 00 00 00 04 00 00 00 01 00 00 00 03 00 00 00"
-             "00 80 02 80 00 00 00 00 67 52");
-  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
-  DeviceToHost();
+  ExpectExchange(&p,
+                 "ff fd 30 00 00 00 82 66 10 25 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 0b 00 00 00"
+                 "11 00 00 00 00 00 00 00 72 75 6e 74 69 6d 65 2e 53 79 73 74 65 6d 4c 69 62 30 3b",
+                 "ff fd 1f 00 00 00 82 66 10 14 00 00 00 00 00 00 00 04 00 00 00 01 00 00 00 03 00 00 00"
+                 "00 80 02 80 00 00 00 00 67 52");
 
   /* kCallFunc(0x80028000) with no args, then the Module 0x8000 return */
   Begin(&p, 3);
   PutLe(&p, 0x80028000u, 8);
   PutLe(&p, 0, 4);
-  {
-    size_t i;
-    for (i = 0; i < 8; ++i) p.data[i] = (uint8_t)((uint64_t)(p.size - 8) >> (8 * i));
-  }
-  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size);
-  RpcTestHex(&expected,
-             "ff fd 1b 00 00 00 82 66 10 10 00 00 00 00 00 00 00 03 00 00 00 00 80 02 80 00 00 00 00"
-             "00 00 00 00 94 9b");
-  EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
-  HostToDevice();
-  RpcTestHex(&expected,
-             "ff fd 2b 00 00 00 82 66 10 20 00 00 00 00 00 00 00 04 00 00 00 02 00 00 00 00 00 00 00"
-             "03 00 00 00 09 00 00 00 00 00 00 00 00 80 00 00 00 00 00 00 20 70");
-  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
-  DeviceToHost();
+  ExpectExchange(&p,
+                 "ff fd 1b 00 00 00 82 66 10 10 00 00 00 00 00 00 00 03 00 00 00 00 80 02 80 00 00 00 00"
+                 "00 00 00 00 94 9b",
+                 "ff fd 2b 00 00 00 82 66 10 20 00 00 00 00 00 00 00 04 00 00 00 02 00 00 00 00 00 00 00"
+                 "03 00 00 00 09 00 00 00 00 00 00 00 00 80 00 00 00 00 00 00 20 70");
 }
 
 TEST(MaxPacketSizeAndMissingGlobal) {

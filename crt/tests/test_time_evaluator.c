@@ -116,11 +116,17 @@ static double result_at(const TVMByteArray* r, int i) {
   return d;
 }
 
-TEST(FixedNumberAndRepeat) {
+/* A fresh test platform on the fake clock, no calls counted; each tick advances it by
+ * seconds_per_call. */
+static void start_fake_clock(double seconds_per_call) {
   TestPlatform_Reset();
   TestPlatform_UseFakeClock();
   g_calls = 0;
-  g_seconds_per_call = 0.002;
+  g_seconds_per_call = seconds_per_call;
+}
+
+TEST(FixedNumberAndRepeat) {
+  start_fake_clock(0.002);
   TVMFunctionHandle f;
   ASSERT_EQ_INT(make_evaluator("tick", 5, 3, 0, 100, 0, &f), 0);
   EXPECT_EQ_INT((uintptr_t)f & 0xffff8000u, 0xffff8000u);
@@ -137,10 +143,7 @@ TEST(FixedNumberAndRepeat) {
 }
 
 TEST(NumberGrowsUntilMinRepeatMs) {
-  TestPlatform_Reset();
-  TestPlatform_UseFakeClock();
-  g_calls = 0;
-  g_seconds_per_call = 0.001;
+  start_fake_clock(0.001);
   TVMFunctionHandle f;
   ASSERT_EQ_INT(make_evaluator("tick", 1, 1, 10, 100, 0, &f), 0);
   TVMByteArray* r = NULL;
@@ -151,9 +154,7 @@ TEST(NumberGrowsUntilMinRepeatMs) {
   EXPECT_EQ_STR(TestPlatform_Trace(), "before;start;stop;after;before;start;stop;after;");
   TVMByteArrayFree(r);
   /* Number carries over into later repeats: the second round starts at 11 calls. */
-  TestPlatform_Reset();
-  TestPlatform_UseFakeClock();
-  g_calls = 0;
+  start_fake_clock(0.001);
   ASSERT_EQ_INT(make_evaluator("tick", 1, 2, 10, 100, 0, &f), 0);
   ASSERT_EQ_INT(run_evaluator(f, 1, &r), 0);
   EXPECT_EQ_INT(g_calls, 1 + (1 + 11) + 11);
@@ -161,10 +162,7 @@ TEST(NumberGrowsUntilMinRepeatMs) {
 }
 
 TEST(ZeroTimeBatchesAreLimited) {
-  TestPlatform_Reset();
-  TestPlatform_UseFakeClock();
-  g_calls = 0;
-  g_seconds_per_call = 0;
+  start_fake_clock(0);
   TVMFunctionHandle f;
   ASSERT_EQ_INT(make_evaluator("tick", 2, 1, 10, 3, 0, &f), 0);
   TVMByteArray* r = NULL;
@@ -175,9 +173,7 @@ TEST(ZeroTimeBatchesAreLimited) {
 }
 
 TEST(StaleAndFreedHandles) {
-  TestPlatform_Reset();
-  TestPlatform_UseFakeClock();
-  g_seconds_per_call = 0.001;
+  start_fake_clock(0.001);
   TVMFunctionHandle first;
   TVMFunctionHandle second;
   ASSERT_EQ_INT(make_evaluator("tick", 1, 1, 0, 100, 0, &first), 0);
