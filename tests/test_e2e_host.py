@@ -63,16 +63,21 @@ def test_dense_with_workspace(tmp_path: Path) -> None:
     assert len(timing.results) == 3 and all(t > 0 for t in timing.results)
 
 
-def test_v5_archive(tmp_path: Path) -> None:
-    mlf = v5_add_mlf(tmp_path / "v5.tar", shape=(1, 6))
-    a = np.arange(-3, 3, dtype=np.int8).reshape(1, 6)
-    b = np.full((1, 6), 120, dtype=np.int8)
-    with generate_host_project(mlf, tmp_path / "prj") as project, project.session() as session:
+def _check_add_on_device(mlf: Path, project_dir: Path, a: np.ndarray, b: np.ndarray) -> None:
+    """Run the add model of ``mlf`` in a host project; its output must be ``a + b`` exactly."""
+    with generate_host_project(mlf, project_dir) as project, project.session() as session:
         model = session.model()
         model.set_input("a", a)
         model.set_input("b", b)
         model.run()
         np.testing.assert_array_equal(model.get_output(0), a + b)
+
+
+def test_v5_archive(tmp_path: Path) -> None:
+    mlf = v5_add_mlf(tmp_path / "v5.tar", shape=(1, 6))
+    a = np.arange(-3, 3, dtype=np.int8).reshape(1, 6)
+    b = np.full((1, 6), 120, dtype=np.int8)
+    _check_add_on_device(mlf, tmp_path / "prj", a, b)
 
 
 def test_large_tensors_cross_many_packets(tmp_path: Path) -> None:
@@ -80,12 +85,7 @@ def test_large_tensors_cross_many_packets(tmp_path: Path) -> None:
     mlf = add_mlf(tmp_path / "add.tar", dtype="float32", shape=shape)
     rng = np.random.default_rng(3)
     a, b = _random(rng, "float32", shape), _random(rng, "float32", shape)
-    with generate_host_project(mlf, tmp_path / "prj") as project, project.session() as session:
-        model = session.model()
-        model.set_input("a", a)
-        model.set_input("b", b)
-        model.run()
-        np.testing.assert_array_equal(model.get_output(0), a + b)
+    _check_add_on_device(mlf, tmp_path / "prj", a, b)
 
 
 def test_second_session_after_close(tmp_path: Path) -> None:

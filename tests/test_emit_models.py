@@ -287,32 +287,29 @@ def test_sanitized_names_in_header(models_dir):
     assert "  void* StatefulPartitionedCall_0;" in gen.header
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_compiles_for_cortex_m4(models_dir, tmp_path, name):
-    cc = require_tool("arm-none-eabi-gcc")
-    gen = emit_sources(model_bytes(models_dir, name))
+def _compile_object(gen, tmp_path, cc, flags):
+    """Write the generated header and source to tmp_path; compile the source to an object."""
     (tmp_path / "tvmgen_default.h").write_text(gen.header)
     src = tmp_path / "default_lib0.c"
     src.write_text(gen.source)
     proc = subprocess.run(
-        [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4", "-mthumb", "-Os",
-         f"-I{tmp_path}", f"-I{crt_dir() / 'include'}", "-c", str(src),
+        [cc, *flags, f"-I{tmp_path}", f"-I{crt_dir() / 'include'}", "-c", str(src),
          "-o", str(tmp_path / "lib0.o")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_compiles_for_cortex_m4(models_dir, tmp_path, name):
+    cc = require_tool("arm-none-eabi-gcc")
+    _compile_object(emit_sources(model_bytes(models_dir, name)), tmp_path, cc,
+                    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4", "-mthumb", "-Os"])
 
 
 @pytest.mark.parametrize("name", ["kws_ref_model_int8", "kws_ref_model_float32", "micro_speech_int8"])
 def test_compiles_with_clang_pedantic(models_dir, tmp_path, name):
     cc = require_tool("clang")
-    gen = emit_sources(model_bytes(models_dir, name))
-    (tmp_path / "tvmgen_default.h").write_text(gen.header)
-    src = tmp_path / "default_lib0.c"
-    src.write_text(gen.source)
-    proc = subprocess.run(
-        [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2", f"-I{tmp_path}",
-         f"-I{crt_dir() / 'include'}", "-c", str(src), "-o", str(tmp_path / "lib0.o")],
-        capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _compile_object(emit_sources(model_bytes(models_dir, name)), tmp_path, cc,
+                    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"])
 
 
 def test_run_fails_cleanly_without_workspace(models_dir, tmp_path):
