@@ -388,24 +388,25 @@ static void FreeHandle(uint64_t handle, int tcode) {
   EXPECT_EQ(kTVMNullptr, (int)Le(&host.reply, 16, 4));
 }
 
-TEST(AotInferenceEndToEnd) {
+/* runtime.SystemLib(), then tvm.aot_executor.create(syslib, cpu 0, "default"). Returns 1 with
+ * the executor module's handle in *executor, or 0 (the test has failed) if either call did not
+ * return a module. */
+static int CreateAotExecutor(uint64_t* executor) {
   packet_t args;
-  uint64_t v, syslib, create, get_input, get_output, run, num_inputs;
-  remote_array_t in0, in1, out;
-  const float a[4] = {1.5f, -2.0f, 3.25f, 100.0f};
-  const float b[4] = {0.5f, 4.0f, -3.25f, 0.125f};
-  float expected[4], got[4];
-  int i;
-  Connect();
+  uint64_t syslib, create;
   syslib = GetGlobal("runtime.SystemLib");
   args.size = 0;
   PutLe(&args, 0, 4);
   Call(syslib, &args);
-  ASSERT_EQ_INT(CallResult(&v), kTVMModuleHandle);
-  syslib = v;
-
+  if (CallResult(&syslib) != kTVMModuleHandle) {
+    TEST_FAIL_AT("runtime.SystemLib() did not return a module");
+    return 0;
+  }
   create = GetGlobal("tvm.aot_executor.create");
-  ASSERT_TRUE(create != 0);
+  if (create == 0) {
+    TEST_FAIL_AT("tvm.aot_executor.create is not registered");
+    return 0;
+  }
   args.size = 0;
   PutLe(&args, 3, 4);
   PutLe(&args, kTVMModuleHandle, 4);
@@ -416,7 +417,23 @@ TEST(AotInferenceEndToEnd) {
   PutLe(&args, 0, 4);
   PutStr(&args, "default");
   Call(create, &args);
-  ASSERT_EQ_INT(CallResult(&g_executor), kTVMModuleHandle);
+  if (CallResult(executor) != kTVMModuleHandle) {
+    TEST_FAIL_AT("tvm.aot_executor.create did not return a module");
+    return 0;
+  }
+  return 1;
+}
+
+TEST(AotInferenceEndToEnd) {
+  packet_t args;
+  uint64_t v, get_input, get_output, run, num_inputs;
+  remote_array_t in0, in1, out;
+  const float a[4] = {1.5f, -2.0f, 3.25f, 100.0f};
+  const float b[4] = {0.5f, 4.0f, -3.25f, 0.125f};
+  float expected[4], got[4];
+  int i;
+  Connect();
+  ASSERT_TRUE(CreateAotExecutor(&g_executor));
 
   g_mgf = GetGlobal("tvm.rpc.server.ModuleGetFunction");
   get_input = ExecutorFunction("get_input");
@@ -486,26 +503,10 @@ TEST(AotInferenceEndToEnd) {
 /* kTVMBytes return (RPCTimeEvaluator results) and exceptions carrying the last error. */
 TEST(BytesReturnAndLastError) {
   packet_t args;
-  uint64_t v, syslib, create, executor, evaluator, timer;
+  uint64_t v, executor, evaluator, timer;
   int i, live;
   Connect();
-  syslib = GetGlobal("runtime.SystemLib");
-  args.size = 0;
-  PutLe(&args, 0, 4);
-  Call(syslib, &args);
-  ASSERT_EQ_INT(CallResult(&syslib), kTVMModuleHandle);
-  create = GetGlobal("tvm.aot_executor.create");
-  args.size = 0;
-  PutLe(&args, 3, 4);
-  PutLe(&args, kTVMModuleHandle, 4);
-  PutLe(&args, kDLDevice, 4);
-  PutLe(&args, kTVMStr, 4);
-  PutLe(&args, syslib, 8);
-  PutLe(&args, 1, 4);
-  PutLe(&args, 0, 4);
-  PutStr(&args, "default");
-  Call(create, &args);
-  ASSERT_EQ_INT(CallResult(&executor), kTVMModuleHandle);
+  ASSERT_TRUE(CreateAotExecutor(&executor));
 
   /* runtime.RPCTimeEvaluator(executor, "run", 1, 0, number 2, repeat 3, 0, 100, 0, 1, 0, "") */
   evaluator = GetGlobal("runtime.RPCTimeEvaluator");
