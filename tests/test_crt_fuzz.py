@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from c_build import run_make
 from conftest import require_tool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,14 +26,8 @@ RSS_LIMIT_MB = 512
 @pytest.fixture(scope="module")
 def fuzz_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_tool("clang")
-    require_tool("make")
     build = tmp_path_factory.mktemp("crt_fuzz")
-    result = subprocess.run(
-        ["make", "-C", str(FUZZ_DIR), f"BUILD={build}", f"PYTHON={sys.executable}", "-j2"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_make(FUZZ_DIR, build, f"PYTHON={sys.executable}", timeout=None)
     assert result.returncode == 0, f"fuzz build failed:\n{result.stdout}\n{result.stderr}"
     return build
 

@@ -7,11 +7,11 @@ nonzero exit or a sanitizer report fails the test here. The three are built once
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from c_build import assert_program_passed, program_reports, run_make
 from conftest import require_tool
 
 CRT_DIR = Path(__file__).resolve().parent.parent / "crt"
@@ -34,30 +34,17 @@ CORTEX_M4_FLAGS = [
 
 @pytest.fixture(scope="module")
 def make_output(tmp_path_factory: pytest.TempPathFactory) -> str:
-    require_tool("make")
     require_tool("cc")
     build = tmp_path_factory.mktemp("crt_rpc")
-    result = subprocess.run(
-        ["make", "-C", str(CRT_DIR), f"BUILD={build}", "-k", "-j2"]
-        + [f"run-{p}" for p in PROGRAMS],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    result = run_make(CRT_DIR, build, "-k", *(f"run-{p}" for p in PROGRAMS))
     return result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_crt_rpc_program(make_output: str, program: str) -> None:
-    block = re.search(rf"^=== {program}\n(.*?)^=== {program} exit (\d+)$", make_output, re.S | re.M)
-    assert block is not None, f"{program} did not run:\n{make_output[-6000:]}"
-    output, rc = block.group(1), int(block.group(2))
-    assert rc == 0, f"{program} exited {rc}:\n{output[-6000:]}"
-    summary = re.search(r"(\d+) passed, (\d+) failed", output)
-    assert summary is not None, output[-2000:]
-    assert int(summary.group(1)) > 0 and int(summary.group(2)) == 0, summary.group(0)
-    assert "runtime error" not in output and "AddressSanitizer" not in output, output[-4000:]
+    report = program_reports(make_output).get(program)
+    assert report is not None, f"{program} did not run:\n{make_output[-6000:]}"
+    assert_program_passed(program, *report)
 
 
 @pytest.mark.parametrize("source", RPC_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")

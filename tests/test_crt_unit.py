@@ -7,11 +7,11 @@ Cortex-M4 with the same warning flags and that config.h's range checks reject ba
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from c_build import assert_program_passed, program_reports, run_make
 from conftest import REPO_ROOT, require_tool
 
 CRT_DIR = REPO_ROOT / "crt"
@@ -19,23 +19,14 @@ HELPERS = {"test_platform", "test_support_models"}
 TEST_PROGRAMS = sorted(
     p.stem for p in (CRT_DIR / "tests").glob("test_*.c") if p.stem not in HELPERS
 )
-REPORT_RE = re.compile(r"^=== (\S+)\n(.*?)^=== \1 exit (-?\d+)$", re.S | re.M)
-SUMMARY_RE = re.compile(r"^(\d+) passed, (\d+) failed$", re.M)
 
 
 @pytest.fixture(scope="module")
 def crt_test_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
     """Run ``make -k -j2 -C crt test`` once; map each program to (exit code, its output)."""
     require_tool("cc")
-    make = require_tool("make")
-    build = tmp_path_factory.mktemp("crt-build")
-    proc = subprocess.run(
-        [make, "-k", "-j2", "-C", str(CRT_DIR), "test", f"BUILD={build}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    reports = {m.group(1): (int(m.group(3)), m.group(2)) for m in REPORT_RE.finditer(proc.stdout)}
+    proc = run_make(CRT_DIR, tmp_path_factory.mktemp("crt-build"), "-k", "test")
+    reports = program_reports(proc.stdout)
     reports["__make__"] = (proc.returncode, proc.stdout[-4000:] + proc.stderr[-4000:])
     return reports
 
@@ -44,11 +35,7 @@ def crt_test_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[in
 def test_c_program(program: str, crt_test_run: dict[str, tuple[int, str]]) -> None:
     if program not in crt_test_run:
         pytest.fail(f"{program} did not build or run; make output:\n{crt_test_run['__make__'][1]}")
-    rc, output = crt_test_run[program]
-    summary = SUMMARY_RE.findall(output)
-    assert summary, f"{program} printed no 'N passed, M failed' line (exit {rc}):\n{output}"
-    passed, failed = (int(x) for x in summary[-1])
-    assert rc == 0 and failed == 0 and passed > 0, f"{program} failed (exit {rc}):\n{output}"
+    assert_program_passed(program, *crt_test_run[program])
 
 
 def test_make_test_succeeds_overall(crt_test_run: dict[str, tuple[int, str]]) -> None:
