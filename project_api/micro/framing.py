@@ -67,7 +67,7 @@ def escape(data: bytes | bytearray | memoryview) -> bytes:
     if not isinstance(data, bytes):
         data = bytes(data)
     # bytes.replace returns its input itself when there is nothing to replace: no copy.
-    return data.replace(b"\xff", b"\xff\xff") if b"\xff" in data else data
+    return data.replace(b"\xff", b"\xff\xff")
 
 
 _START_CRC = binascii.crc_hqx(START_SEQUENCE, CRC_INIT)
