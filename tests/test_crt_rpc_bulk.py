@@ -86,6 +86,17 @@ static void TestCrc(void) {
             "crc len %zu off %zu", len, off);
     }
   }
+  {
+    /* Around the two-lane blocks of the 8-slice variant (4096 bytes). */
+    static const size_t kLens[] = {4095, 4096, 4097, 8191, 8192, 8200, 12289, 65536 + 5};
+    for (i = 0; i < sizeof(kLens) / sizeof(kLens[0]); ++i) {
+      for (off = 0; off < 4; ++off) {
+        uint16_t init = (uint16_t)Rand();
+        CHECK(TVMCrc16Update(init, data + off, kLens[i]) == BitwiseCrc(init, data + off, kLens[i]),
+              "crc len %zu off %zu", kLens[i], off);
+      }
+    }
+  }
   CHECK(TVMCrc16Update(TVM_CRC16_INIT, data, sizeof(data)) ==
             BitwiseCrc(TVM_CRC16_INIT, data, sizeof(data)), "crc of 1 MiB");
   CHECK(TVMCrc16Update(TVM_CRC16_INIT, (const uint8_t*)"123456789", 9) == 0x29B1, "check value");
