@@ -28,11 +28,17 @@
 #include <tvm/runtime/crt/platform.h>
 
 /*! Bytes read from stdin per read(): whatever is available, up to this much. */
+#ifndef TVM_HOST_READ_CHUNK_BYTES
 #define TVM_HOST_READ_CHUNK_BYTES (256 * 1024)
+#endif
 /*! Output collected before it is written to stdout (larger writes go out directly). */
+#ifndef TVM_HOST_WRITE_BUFFER_BYTES
 #define TVM_HOST_WRITE_BUFFER_BYTES (256 * 1024)
+#endif
 /*! Pipe size asked for on stdin and stdout when they are pipes or FIFOs (Linux; best effort). */
+#ifndef TVM_HOST_PIPE_BYTES
 #define TVM_HOST_PIPE_BYTES (1024 * 1024)
+#endif
 
 static uint8_t g_host_model_workspace[TVM_HOST_MODEL_WORKSPACE_BYTES] __attribute__((aligned(16)));
 static uint8_t g_host_read_buffer[TVM_HOST_READ_CHUNK_BYTES];
