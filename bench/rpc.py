@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from mlf_kernels import add_mlf  # noqa: E402
 
 from project_api.micro import Session  # noqa: E402
+from project_api.micro.framing import CRC_BACKEND  # noqa: E402
 from project_api.project import generate_project  # noqa: E402
 from project_api.transport import ProjectTransport  # noqa: E402
 
@@ -176,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="project-api-bench-rpc-"))
     try:
         print(f"host template RPC benchmark: 1 MiB float32 tensors (median of {args.repeat}, "
-              f"upload/download/raw sampled interleaved), no-op call median of {args.calls}")
+              f"upload/download/raw sampled interleaved), no-op call median of {args.calls}; "
+              f"host CRC: {CRC_BACKEND}")
         for size in sizes:
             r = _bench_packet_size(work, size, args.calls, args.repeat)
             up, down, raw = MIB / r["upload"] / MIB, MIB / r["download"] / MIB, MIB / r["raw"] / MIB
