@@ -91,15 +91,15 @@ def _median_seconds(fn, count: int) -> float:
     return statistics.median(samples)
 
 
-def _interleaved_medians(fns: dict[str, object], count: int) -> dict[str, float]:
-    """Median seconds of each function, sampled round-robin ``count`` times."""
+def _interleaved_samples(fns: dict[str, object], count: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, sampled round-robin ``count`` times."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(count):
         for name, fn in fns.items():
             t0 = time.perf_counter()
             fn()  # type: ignore[operator]
             samples[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in samples.items()}
+    return samples
 
 
 def _bench_packet_size(work: Path, packet_bytes: int, calls: int, repeat: int) -> dict[str, float]:
@@ -126,18 +126,24 @@ def _bench_packet_size(work: Path, packet_bytes: int, calls: int, repeat: int) -
                 transport.write(zeros, 10.0)
                 session.call(NOOP)
 
-            medians = _interleaved_medians(
+            # The raw push's trailing no-op call is subtracted with no-op samples taken in the
+            # same rounds, so a change in call latency during the run cancels out.
+            samples = _interleaved_samples(
                 {
                     "upload": lambda: model.set_input("a", x),
                     "raw_1": raw_push,
+                    "noop_1": lambda: session.call(NOOP),
                     "download": lambda: model.get_output(0),
                     "raw_2": raw_push,
+                    "noop_2": lambda: session.call(NOOP),
                 },
                 repeat,
             )
-            result["upload"], result["download"] = medians["upload"], medians["download"]
-            raw_push_median = statistics.median([medians["raw_1"], medians["raw_2"]])
-            result["raw"] = max(raw_push_median - result["noop"], 1e-9)
+            result["upload"] = statistics.median(samples["upload"])
+            result["download"] = statistics.median(samples["download"])
+            raw_push_median = statistics.median(samples["raw_1"] + samples["raw_2"])
+            noop_median = statistics.median(samples["noop_1"] + samples["noop_2"])
+            result["raw"] = max(raw_push_median - noop_median, 1e-9)
             pid = _device_pid(project_dir / "build" / "main")
             cpu_repeat = max(repeat, 20)
             result["up_host_cpu"], up_dev = _cpu_split(lambda: model.set_input("a", x), cpu_repeat, pid)

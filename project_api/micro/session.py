@@ -66,7 +66,7 @@ def reads_may_wait_for_n(transport: Any) -> bool:
 
 
 #: Copy requests kept in flight over a FIFO endpoint (see :func:`pipeline_depth_for`).
-FIFO_PIPELINE_DEPTH = 2
+FIFO_PIPELINE_DEPTH = 4
 
 
 def pipeline_depth_for(transport: Any) -> int:
@@ -75,13 +75,14 @@ def pipeline_depth_for(transport: Any) -> int:
     Only a Project API server's FIFO endpoint (a device process on this host, such as the
     host template's) gets :data:`FIFO_PIPELINE_DEPTH`; every other link gets 1, the reference
     behaviour, because a microcontroller may not read its UART while it handles a request.
-    Why two cannot deadlock: the host blocks writing only while the device is not reading,
-    and the device stops reading only while its output pipe (a kernel pipe: at least 4 KiB,
-    64 KiB by default) is full. With two requests in flight the device owes at most two
-    replies; a copy's reply is about 40 bytes (an error reply or a log line at most
-    TVM_CRT_LAST_ERROR_SIZE_BYTES / TVM_CRT_LOG_MESSAGE_SIZE_BYTES, a few hundred by default).
-    Copy-from replies may be large, but their requests are small, so the host's writes
-    never fill the device's input pipe while it waits.
+
+    Why this cannot deadlock: the host blocks writing only while the device is not reading, and
+    the device stops reading only while its output pipe is full. A copy-to request's reply is
+    about 40 bytes; an error reply is at most TVM_CRT_LAST_ERROR_SIZE_BYTES (1 KiB by default)
+    plus ~40, doubled in the worst case by escaping; so the device owes at most four of those,
+    well inside a kernel pipe (64 KiB by default, and the host template asks for 1 MiB). A
+    copy-from reply may be large, but its requests are ~70 bytes: the host's writes never fill
+    the device's input pipe, so it is always free to read the replies.
     """
     from project_api.transport import ProjectTransport, TransportLogger
 
