@@ -22,8 +22,6 @@ from conftest import require_tool
 from project_api.emit import archive_bytes, emit, emit_sources, harness, read_tflite
 from project_api.emit import planner as P
 from project_api.emit import reference as R
-from project_api.emit.builder import ModelBuilder
-from project_api.emit.ops.fully_connected import dequantized_weights
 from project_api.mlf import open_mlf
 from project_api.paths import crt_dir
 
@@ -58,51 +56,6 @@ def inputs_for(gen, seed: int) -> list[np.ndarray]:
     return out
 
 
-def dequantized_rebuild(model: bytes) -> bytes:
-    """The float model with every int8 weight dequantized to float32 (TFLM runs this one)."""
-    g = read_tflite(model)
-    b = ModelBuilder()
-    values = {}
-    for i in g.inputs:
-        t = g.tensor(i)
-        values[i] = b.input(t.shape, "float32", name=t.name)
-
-    def weights(idx: int, axis: int) -> np.ndarray:
-        t = g.tensor(idx)
-        return dequantized_weights(None, t, axis) if t.dtype == "int8" else t.data
-
-    for op in g.operators:
-        x = values[op.inputs[0]]
-        o = op.options
-        if op.opcode == "CONV_2D":
-            y = b.conv2d(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
-                         stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
-                         dilation=(o["dilation_h"], o["dilation_w"]), activation=o["activation"])
-        elif op.opcode == "DEPTHWISE_CONV_2D":
-            w = weights(op.inputs[1], 3)
-            y = b.depthwise_conv2d(x, weights=w, bias=g.tensor(op.inputs[2]).data,
-                                   depth_multiplier=w.shape[3] // x.shape[3],
-                                   stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
-                                   dilation=(o["dilation_h"], o["dilation_w"]),
-                                   activation=o["activation"])
-        elif op.opcode == "AVERAGE_POOL_2D":
-            y = b.average_pool2d(x, (o["filter_h"], o["filter_w"]), (o["stride_h"], o["stride_w"]),
-                                 o["padding"], o["activation"])
-        elif op.opcode == "RESHAPE":
-            y = b.reshape(x, g.tensor(op.outputs[0]).shape)
-        elif op.opcode == "FULLY_CONNECTED":
-            y = b.fully_connected(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
-                                  activation=o["activation"])
-        elif op.opcode == "SOFTMAX":
-            y = b.softmax(x, o["beta"])
-        else:
-            raise AssertionError(f"rebuild does not know {op.opcode}")
-        values[op.outputs[0]] = y
-    for i in g.outputs:
-        b.output(values[i])
-    return b.build()
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, models_dir):
     """Model name -> (model bytes, Generated, sanitized host executable); built once."""
@@ -125,7 +78,7 @@ def test_model_matches_tflm_and_litert(built, name):
     data, gen, exe = built(name)
     reference_model = data
     if name == "kws_ref_model_float32":
-        reference_model = dequantized_rebuild(data)
+        reference_model = R.dequantized_rebuild(data)
     for seed in range(4):
         ins = inputs_for(gen, seed)
         ours = harness.run(exe, gen, ins)
@@ -150,7 +103,7 @@ def test_model_matches_tflm_and_litert(built, name):
 def test_kws_float_hybrid_rebuild_is_the_same_network(models_dir):
     """The dequantized rebuild used as the hybrid model's reference is the same graph."""
     data = model_bytes(models_dir, "kws_ref_model_float32")
-    a, b = read_tflite(data), read_tflite(dequantized_rebuild(data))
+    a, b = read_tflite(data), read_tflite(R.dequantized_rebuild(data))
     assert [op.opcode for op in a.operators] == [op.opcode for op in b.operators]
     assert [a.tensor(op.outputs[0]).shape for op in a.operators] == \
         [b.tensor(op.outputs[0]).shape for op in b.operators]

@@ -32,6 +32,7 @@ from project_api.errors import ProjectAPIError
 
 __all__ = [
     "ReferenceUnavailableError",
+    "dequantized_rebuild",
     "input_details",
     "output_details",
     "run_litert",
@@ -218,3 +219,58 @@ def tflm_arena(model: bytes, arena_size_bytes: int | None = None) -> dict[str, i
             f"TFLM's allocation report lacks {sorted(missing)}; got: {captured[0][:200]!r}"
         )
     return found
+
+
+def dequantized_rebuild(model: bytes) -> bytes:
+    """The same network with every int8 weight dequantized to float32.
+
+    A "hybrid" model (int8 weights, float activations, like ``kws_ref_model_float32``) is
+    refused by TFLM; the emitter dequantizes such weights at emit time, and this rebuild is the
+    plain float32 model TFLM can run as the reference for it. Handles the operators of the shared
+    models (CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, RESHAPE, FULLY_CONNECTED, SOFTMAX).
+    """
+    from project_api.emit import read_tflite
+    from project_api.emit.builder import ModelBuilder
+    from project_api.emit.ops.fully_connected import dequantized_weights
+
+    g = read_tflite(model)
+    b = ModelBuilder()
+    values = {}
+    for i in g.inputs:
+        t = g.tensor(i)
+        values[i] = b.input(t.shape, "float32", name=t.name)
+
+    def weights(idx: int, axis: int) -> np.ndarray:
+        t = g.tensor(idx)
+        return dequantized_weights(None, t, axis) if t.dtype == "int8" else t.data
+
+    for op in g.operators:
+        x = values[op.inputs[0]]
+        o = op.options
+        if op.opcode == "CONV_2D":
+            y = b.conv2d(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
+                         stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
+                         dilation=(o["dilation_h"], o["dilation_w"]), activation=o["activation"])
+        elif op.opcode == "DEPTHWISE_CONV_2D":
+            w = weights(op.inputs[1], 3)
+            y = b.depthwise_conv2d(x, weights=w, bias=g.tensor(op.inputs[2]).data,
+                                   depth_multiplier=w.shape[3] // x.shape[3],
+                                   stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
+                                   dilation=(o["dilation_h"], o["dilation_w"]),
+                                   activation=o["activation"])
+        elif op.opcode == "AVERAGE_POOL_2D":
+            y = b.average_pool2d(x, (o["filter_h"], o["filter_w"]), (o["stride_h"], o["stride_w"]),
+                                 o["padding"], o["activation"])
+        elif op.opcode == "RESHAPE":
+            y = b.reshape(x, g.tensor(op.outputs[0]).shape)
+        elif op.opcode == "FULLY_CONNECTED":
+            y = b.fully_connected(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
+                                  activation=o["activation"])
+        elif op.opcode == "SOFTMAX":
+            y = b.softmax(x, o["beta"])
+        else:
+            raise ValueError(f"dequantized_rebuild does not handle {op.opcode}")
+        values[op.outputs[0]] = y
+    for i in g.outputs:
+        b.output(values[i])
+    return b.build()
