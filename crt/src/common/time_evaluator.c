@@ -25,12 +25,15 @@
 typedef struct {
   uint16_t k; /* handle index of the live evaluator; 0 = none */
   TVMFunctionHandle func;
-  int64_t number;
-  int64_t repeat;
-  int64_t min_repeat_ms;
+  /* Validated in Create: number <= kMaxNumber and repeat <= kMaxRepeat fit 32 bits. */
+  uint32_t number;
+  uint32_t repeat;
+  /* r % repeats_to_cooldown for r < repeat; values above kMaxRepeat act as kMaxRepeat. */
+  uint32_t repeats_to_cooldown;
   int64_t limit_zero_time_iterations;
-  int64_t cooldown_interval_ms;
-  int64_t repeats_to_cooldown;
+  /* Only ever compared with elapsed times in doubles: converted once. */
+  double min_repeat_ms;
+  double cooldown_interval_ms;
 } TimeEvaluator;
 
 static TimeEvaluator g_evaluator;
@@ -57,24 +60,31 @@ int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
     }
   }
   /* args[2], args[3]: device type and id (the CPU); args[10]: cache_flush_bytes (ignored). */
+  const int64_t number = args[4].v_int64;
+  const int64_t repeat = args[5].v_int64;
+  const int64_t min_repeat_ms = args[6].v_int64;
+  const int64_t cooldown_interval_ms = args[8].v_int64;
+  int64_t repeats_to_cooldown = args[9].v_int64;
   TimeEvaluator te;
-  te.number = args[4].v_int64;
-  te.repeat = args[5].v_int64;
-  te.min_repeat_ms = args[6].v_int64;
   te.limit_zero_time_iterations = args[7].v_int64;
-  te.cooldown_interval_ms = args[8].v_int64;
-  te.repeats_to_cooldown = args[9].v_int64;
-  if (te.number < 1 || te.number > kMaxNumber || te.repeat < 1 || te.repeat > kMaxRepeat ||
-      te.min_repeat_ms < 0 || te.limit_zero_time_iterations < 0 || te.cooldown_interval_ms < 0 ||
-      te.repeats_to_cooldown < 0) {
+  if (number < 1 || number > kMaxNumber || repeat < 1 || repeat > kMaxRepeat ||
+      min_repeat_ms < 0 || te.limit_zero_time_iterations < 0 || cooldown_interval_ms < 0 ||
+      repeats_to_cooldown < 0) {
     TVMAPIErrorf("runtime.RPCTimeEvaluator: need 1 <= number <= %lld, 1 <= repeat <= %lld and "
                  "non-negative times",
                  (long long)kMaxNumber, (long long)kMaxRepeat);
     return kTvmErrorFunctionCallInvalidArg;
   }
-  if (te.repeats_to_cooldown == 0) {
-    te.repeats_to_cooldown = 1;
+  if (repeats_to_cooldown == 0) {
+    repeats_to_cooldown = 1;
+  } else if (repeats_to_cooldown > kMaxRepeat) {
+    repeats_to_cooldown = kMaxRepeat; /* r < repeat <= kMaxRepeat: r % it is r either way */
   }
+  te.number = (uint32_t)number;
+  te.repeat = (uint32_t)repeat;
+  te.repeats_to_cooldown = (uint32_t)repeats_to_cooldown;
+  te.min_repeat_ms = (double)min_repeat_ms;
+  te.cooldown_interval_ms = (double)cooldown_interval_ms;
   TVMFunctionHandle func = NULL;
   int err = TVMModGetFunction(args[0].v_handle, args[1].v_str, 1, &func);
   if (err != 0) {
@@ -113,9 +123,9 @@ static int call_once(TVMValue* args, int* type_codes, int num_args) {
 }
 
 /* Idle for ms milliseconds, measured with the platform timer. */
-static tvm_crt_error_t cooldown(int64_t ms) {
+static tvm_crt_error_t cooldown(double ms) {
   double waited = 0;
-  while (waited * 1000.0 < (double)ms) {
+  while (waited * 1000.0 < ms) {
     double elapsed = 0;
     tvm_crt_error_t err = TVMPlatformTimerStart();
     if (err == kTvmErrorNoError) {
@@ -129,23 +139,25 @@ static tvm_crt_error_t cooldown(int64_t ms) {
   return kTvmErrorNoError;
 }
 
+static int platform_failed(const char* hook, int err) {
+  TVMAPIErrorf("runtime.RPCTimeEvaluator: %s failed (0x%x)", hook, (unsigned)err);
+  return err;
+}
+
 /* One timed batch of `number` calls; *elapsed_seconds receives its duration. */
-static int timed_batch(int64_t number, TVMValue* args, int* type_codes, int num_args,
+static int timed_batch(uint32_t number, TVMValue* args, int* type_codes, int num_args,
                        double* elapsed_seconds) {
   int err = TVMPlatformBeforeMeasurement();
   if (err != 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformBeforeMeasurement failed (0x%x)",
-                 (unsigned)err);
-    return err;
+    return platform_failed("TVMPlatformBeforeMeasurement", err);
   }
   err = TVMPlatformTimerStart();
   if (err != 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformTimerStart failed (0x%x)", (unsigned)err);
     TVMPlatformAfterMeasurement();
-    return err;
+    return platform_failed("TVMPlatformTimerStart", err);
   }
   int call_err = 0;
-  for (int64_t i = 0; i < number && call_err == 0; i++) {
+  for (uint32_t i = 0; i < number && call_err == 0; i++) {
     call_err = call_once(args, type_codes, num_args);
   }
   err = TVMPlatformTimerStop(elapsed_seconds);
@@ -154,14 +166,12 @@ static int timed_batch(int64_t number, TVMValue* args, int* type_codes, int num_
     return call_err;
   }
   if (err != 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformTimerStop failed (0x%x)", (unsigned)err);
-    return err;
+    return platform_failed("TVMPlatformTimerStop", err);
   }
   if (after_err != 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: TVMPlatformAfterMeasurement failed (0x%x)",
-                 (unsigned)after_err);
+    return platform_failed("TVMPlatformAfterMeasurement", after_err);
   }
-  return after_err;
+  return 0;
 }
 
 int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num_args,
@@ -176,7 +186,7 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
   DLDevice cpu = {kDLCPU, 0};
   int err = TVMPlatformMemoryAllocate(sizeof(TVMByteArray) + result_bytes, cpu, &mem);
   if (err != 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: no memory for %lld results", (long long)te.repeat);
+    TVMAPIErrorf("runtime.RPCTimeEvaluator: no memory for %lu results", (unsigned long)te.repeat);
     return err;
   }
   TVMByteArray* result = (TVMByteArray*)mem;
@@ -185,17 +195,17 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
   result->size = result_bytes;
 
   err = call_once(args, type_codes, num_args); /* warm-up */
-  int64_t number = te.number;
-  for (int64_t r = 0; r < te.repeat && err == 0; r++) {
+  uint32_t number = te.number;
+  for (uint32_t r = 0; r < te.repeat && err == 0; r++) {
     double elapsed = 0;
     int64_t zero_batches = 0;
     for (;;) {
       if (elapsed > 0) {
         double per_call_ms = elapsed * 1000.0 / (double)number;
-        double wanted = (double)te.min_repeat_ms / per_call_ms + 1.0;
+        double wanted = te.min_repeat_ms / per_call_ms + 1.0;
         double grown = (double)number * 1.618;
         double next = wanted > grown ? wanted : grown;
-        number = next >= (double)kMaxNumber ? kMaxNumber : (int64_t)next;
+        number = next >= (double)kMaxNumber ? (uint32_t)kMaxNumber : (uint32_t)next;
       }
       err = timed_batch(number, args, type_codes, num_args, &elapsed);
       if (err != 0) {
@@ -205,7 +215,7 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
         elapsed = 0;
         zero_batches++;
       }
-      if (!(elapsed * 1000.0 < (double)te.min_repeat_ms &&
+      if (!(elapsed * 1000.0 < te.min_repeat_ms &&
             zero_batches < te.limit_zero_time_iterations)) {
         break;
       }
