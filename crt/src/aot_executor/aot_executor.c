@@ -100,14 +100,25 @@ tvm_crt_error_t TVMAotExecutor_GetInputIndex(const TVMAotExecutor* executor, con
   return kTvmErrorExecutorModuleNoSuchInput;
 }
 
+/* The input (or output) at index, or NULL after setting the last error. */
+static const TVMAotTensor* tensor_at(const TVMAotExecutor* executor, int index, int is_output) {
+  int n = is_output ? TVMAotExecutor_GetNumOutputs(executor)
+                    : TVMAotExecutor_GetNumInputs(executor);
+  if (index < 0 || index >= n) {
+    const char* kind = is_output ? "output" : "input";
+    TVMAPIErrorf("%s index %d out of range (model has %d %ss)", kind, index, n, kind);
+    return NULL;
+  }
+  return is_output ? &executor->model->outputs[index] : &executor->model->inputs[index];
+}
+
 tvm_crt_error_t TVMAotExecutor_GetInputName(const TVMAotExecutor* executor, int index,
                                             const char** out_name) {
-  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
-    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
-                 TVMAotExecutor_GetNumInputs(executor));
+  const TVMAotTensor* t = tensor_at(executor, index, 0);
+  if (t == NULL) {
     return kTvmErrorExecutorModuleNoSuchInput;
   }
-  *out_name = executor->model->inputs[index].name;
+  *out_name = t->name;
   return kTvmErrorNoError;
 }
 
@@ -123,34 +134,30 @@ static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTen
 
 tvm_crt_error_t TVMAotExecutor_GetInput(const TVMAotExecutor* executor, int index,
                                         DLTensor* out_tensor) {
-  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
-    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
-                 TVMAotExecutor_GetNumInputs(executor));
+  const TVMAotTensor* t = tensor_at(executor, index, 0);
+  if (t == NULL) {
     return kTvmErrorExecutorModuleNoSuchInput;
   }
-  view_of(executor, &executor->model->inputs[index], out_tensor);
+  view_of(executor, t, out_tensor);
   return kTvmErrorNoError;
 }
 
 tvm_crt_error_t TVMAotExecutor_GetOutput(const TVMAotExecutor* executor, int index,
                                          DLTensor* out_tensor) {
-  if (index < 0 || index >= TVMAotExecutor_GetNumOutputs(executor)) {
-    TVMAPIErrorf("output index %d out of range (model has %d outputs)", index,
-                 TVMAotExecutor_GetNumOutputs(executor));
+  const TVMAotTensor* t = tensor_at(executor, index, 1);
+  if (t == NULL) {
     return kTvmErrorFunctionCallInvalidArg;
   }
-  view_of(executor, &executor->model->outputs[index], out_tensor);
+  view_of(executor, t, out_tensor);
   return kTvmErrorNoError;
 }
 
 tvm_crt_error_t TVMAotExecutor_SetInput(const TVMAotExecutor* executor, int index,
                                         const DLTensor* src) {
-  if (index < 0 || index >= TVMAotExecutor_GetNumInputs(executor)) {
-    TVMAPIErrorf("input index %d out of range (model has %d inputs)", index,
-                 TVMAotExecutor_GetNumInputs(executor));
+  const TVMAotTensor* dst = tensor_at(executor, index, 0);
+  if (dst == NULL) {
     return kTvmErrorExecutorModuleNoSuchInput;
   }
-  const TVMAotTensor* dst = &executor->model->inputs[index];
   size_t nbytes;
   if (src == NULL || src->data == NULL || src->strides != NULL ||
       TVMNDArray_DataSizeBytes(src->ndim, src->shape, src->dtype, &nbytes) != kTvmErrorNoError) {

@@ -55,30 +55,30 @@ static int return_view(const DLTensor* view, TVMValue* ret_val, int* ret_tcode) 
   return 0;
 }
 
-static int GetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
-                    int* ret_tcode, void* resource_handle) {
-  (void)resource_handle;
+/* get_input / get_output: a view of the tensor at an index (or, for inputs, a name). */
+static int get_tensor(const char* fn, int is_output, TVMValue* args, int* type_codes,
+                      int num_args, TVMValue* ret_val, int* ret_tcode) {
   int index;
-  int err = index_arg("get_input", args, type_codes, num_args, 1, &index);
+  int err = index_arg(fn, args, type_codes, num_args, !is_output, &index);
   if (err != 0) {
     return err;
   }
   DLTensor view;
-  err = TVMAotExecutor_GetInput(&g_executor, index, &view);
+  err = is_output ? TVMAotExecutor_GetOutput(&g_executor, index, &view)
+                  : TVMAotExecutor_GetInput(&g_executor, index, &view);
   return err != 0 ? err : return_view(&view, ret_val, ret_tcode);
+}
+
+static int GetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                    int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  return get_tensor("get_input", 0, args, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int GetOutput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                      int* ret_tcode, void* resource_handle) {
   (void)resource_handle;
-  int index;
-  int err = index_arg("get_output", args, type_codes, num_args, 0, &index);
-  if (err != 0) {
-    return err;
-  }
-  DLTensor view;
-  err = TVMAotExecutor_GetOutput(&g_executor, index, &view);
-  return err != 0 ? err : return_view(&view, ret_val, ret_tcode);
+  return get_tensor("get_output", 1, args, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int GetInputIndex(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
