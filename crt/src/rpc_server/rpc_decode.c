@@ -16,10 +16,14 @@ typedef struct {
 static const char kTruncated[] = "packet truncated";
 static const char kNoMemory[] = "RPC arena exhausted (TVM_CRT_RPC_ARENA_SIZE_BYTES)";
 
-static void* ArenaAlloc(tvm_rpc_arena_t* arena, size_t size_bytes) {
+/* size_bytes from the arena (8-aligned), or NULL with kNoMemory as the reader's first error. */
+static void* ArenaAlloc(rpc_reader_t* r, tvm_rpc_arena_t* arena, size_t size_bytes) {
   size_t start = (arena->used_bytes + 7u) & ~(size_t)7u;
   void* out;
   if (start > arena->size_bytes || size_bytes > arena->size_bytes - start) {
+    if (r->error == NULL) {
+      r->error = kNoMemory;
+    }
     return NULL;
   }
   out = arena->base + start;
@@ -94,11 +98,10 @@ uint64_t TVMRpcTensorNumBytes(const DLTensor* tensor, int* ok) {
 }
 
 static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
-  DLTensor* t = (DLTensor*)ArenaAlloc(arena, sizeof(DLTensor));
+  DLTensor* t = (DLTensor*)ArenaAlloc(r, arena, sizeof(DLTensor));
   int32_t i;
   int ok;
   if (t == NULL) {
-    r->error = r->error != NULL ? r->error : kNoMemory;
     return NULL;
   }
   memset(t, 0, sizeof(*t));
@@ -113,9 +116,8 @@ static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
     r->error = "tensor ndim out of range (TVM_CRT_MAX_NDIM)";
     return NULL;
   }
-  t->shape = (int64_t*)ArenaAlloc(arena, sizeof(int64_t) * (size_t)t->ndim + 1u);
+  t->shape = (int64_t*)ArenaAlloc(r, arena, sizeof(int64_t) * (size_t)t->ndim + 1u);
   if (t->shape == NULL) {
-    r->error = kNoMemory;
     return NULL;
   }
   for (i = 0; i < t->ndim; ++i) {
@@ -141,10 +143,9 @@ static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_reque
     return;
   }
   out->num_args = n;
-  out->type_codes = (int*)ArenaAlloc(arena, sizeof(int) * (size_t)n + 1u);
-  out->values = (TVMValue*)ArenaAlloc(arena, sizeof(TVMValue) * (size_t)n + 1u);
+  out->type_codes = (int*)ArenaAlloc(r, arena, sizeof(int) * (size_t)n + 1u);
+  out->values = (TVMValue*)ArenaAlloc(r, arena, sizeof(TVMValue) * (size_t)n + 1u);
   if (out->type_codes == NULL || out->values == NULL) {
-    r->error = kNoMemory;
     return;
   }
   for (i = 0; i < n; ++i) {
@@ -173,27 +174,22 @@ static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_reque
         break;
       case kTVMNullptr:
         break;
-      case kTVMStr: {
-        uint64_t len = ReadLe(r, 8);
-        const uint8_t* src = ReadRaw(r, len);
-        char* s = src != NULL ? (char*)ArenaAlloc(arena, (size_t)len + 1u) : NULL;
-        if (src != NULL && s == NULL) {
-          r->error = kNoMemory;
-        } else if (s != NULL) {
-          memcpy(s, src, (size_t)len);
-          s[len] = '\0';
-          v->v_str = s;
-        }
-        break;
-      }
+      case kTVMStr:
       case kTVMBytes: {
+        /* A str is copied and NUL-terminated; bytes are borrowed from the message. */
+        int is_str = out->type_codes[i] == kTVMStr;
         uint64_t len = ReadLe(r, 8);
         const uint8_t* src = ReadRaw(r, len);
-        TVMByteArray* b = src != NULL ? (TVMByteArray*)ArenaAlloc(arena, sizeof(*b)) : NULL;
-        if (src != NULL && b == NULL) {
-          r->error = kNoMemory;
-        } else if (b != NULL) {
-          b->data = (const char*)src; /* borrowed from the message */
+        void* p = src != NULL ? ArenaAlloc(r, arena, is_str ? (size_t)len + 1u
+                                                            : sizeof(TVMByteArray))
+                              : NULL;
+        if (p != NULL && is_str) {
+          memcpy(p, src, (size_t)len);
+          ((char*)p)[len] = '\0';
+          v->v_str = (const char*)p;
+        } else if (p != NULL) {
+          TVMByteArray* b = (TVMByteArray*)p;
+          b->data = (const char*)src;
           b->size = (size_t)len;
           v->v_handle = b;
         }
