@@ -147,31 +147,27 @@ void TVMRpcSendException(tvm_session_t* session, const char* message) {
 /* ---- Execution ----------------------------------------------------------------------------- */
 
 /*
- * Check argument type codes against sig: one letter per argument.
- * i int, h handle or null, d device, t tensor, T dtype, s str, n null or str.
+ * Argument signatures: per argument, the set of type codes it accepts as a bit mask; the
+ * list ends at the first 0 (or after 4 arguments). The number of arguments must match.
  */
-static int ArgsMatch(const tvm_rpc_request_t* q, const char* sig) {
+#define kArgInt ((1u << kDLInt) | (1u << kDLUInt))
+#define kArgHandle ((1u << kTVMOpaqueHandle) | (1u << kTVMNullptr)) /* handle or null */
+#define kArgDevice (1u << kDLDevice)
+#define kArgTensor (1u << kTVMDLTensorHandle)
+#define kArgDType (1u << kTVMDataType)
+#define kArgStr (1u << kTVMStr)
+#define kArgStrOrNull ((1u << kTVMStr) | (1u << kTVMNullptr))
+#define kMaxSignatureArgs 4
+
+static int ArgsMatch(const tvm_rpc_request_t* q, const uint16_t* sig) {
   int32_t i;
-  if ((size_t)q->num_args != strlen(sig)) {
-    return 0;
-  }
-  for (i = 0; i < q->num_args; ++i) {
-    int tc = q->type_codes[i];
-    int ok;
-    switch (sig[i]) {
-      case 'i': ok = tc == kDLInt || tc == kDLUInt; break;
-      case 'h': ok = tc == kTVMOpaqueHandle || tc == kTVMNullptr; break;
-      case 'd': ok = tc == kDLDevice; break;
-      case 't': ok = tc == kTVMDLTensorHandle; break;
-      case 'T': ok = tc == kTVMDataType; break;
-      case 's': ok = tc == kTVMStr; break;
-      default: ok = tc == kTVMStr || tc == kTVMNullptr; break;
-    }
-    if (!ok) {
+  for (i = 0; i < kMaxSignatureArgs && sig[i] != 0; ++i) {
+    if (i >= q->num_args || (unsigned)q->type_codes[i] >= 16u ||
+        ((sig[i] >> q->type_codes[i]) & 1u) == 0) {
       return 0;
     }
   }
-  return 1;
+  return i == q->num_args;
 }
 
 /* Address of [byte_offset, byte_offset + num_bytes) of a CPU tensor, or NULL if out of range. */
@@ -185,20 +181,20 @@ static uint8_t* TensorRange(const DLTensor* t, uint64_t num_bytes) {
   return (uint8_t*)t->data + (uintptr_t)t->byte_offset;
 }
 
-/* Argument signatures of syscalls 9..20 (see ArgsMatch); "-" takes anything. */
-static const char* const kSyscallSignatures[] = {
-    "s",    /* 9 GetGlobalFunc(name) */
-    "hi",   /* 10 FreeHandle(handle, type code) */
-    "-",    /* 11 DevSetDevice */
-    "-",    /* 12 DevGetAttr */
-    "diiT", /* 13 DevAllocData(device, nbytes, alignment, dtype) */
-    "dh",   /* 14 DevFreeData(device, ptr) */
-    "dh",   /* 15 DevStreamSync(device, stream) */
-    "tth",  /* 16 CopyAmongRemote(from, to, stream) */
-    "tn",   /* 17 DevAllocDataWithScope(template, scope) */
-    "d",    /* 18 DevCreateStream(device) */
-    "dh",   /* 19 DevFreeStream(device, stream) */
-    "dh",   /* 20 DevSetStream(device, stream) */
+/* Argument signatures of syscalls 9..20 (see ArgsMatch); an empty one takes anything. */
+static const uint16_t kSyscallSignatures[][kMaxSignatureArgs] = {
+    {kArgStr},                                  /* 9 GetGlobalFunc(name) */
+    {kArgHandle, kArgInt},                      /* 10 FreeHandle(handle, type code) */
+    {0},                                        /* 11 DevSetDevice */
+    {0},                                        /* 12 DevGetAttr */
+    {kArgDevice, kArgInt, kArgInt, kArgDType},  /* 13 DevAllocData(device, nbytes, align, dtype) */
+    {kArgDevice, kArgHandle},                   /* 14 DevFreeData(device, ptr) */
+    {kArgDevice, kArgHandle},                   /* 15 DevStreamSync(device, stream) */
+    {kArgTensor, kArgTensor, kArgHandle},       /* 16 CopyAmongRemote(from, to, stream) */
+    {kArgTensor, kArgStrOrNull},                /* 17 DevAllocDataWithScope(template, scope) */
+    {kArgDevice},                               /* 18 DevCreateStream(device) */
+    {kArgDevice, kArgHandle},                   /* 19 DevFreeStream(device, stream) */
+    {kArgDevice, kArgHandle},                   /* 20 DevSetStream(device, stream) */
 };
 
 static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
@@ -208,7 +204,7 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
   if (q->code > kTvmRpcDevSetStream) {
     return "Syscall not recognized";
   }
-  if (kSyscallSignatures[q->code - kTvmRpcGetGlobalFunc][0] != '-' &&
+  if (kSyscallSignatures[q->code - kTvmRpcGetGlobalFunc][0] != 0 &&
       !ArgsMatch(q, kSyscallSignatures[q->code - kTvmRpcGetGlobalFunc])) {
     return "syscall: wrong argument count or types";
   }
