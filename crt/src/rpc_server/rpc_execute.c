@@ -28,7 +28,8 @@ static void WriteBytes(rpc_writer_t* w, const void* data, size_t size_bytes) {
   }
 }
 
-static void WriteLe(rpc_writer_t* w, uint64_t value, size_t size_bytes) {
+/* size_bytes first: the 64-bit value then travels in registers r2:r3 on 32-bit Arm. */
+static void WriteLe(rpc_writer_t* w, size_t size_bytes, uint64_t value) {
   uint8_t b[8];
   size_t i;
   for (i = 0; i < size_bytes; ++i) {
@@ -37,17 +38,23 @@ static void WriteLe(rpc_writer_t* w, uint64_t value, size_t size_bytes) {
   WriteBytes(w, b, size_bytes);
 }
 
+static void WriteU32(rpc_writer_t* w, uint32_t value) { WriteLe(w, 4, value); }
+
+static uint32_t DTypeWord(DLDataType t) {
+  return t.code | ((uint32_t)t.bits << 8) | ((uint32_t)t.lanes << 16);
+}
+
 static void WriteTensor(rpc_writer_t* w, const DLTensor* t) {
   int32_t i;
-  WriteLe(w, (uint64_t)(uintptr_t)t->data, 8);
-  WriteLe(w, (uint32_t)t->device.device_type, 4);
-  WriteLe(w, (uint32_t)t->device.device_id, 4);
-  WriteLe(w, (uint32_t)t->ndim, 4);
-  WriteLe(w, t->dtype.code | ((uint32_t)t->dtype.bits << 8) | ((uint32_t)t->dtype.lanes << 16), 4);
+  WriteLe(w, 8, (uint64_t)(uintptr_t)t->data);
+  WriteU32(w, (uint32_t)t->device.device_type);
+  WriteU32(w, (uint32_t)t->device.device_id);
+  WriteU32(w, (uint32_t)t->ndim);
+  WriteU32(w, DTypeWord(t->dtype));
   for (i = 0; i < t->ndim; ++i) {
-    WriteLe(w, (uint64_t)t->shape[i], 8);
+    WriteLe(w, 8, (uint64_t)t->shape[i]);
   }
-  WriteLe(w, t->byte_offset, 8);
+  WriteLe(w, 8, t->byte_offset);
 }
 
 static void WriteValue(rpc_writer_t* w, int type_code, const TVMValue* v) {
@@ -56,13 +63,13 @@ static void WriteValue(rpc_writer_t* w, int type_code, const TVMValue* v) {
       break;
     case kTVMStr: {
       size_t n = strlen(v->v_str);
-      WriteLe(w, n, 8);
+      WriteLe(w, 8, n);
       WriteBytes(w, v->v_str, n);
       break;
     }
     case kTVMBytes: {
       const TVMByteArray* b = (const TVMByteArray*)v->v_handle;
-      WriteLe(w, b->size, 8);
+      WriteLe(w, 8, b->size);
       WriteBytes(w, b->data, b->size);
       break;
     }
@@ -70,18 +77,17 @@ static void WriteValue(rpc_writer_t* w, int type_code, const TVMValue* v) {
       WriteTensor(w, (const DLTensor*)v->v_handle);
       break;
     case kTVMDataType:
-      WriteLe(w, v->v_type.code | ((uint32_t)v->v_type.bits << 8) |
-                     ((uint32_t)v->v_type.lanes << 16), 8);
+      WriteLe(w, 8, DTypeWord(v->v_type));
       break;
     case kDLDevice:
-      WriteLe(w, (uint32_t)v->v_device.device_type, 4);
-      WriteLe(w, (uint32_t)v->v_device.device_id, 4);
+      WriteU32(w, (uint32_t)v->v_device.device_type);
+      WriteU32(w, (uint32_t)v->v_device.device_id);
       break;
     case kTVMOpaqueHandle:
-      WriteLe(w, (uint64_t)(uintptr_t)v->v_handle, 8);
+      WriteLe(w, 8, (uint64_t)(uintptr_t)v->v_handle);
       break;
     default: /* kDLInt, kDLUInt, kDLFloat: the 8 bytes of the union */
-      WriteLe(w, (uint64_t)v->v_int64, 8);
+      WriteLe(w, 8, (uint64_t)v->v_int64);
       break;
   }
 }
@@ -98,14 +104,14 @@ typedef struct {
 
 static void EncodeReply(rpc_writer_t* w, const rpc_reply_t* r) {
   int32_t i;
-  WriteLe(w, (uint32_t)r->code, 4);
+  WriteU32(w, (uint32_t)r->code);
   if (r->code == kTvmRpcCopyAck) {
     WriteBytes(w, r->ack_data, r->ack_size_bytes);
     return;
   }
-  WriteLe(w, (uint32_t)r->num_values, 4);
+  WriteU32(w, (uint32_t)r->num_values);
   for (i = 0; i < r->num_values; ++i) {
-    WriteLe(w, (uint32_t)r->type_codes[i], 4);
+    WriteU32(w, (uint32_t)r->type_codes[i]);
   }
   for (i = 0; i < r->num_values; ++i) {
     WriteValue(w, r->type_codes[i], &r->values[i]);
@@ -123,7 +129,7 @@ static void SendReply(tvm_session_t* session, const rpc_reply_t* reply) {
   if (TVMSessionStartMessage(session, kTvmSessionNormal, w.size_bytes + 8u) != kTvmErrorNoError) {
     return;
   }
-  WriteLe(&w, w.size_bytes, 8);
+  WriteLe(&w, 8, w.size_bytes);
   EncodeReply(&w, reply);
   if (w.error == kTvmErrorNoError) {
     (void)TVMSessionFinishMessage(session);
