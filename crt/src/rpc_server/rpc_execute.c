@@ -203,10 +203,12 @@ static const uint16_t kSyscallSignatures[][kMaxSignatureArgs] = {
     {kArgDevice, kArgHandle},                   /* 20 DevSetStream(device, stream) */
 };
 
+/* r arrives as a Return of kTVMNullptr, which syscalls without a result send as it is. */
 static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
   const TVMValue* a = q->values;
   void* handle = NULL;
   int err = 0;
+  int returns_handle = 1;
   if (q->code > kTvmRpcDevSetStream) {
     return "Syscall not recognized";
   }
@@ -228,8 +230,8 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
       } else if (a[1].v_int64 == kTVMModuleHandle) {
         err = TVMModFree(a[0].v_handle);
       }
-      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
-      return err != 0 ? TVMGetLastError() : NULL;
+      returns_handle = 0;
+      break;
     case kTvmRpcDevSetDevice:
       return "SetDevice not supported";
     case kTvmRpcDevGetAttr:
@@ -251,41 +253,36 @@ static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
     }
     case kTvmRpcDevFreeData:
       err = TVMDeviceFreeDataSpace(a[0].v_device, a[1].v_handle);
-      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
-      return err != 0 ? TVMGetLastError() : NULL;
+      returns_handle = 0;
+      break;
     case kTvmRpcDevCreateStream:
       /* The CPU runs synchronously: its stream is the null stream. */
       break;
-    case kTvmRpcDevFreeStream:
-    case kTvmRpcDevStreamSync:
-    case kTvmRpcDevSetStream:
-      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
-      return NULL;
     case kTvmRpcCopyAmongRemote: {
       const DLTensor* from = (const DLTensor*)a[0].v_handle;
       const DLTensor* to = (const DLTensor*)a[1].v_handle;
       int ok;
-      uint64_t size;
-      uint8_t* src;
-      uint8_t* dst;
-      size = TVMRpcTensorNumBytes(from, &ok);
-      src = TensorRange(from, size);
-      dst = TensorRange(to, size);
+      uint64_t size = TVMRpcTensorNumBytes(from, &ok);
+      uint8_t* src = TensorRange(from, size);
+      uint8_t* dst = TensorRange(to, size);
       if (src == NULL || dst == NULL) {
         return "CopyAmongRemote: tensors out of range or not on the CPU";
       }
       memmove(dst, src, (size_t)size);
-      SetReply1(r, kTvmRpcReturn, kTVMNullptr);
-      return NULL;
+      returns_handle = 0;
+      break;
     }
-    default:
-      return "Syscall not recognized";
+    default: /* DevFreeStream, DevStreamSync, DevSetStream: nothing to do on the CPU */
+      returns_handle = 0;
+      break;
   }
   if (err != 0) {
     return TVMGetLastError();
   }
-  SetReply1(r, kTvmRpcReturn, kTVMOpaqueHandle);
-  r->values[0].v_handle = handle;
+  if (returns_handle) {
+    r->type_codes[0] = kTVMOpaqueHandle;
+    r->values[0].v_handle = handle;
+  }
   return NULL;
 }
 
