@@ -21,6 +21,8 @@
 /* Upper bounds that keep the arithmetic finite; far beyond any useful measurement. */
 #define kMaxNumber ((int64_t)1000000000)
 #define kMaxRepeat ((int64_t)65536)
+#define kMaxNumberText "1000000000" /* the same limits, for the error message */
+#define kMaxRepeatText "65536"
 
 typedef struct {
   uint16_t k; /* handle index of the live evaluator; 0 = none */
@@ -70,9 +72,8 @@ int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
   if (number < 1 || number > kMaxNumber || repeat < 1 || repeat > kMaxRepeat ||
       min_repeat_ms < 0 || te.limit_zero_time_iterations < 0 || cooldown_interval_ms < 0 ||
       repeats_to_cooldown < 0) {
-    TVMAPIErrorf("runtime.RPCTimeEvaluator: need 1 <= number <= %lld, 1 <= repeat <= %lld and "
-                 "non-negative times",
-                 (long long)kMaxNumber, (long long)kMaxRepeat);
+    TVMAPISetLastError("runtime.RPCTimeEvaluator: need 1 <= number <= " kMaxNumberText
+                       ", 1 <= repeat <= " kMaxRepeatText " and non-negative times");
     return kTvmErrorFunctionCallInvalidArg;
   }
   if (repeats_to_cooldown == 0) {
@@ -95,7 +96,7 @@ int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
     return kTvmErrorFunctionNameNotFound;
   }
   te.func = func;
-  g_last_k = (uint16_t)(g_last_k % 0x7fffu + 1u);
+  g_last_k = (uint16_t)(g_last_k >= 0x7fffu ? 1u : g_last_k + 1u); /* 1..0x7fff, cycling */
   te.k = g_last_k;
   g_evaluator = te;
   out_ret_value->v_handle = TVMCrtEncodeFunctionHandle(TVM_CRT_TIME_EVALUATOR_MODULE_INDEX, te.k);
@@ -198,10 +199,11 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
   uint32_t number = te.number;
   for (uint32_t r = 0; r < te.repeat && err == 0; r++) {
     double elapsed = 0;
+    double elapsed_ms = 0; /* elapsed * 1000.0, computed once per batch */
     int64_t zero_batches = 0;
     for (;;) {
-      if (elapsed > 0) {
-        double per_call_ms = elapsed * 1000.0 / (double)number;
+      if (elapsed_ms > 0) {
+        double per_call_ms = elapsed_ms / (double)number;
         double wanted = te.min_repeat_ms / per_call_ms + 1.0;
         double grown = (double)number * 1.618;
         double next = wanted > grown ? wanted : grown;
@@ -215,7 +217,8 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
         elapsed = 0;
         zero_batches++;
       }
-      if (!(elapsed * 1000.0 < te.min_repeat_ms &&
+      elapsed_ms = elapsed * 1000.0;
+      if (!(elapsed_ms < te.min_repeat_ms &&
             zero_batches < te.limit_zero_time_iterations)) {
         break;
       }
