@@ -83,18 +83,32 @@ static tvm_crt_error_t UnframerConsumeInput(tvm_unframer_t* u, size_t fill_to, i
   return err;
 }
 
-static tvm_crt_error_t UnframerFindPacketLength(tvm_unframer_t* u) {
-  tvm_crt_error_t err = UnframerConsumeInput(u, 4, 1);
-  if (err != kTvmErrorNoError || u->num_buffer_bytes_valid < 4) {
+/*
+ * The little-endian fields around the payload: the length (4 bytes, covered by the CRC) in
+ * kTvmUnframerFindPacketLength, the CRC itself (2 bytes) in kTvmUnframerFindCrcEnd.
+ */
+static tvm_crt_error_t UnframerFindField(tvm_unframer_t* u) {
+  int is_length = u->state == kTvmUnframerFindPacketLength;
+  size_t size = is_length ? 4u : 2u;
+  tvm_crt_error_t err = UnframerConsumeInput(u, size, is_length);
+  uint32_t value;
+  if (err != kTvmErrorNoError || u->num_buffer_bytes_valid < size) {
     return err;
   }
-  u->num_payload_bytes_remaining = (uint32_t)u->buffer[0] | ((uint32_t)u->buffer[1] << 8) |
-                                   ((uint32_t)u->buffer[2] << 16) |
-                                   ((uint32_t)u->buffer[3] << 24);
+  value = (uint32_t)u->buffer[0] | ((uint32_t)u->buffer[1] << 8);
   u->num_buffer_bytes_valid = 0;
-  u->state = kTvmUnframerFindPacketCrc;
-  if (u->stream->packet_start != NULL) {
-    u->stream->packet_start(u->stream->context, u->num_payload_bytes_remaining);
+  if (is_length) {
+    value |= ((uint32_t)u->buffer[2] << 16) | ((uint32_t)u->buffer[3] << 24);
+    u->num_payload_bytes_remaining = value;
+    u->state = kTvmUnframerFindPacketCrc;
+    if (u->stream->packet_start != NULL) {
+      u->stream->packet_start(u->stream->context, value);
+    }
+  } else {
+    u->state = kTvmUnframerFindPacketStart;
+    if (u->stream->packet_done != NULL) {
+      u->stream->packet_done(u->stream->context, value == u->crc);
+    }
   }
   return kTvmErrorNoError;
 }
@@ -155,21 +169,6 @@ static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
   return kTvmErrorNoError;
 }
 
-static tvm_crt_error_t UnframerFindCrcEnd(tvm_unframer_t* u) {
-  tvm_crt_error_t err = UnframerConsumeInput(u, 2, 0);
-  uint16_t received;
-  if (err != kTvmErrorNoError || u->num_buffer_bytes_valid < 2) {
-    return err;
-  }
-  received = (uint16_t)(u->buffer[0] | (u->buffer[1] << 8));
-  u->num_buffer_bytes_valid = 0;
-  u->state = kTvmUnframerFindPacketStart;
-  if (u->stream->packet_done != NULL) {
-    u->stream->packet_done(u->stream->context, received == u->crc);
-  }
-  return kTvmErrorNoError;
-}
-
 tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, size_t size_bytes,
                                  size_t* out_consumed_bytes) {
   tvm_crt_error_t err = kTvmErrorNoError;
@@ -180,14 +179,11 @@ tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, 
       case kTvmUnframerFindPacketStart:
         UnframerFindPacketStart(unframer);
         break;
-      case kTvmUnframerFindPacketLength:
-        err = UnframerFindPacketLength(unframer);
-        break;
       case kTvmUnframerFindPacketCrc:
         err = UnframerFindPacketCrc(unframer);
         break;
-      default:
-        err = UnframerFindCrcEnd(unframer);
+      default: /* the length or the CRC */
+        err = UnframerFindField(unframer);
         break;
     }
   }
