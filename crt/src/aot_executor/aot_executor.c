@@ -7,6 +7,7 @@
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
 
@@ -132,24 +133,24 @@ static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTen
   out->byte_offset = 0;
 }
 
-tvm_crt_error_t TVMAotExecutor_GetInput(const TVMAotExecutor* executor, int index,
-                                        DLTensor* out_tensor) {
-  const TVMAotTensor* t = tensor_at(executor, index, 0);
+TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMAotExecutor* executor, int index, int is_output,
+                                DLTensor* out_tensor) {
+  const TVMAotTensor* t = tensor_at(executor, index, is_output);
   if (t == NULL) {
-    return kTvmErrorExecutorModuleNoSuchInput;
+    return is_output ? kTvmErrorFunctionCallInvalidArg : kTvmErrorExecutorModuleNoSuchInput;
   }
   view_of(executor, t, out_tensor);
   return kTvmErrorNoError;
 }
 
+tvm_crt_error_t TVMAotExecutor_GetInput(const TVMAotExecutor* executor, int index,
+                                        DLTensor* out_tensor) {
+  return get_view(executor, index, 0, out_tensor);
+}
+
 tvm_crt_error_t TVMAotExecutor_GetOutput(const TVMAotExecutor* executor, int index,
                                          DLTensor* out_tensor) {
-  const TVMAotTensor* t = tensor_at(executor, index, 1);
-  if (t == NULL) {
-    return kTvmErrorFunctionCallInvalidArg;
-  }
-  view_of(executor, t, out_tensor);
-  return kTvmErrorNoError;
+  return get_view(executor, index, 1, out_tensor);
 }
 
 tvm_crt_error_t TVMAotExecutor_SetInput(const TVMAotExecutor* executor, int index,

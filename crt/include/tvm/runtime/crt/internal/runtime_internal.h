@@ -15,6 +15,16 @@
 extern "C" {
 #endif
 
+/*!
+ * \brief Keeps a helper out of line. GCC at -Os still copies small static helpers into each of
+ * their callers; for helpers shared by several callers that copy costs more than the call.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define TVM_CRT_NOINLINE __attribute__((noinline))
+#else
+#define TVM_CRT_NOINLINE
+#endif
+
 /*! \brief Module index of global functions in function handles. */
 #define TVM_CRT_GLOBAL_MODULE_INDEX ((uint16_t)TVM_CRT_MAX_REGISTERED_MODULES)
 /*! \brief Module index of time-evaluator function handles. */
