@@ -59,7 +59,8 @@ static uint64_t ReadLe(rpc_reader_t* r, size_t size_bytes) {
 
 static int32_t ReadI32(rpc_reader_t* r) { return (int32_t)(uint32_t)ReadLe(r, 4); }
 
-static void* ReadHandle(rpc_reader_t* r) {
+/* Out of line: it has two callers. */
+TVM_CRT_NOINLINE static void* ReadHandle(rpc_reader_t* r) {
   uint64_t v = ReadLe(r, 8);
   if ((uint64_t)(uintptr_t)v != v && r->error == NULL) {
     r->error = "handle wider than a device pointer";

@@ -203,8 +203,11 @@ static const uint16_t kSyscallSignatures[][kMaxSignatureArgs] = {
     {kArgDevice, kArgHandle},                   /* 20 DevSetStream(device, stream) */
 };
 
-/* r arrives as a Return of kTVMNullptr, which syscalls without a result send as it is. */
-static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
+/*
+ * r arrives as a Return of kTVMNullptr, which syscalls without a result send as it is. Kept out
+ * of TVMRpcExecuteRequest: inlined there, it makes the whole function spill more registers.
+ */
+TVM_CRT_NOINLINE static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
   const TVMValue* a = q->values;
   void* handle = NULL;
   int err = 0;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/session.h>
 
 #ifdef __cplusplus
