@@ -56,10 +56,11 @@ static int return_view(const DLTensor* view, TVMValue* ret_val, int* ret_tcode) 
 }
 
 /* get_input / get_output: a view of the tensor at an index (or, for inputs, a name). */
-static int get_tensor(const char* fn, int is_output, TVMValue* args, int* type_codes,
-                      int num_args, TVMValue* ret_val, int* ret_tcode) {
+static int get_tensor(int is_output, TVMValue* args, int* type_codes, int num_args,
+                      TVMValue* ret_val, int* ret_tcode) {
   int index;
-  int err = index_arg(fn, args, type_codes, num_args, !is_output, &index);
+  int err = index_arg(is_output ? "get_output" : "get_input", args, type_codes, num_args,
+                      !is_output, &index);
   if (err != 0) {
     return err;
   }
@@ -72,13 +73,13 @@ static int get_tensor(const char* fn, int is_output, TVMValue* args, int* type_c
 static int GetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                     int* ret_tcode, void* resource_handle) {
   (void)resource_handle;
-  return get_tensor("get_input", 0, args, type_codes, num_args, ret_val, ret_tcode);
+  return get_tensor(0, args, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int GetOutput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                      int* ret_tcode, void* resource_handle) {
   (void)resource_handle;
-  return get_tensor("get_output", 1, args, type_codes, num_args, ret_val, ret_tcode);
+  return get_tensor(1, args, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int GetInputIndex(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
@@ -117,28 +118,31 @@ static int GetInputName(TVMValue* args, int* type_codes, int num_args, TVMValue*
   return err;
 }
 
+/* get_num_inputs / get_num_outputs: no arguments, an int result. */
+TVM_CRT_NOINLINE static int return_count(int is_output, int* type_codes, int num_args,
+                                         TVMValue* ret_val, int* ret_tcode) {
+  int err = TVMArgs_Check(is_output ? "get_num_outputs" : "get_num_inputs", type_codes, num_args,
+                          NULL, 0);
+  if (err == 0) {
+    ret_val->v_int64 = is_output ? TVMAotExecutor_GetNumOutputs(&g_executor)
+                                 : TVMAotExecutor_GetNumInputs(&g_executor);
+    *ret_tcode = kTVMArgInt;
+  }
+  return err;
+}
+
 static int GetNumInputs(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                         int* ret_tcode, void* resource_handle) {
   (void)args;
   (void)resource_handle;
-  int err = TVMArgs_Check("get_num_inputs", type_codes, num_args, NULL, 0);
-  if (err == 0) {
-    ret_val->v_int64 = TVMAotExecutor_GetNumInputs(&g_executor);
-    *ret_tcode = kTVMArgInt;
-  }
-  return err;
+  return return_count(0, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int GetNumOutputs(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                          int* ret_tcode, void* resource_handle) {
   (void)args;
   (void)resource_handle;
-  int err = TVMArgs_Check("get_num_outputs", type_codes, num_args, NULL, 0);
-  if (err == 0) {
-    ret_val->v_int64 = TVMAotExecutor_GetNumOutputs(&g_executor);
-    *ret_tcode = kTVMArgInt;
-  }
-  return err;
+  return return_count(1, type_codes, num_args, ret_val, ret_tcode);
 }
 
 static int Run(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val, int* ret_tcode,
