@@ -3,6 +3,7 @@
  * \brief Framer (payload -> wire bytes) and unframer (wire bytes -> payload), spec §4.1-4.2.
  */
 #include <string.h>
+#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/crc16.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
 
@@ -227,8 +228,8 @@ void TVMFramerReset(tvm_framer_t* framer) {
   framer->chunk_crc_start = 0;
 }
 
-/* Add the not yet covered chunk bytes to the CRC. */
-static void FramerCrcSync(tvm_framer_t* f) {
+/* Add the not yet covered chunk bytes to the CRC. Out of line: it has two callers. */
+TVM_CRT_NOINLINE static void FramerCrcSync(tvm_framer_t* f) {
   f->crc = TVMCrc16Update(f->crc, f->chunk + f->chunk_crc_start,
                           (size_t)(f->chunk_size_bytes - f->chunk_crc_start));
   f->chunk_crc_start = f->chunk_size_bytes;
