@@ -133,8 +133,8 @@ static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTen
   out->byte_offset = 0;
 }
 
-TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMAotExecutor* executor, int index, int is_output,
-                                DLTensor* out_tensor) {
+TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMAotExecutor* executor, int index,
+                                                 int is_output, DLTensor* out_tensor) {
   const TVMAotTensor* t = tensor_at(executor, index, is_output);
   if (t == NULL) {
     return is_output ? kTvmErrorFunctionCallInvalidArg : kTvmErrorExecutorModuleNoSuchInput;

@@ -84,7 +84,8 @@ static DLDevice ReadDevice(rpc_reader_t* r) {
 }
 
 uint64_t TVMRpcTensorNumBytes(const DLTensor* tensor, int* ok) {
-  uint64_t n = ((uint64_t)tensor->dtype.bits * tensor->dtype.lanes + 7u) / 8u;
+  /* bits * lanes + 7 fits 32 bits: no 64-bit multiply needed for the element size. */
+  uint64_t n = ((uint32_t)tensor->dtype.bits * tensor->dtype.lanes + 7u) / 8u;
   int32_t i;
   *ok = 1;
   for (i = 0; i < tensor->ndim; ++i) {

@@ -32,8 +32,8 @@ static void WriteBytes(rpc_writer_t* w, const void* data, size_t size_bytes) {
 static void WriteLe(rpc_writer_t* w, size_t size_bytes, uint64_t value) {
   uint8_t b[8];
   size_t i;
-  for (i = 0; i < size_bytes; ++i) {
-    b[i] = (uint8_t)(value >> (8u * i));
+  for (i = 0; i < size_bytes; ++i, value >>= 8) { /* constant shifts: cheap on 32-bit cores */
+    b[i] = (uint8_t)value;
   }
   WriteBytes(w, b, size_bytes);
 }
