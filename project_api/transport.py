@@ -173,6 +173,12 @@ class TransportLogger(Transport):
         self.logger.log(self.level, "%s: closing transport", self.name)
         return self.child.close()
 
+    def _log_dump(self, head: str, args: tuple, data: bytes) -> None:
+        """Log ``head % (name, *args)`` then the hex dump: on the same line if it is one line."""
+        lines = _hex_lines(data)
+        sep = "\n" if len(lines) > 1 else " "
+        self.logger.log(self.level, head + sep + "%s", self.name, *args, "\n".join(lines))
+
     def read(self, n: int, timeout_sec: float | None) -> bytes:
         timeout_str = _timeout_text(timeout_sec)
         try:
@@ -197,27 +203,7 @@ class TransportLogger(Transport):
                 type(err).__name__,
             )
             raise
-        lines = _hex_lines(data)
-        if len(lines) > 1:
-            self.logger.log(
-                self.level,
-                "%s: read {%s} %4d B -> [%3d B]:\n%s",
-                self.name,
-                timeout_str,
-                n,
-                len(data),
-                "\n".join(lines),
-            )
-        else:
-            self.logger.log(
-                self.level,
-                "%s: read {%s} %4d B -> [%3d B]: %s",
-                self.name,
-                timeout_str,
-                n,
-                len(data),
-                lines[0],
-            )
+        self._log_dump("%s: read {%s} %4d B -> [%3d B]:", (timeout_str, n, len(data)), data)
         return data
 
     def write(self, data: bytes, timeout_sec: float | None) -> None:
@@ -244,25 +230,7 @@ class TransportLogger(Transport):
                 type(err).__name__,
             )
             raise
-        lines = _hex_lines(data)
-        if len(lines) > 1:
-            self.logger.log(
-                self.level,
-                "%s: write {%s}        <- [%3d B]:\n%s",
-                self.name,
-                timeout_str,
-                len(data),
-                "\n".join(lines),
-            )
-        else:
-            self.logger.log(
-                self.level,
-                "%s: write {%s}        <- [%3d B]: %s",
-                self.name,
-                timeout_str,
-                len(data),
-                lines[0],
-            )
+        self._log_dump("%s: write {%s}        <- [%3d B]:", (timeout_str, len(data)), data)
 
 
 def debug_transport(transport: Transport, name: str = "transport") -> Transport:
