@@ -69,6 +69,7 @@ class FakeDevice:
     nonce: int = 0xAB
     models: dict[str, FakeModel] = field(default_factory=dict)
     with_packet_size_func: bool = True
+    device_type: int = 1  # of the tensors get_input/get_output return (1 = kDLCPU)
 
     def __post_init__(self) -> None:
         self.output = bytearray()
@@ -122,6 +123,10 @@ class FakeDevice:
         self.output += self.session.take_output()
 
     # --- RPC ------------------------------------------------------------------------------
+
+    def count(self, code: int, since: int = 0) -> int:
+        """How many requests with RPC code ``code`` arrived from ``requests[since]`` on."""
+        return self.requests[since:].count(int(code))
 
     def _register(self, fn: Callable[..., bytes]) -> int:
         handle = self._next_handle
@@ -232,7 +237,7 @@ class FakeDevice:
         while handle in self.live_ndarrays:
             handle += 1
         self.live_ndarrays.add(handle)
-        dl = DLTensor(t.address, (1, 0), DataType.from_numpy(t.dtype), t.shape, 0)
+        dl = DLTensor(t.address, (self.device_type, 0), DataType.from_numpy(t.dtype), t.shape, 0)
         codes = [TypeCode.INT, TypeCode.DL_TENSOR_HANDLE, TypeCode.OPAQUE_HANDLE]
         return return_values(codes, [int(TypeCode.NDARRAY_HANDLE), dl, handle])
 

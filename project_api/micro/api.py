@@ -113,6 +113,11 @@ class Model:
         self._input_names: list[str] | None = None
         self._num_inputs: int | None = None
         self._num_outputs: int | None = None
+        # Device views of the model's static tensors, asked once and reused: the executor's
+        # get_input/get_output return views of buffers that live as long as the executor
+        # (crt/src/aot_executor), so the handle and its DLTensor stay valid until close().
+        self._inputs: dict[str | int, NDArray] = {}
+        self._outputs: dict[int, NDArray] = {}
 
     def _call(self, function: str, *args: Any) -> Any:
         return self.session.rpc.call(self._functions[function], *args)
@@ -131,6 +136,11 @@ class Model:
 
     def _input_array(self, key: str | int) -> NDArray:
         key = self._key(key)
+        if isinstance(key, str) and self._input_names is not None and key in self._input_names:
+            key = self._input_names.index(key)  # one cached handle per input, however named
+        cached = self._inputs.get(key)
+        if cached is not None:
+            return cached
         try:
             arr = self._call("get_input", key)
         except RPCError as err:
@@ -143,6 +153,7 @@ class Model:
                     f"model {self.name!r} has no input {key!r} (inputs: {self.input_names})"
                 )
             raise SessionError(f"get_input({key!r}) returned {arr!r}, not an NDArray")
+        self._inputs[key] = arr
         return arr
 
     @property
@@ -170,13 +181,14 @@ class Model:
     def get_input_index(self, name: str) -> int:
         return int(self._call("get_input_index", name))
 
+    def _sync(self, tensor: DLTensor) -> None:
+        # On a CPU the device does the copy before it replies, so there is nothing to wait for.
+        if tensor.device.device_type != CPU.device_type:
+            self.session.rpc.stream_sync(tensor.device)
+
     def _read(self, arr: NDArray) -> np.ndarray:
-        rpc = self.session.rpc
-        try:
-            data = rpc.copy_from_remote(arr.tensor)
-            rpc.stream_sync()
-        finally:
-            rpc.free_handle(arr.handle, TypeCode.NDARRAY_HANDLE)
+        data = self.session.rpc.copy_from_remote(arr.tensor)
+        self._sync(arr.tensor)
         return (
             np.frombuffer(data, dtype=arr.tensor.dtype.to_numpy()).reshape(arr.tensor.shape).copy()
         )
@@ -188,29 +200,24 @@ class Model:
         out or added); a mismatch is refused before anything is sent.
         """
         value = np.asarray(value)
-        arr = self._input_array(key)
-        rpc = self.session.rpc
-        try:
-            tensor = arr.tensor
-            want = tensor.dtype.to_numpy()
-            if value.dtype.newbyteorder("<") != want:
+        tensor = self._input_array(key).tensor
+        want = tensor.dtype.to_numpy()
+        if value.dtype.newbyteorder("<") != want:
+            raise SessionError(
+                f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got dtype "
+                f"{value.dtype}. Convert it with .astype(np.{want.name})"
+            )
+        if tuple(value.shape) != tuple(tensor.shape):
+            if value.size != math.prod(tensor.shape) or _squeeze(value.shape) != _squeeze(
+                tensor.shape
+            ):
                 raise SessionError(
-                    f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got dtype "
-                    f"{value.dtype}. Convert it with .astype(np.{want.name})"
+                    f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got shape "
+                    f"{list(value.shape)} ({value.nbytes} bytes, the device holds {tensor.nbytes})"
                 )
-            if tuple(value.shape) != tuple(tensor.shape):
-                if value.size != math.prod(tensor.shape) or _squeeze(value.shape) != _squeeze(
-                    tensor.shape
-                ):
-                    raise SessionError(
-                        f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got shape "
-                        f"{list(value.shape)} ({value.nbytes} bytes, the device holds {tensor.nbytes})"
-                    )
-            data = np.ascontiguousarray(value, dtype=want).tobytes()
-            rpc.copy_to_remote(tensor, data)
-            rpc.stream_sync()
-        finally:
-            rpc.free_handle(arr.handle, TypeCode.NDARRAY_HANDLE)
+        data = np.ascontiguousarray(value, dtype=want).tobytes()
+        self.session.rpc.copy_to_remote(tensor, data)
+        self._sync(tensor)
 
     def get_input(self, key: str | int) -> np.ndarray:
         """Read back the device's input tensor ``key``."""
@@ -227,19 +234,27 @@ class Model:
             raise SessionError(
                 f"model {self.name!r} has {n} outputs; output index {index} is out of range"
             )
-        arr = self._call("get_output", int(index))
-        if not isinstance(arr, NDArray):
-            raise SessionError(f"get_output({index}) returned {arr!r}, not an NDArray")
+        arr = self._outputs.get(int(index))
+        if arr is None:
+            arr = self._call("get_output", int(index))
+            if not isinstance(arr, NDArray):
+                raise SessionError(f"get_output({index}) returned {arr!r}, not an NDArray")
+            self._outputs[int(index)] = arr
         return self._read(arr)
 
     def close(self, max_wait_sec: float | None = None) -> None:
-        """Release this model's handles on the device: its functions and its executor module.
+        """Release this model's handles on the device: its cached tensor views, its functions
+        and its executor module.
 
         Called by :meth:`Session.close`, so a later session can create the executor again.
         """
         rpc = self.session.rpc
         if self.session._models.get(self.name) is self:
             del self.session._models[self.name]
+        arrays = [*self._inputs.values(), *self._outputs.values()]
+        self._inputs, self._outputs = {}, {}
+        for arr in arrays:
+            rpc.free_handle(arr.handle, TypeCode.NDARRAY_HANDLE, max_wait_sec)
         functions, self._functions = self._functions, {}
         for handle in functions.values():
             rpc.free_handle(handle, TypeCode.PACKED_FUNC_HANDLE, max_wait_sec)
