@@ -21,25 +21,33 @@ void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream) {
   unframer->state = kTvmUnframerFindPacketStart;
 }
 
-/* Scan for FF FD; everything before it is discarded. */
+/* Scan for FF FD; everything before it is discarded. Outside a packet only FF matters, so the
+ * scan jumps from one FF to the next with memchr (noise and idle-line bytes cost no loop). */
 static void UnframerFindPacketStart(tvm_unframer_t* u) {
-  size_t i;
-  for (i = 0; i < u->input_size_bytes; ++i) {
-    uint8_t c = u->input[i];
-    if (c == TVM_FRAMING_ESCAPE_START) {
+  const uint8_t* p = u->input;
+  const uint8_t* end = p + u->input_size_bytes;
+  while (p < end) {
+    if (!u->saw_escape_start) {
+      const uint8_t* ff = (const uint8_t*)memchr(p, TVM_FRAMING_ESCAPE_START, (size_t)(end - p));
+      if (ff == NULL) {
+        p = end;
+        break;
+      }
+      p = ff + 1;
       u->saw_escape_start = 1;
-    } else if (c == TVM_FRAMING_PACKET_START && u->saw_escape_start) {
+      continue;
+    }
+    if (*p == TVM_FRAMING_PACKET_START) {
+      ++p;
       u->crc = TVMCrc16Update(TVM_CRC16_INIT, kPacketStartSequence, sizeof(kPacketStartSequence));
       u->saw_escape_start = 0;
       u->state = kTvmUnframerFindPacketLength;
-      ++i;
       break;
-    } else {
-      u->saw_escape_start = 0;
     }
+    u->saw_escape_start = (*p++ == TVM_FRAMING_ESCAPE_START);
   }
-  u->input += i;
-  u->input_size_bytes -= i;
+  u->input_size_bytes -= (size_t)(p - u->input);
+  u->input = p;
 }
 
 /*
