@@ -19,8 +19,8 @@ swing in machine load hits our figure and its baseline alike; medians are report
 Targets (issue #3): no-op call <= 1 ms median; uploads >= 50% of the raw transport. The CPU
 split (this process vs the device process, from ``/proc``; 10 ms clock ticks, so coarse) shows
 where tensor time goes: both ends run CRC-16/CCITT and (un)escaping over every byte, which the
-raw figure does not pay. The raw figure is bounded by the device skipping the pushed zero bytes
-one at a time while it looks for a frame start.
+raw figure does not pay. The device skips the pushed zero bytes with memchr while it looks for
+a frame start, so the raw figure is close to what the FIFO itself can move.
 
 Last, one steady-state inference iteration on a small model (a float32 add of two 16-element
 tensors, default packet size): ``set_input`` x2 + ``run`` + ``get_output``, where the Model
