@@ -1,0 +1,948 @@
+"""Validate a model on its device: run many samples through one session, compare with references.
+
+What ``project-api validate`` does, as a library independent of the command line::
+
+    from project_api.project import GeneratedProject
+    from project_api.validate import validate
+
+    with GeneratedProject.from_directory("prj") as project:
+        report = validate(project, "samples.npz", tflite="model.tflite")
+    for comparison in report.comparisons:
+        for m in comparison.outputs:
+            print(comparison.reference, m.name, m.max_abs, m.cosine, m.exact)
+    print(report.failures(parse_thresholds(["exact=1.0"], [])))
+
+**Data.** Samples are arrays whose first axis is the sample index, one per model input, keyed by
+the input's name, its C name or its index (``"0"``): a mapping, an ``.npz`` file, or a folder of
+``<name>.npy`` files. Every input must have the same number of samples; each sample must have
+the input's dtype and shape (a size-1 batch axis may be left out, as with ``Model.set_input``).
+
+**References.** A reference is a mapping (or ``.npz`` / folder) keyed by output name in the same
+layout, or is computed from a ``.tflite`` model by TFLite Micro (the bit-exact reference for
+int8) and by LiteRT (:mod:`project_api.emit.reference`), one interpreter each for all samples.
+
+**Metrics** (:func:`compute_metrics`, plain numpy, per output over all samples): ``max_abs``,
+``mean_abs``, ``rmse`` and ``l2r`` (``||device - ref||_2 / ||ref||_2``) are errors, lower is
+better; ``cosine`` (cosine similarity of the flattened outputs), ``top1`` (argmax agreement over
+the last axis, for outputs whose last axis is > 1) and ``exact`` (the share of samples whose
+integer output equals the reference exactly) are agreements, higher is better. Integer outputs
+with per-tensor quantization parameters are dequantized (``(q - zero_point) * scale``) for the
+error and cosine metrics, so those are in the model's real units; ``max_abs_int`` keeps the
+largest difference in integer steps.
+
+**Speed.** All samples stream through one session. Where the link allows several requests in
+flight (:attr:`RPCClient.pipeline_depth`, e.g. the host template's FIFO endpoint), the next
+sample's input copies are sent while the previous sample's run and output copies are still
+being answered; on a link with depth 1 (a serial port) requests go strictly one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from project_api.errors import (
+    ProjectAPIError,
+    ProjectError,
+    RPCError,
+    SessionError,
+    SessionTimeoutError,
+)
+from project_api.micro.rpc import (
+    CPU,
+    DLTensor,
+    FunctionHandle,
+    NDArray,
+    OpaqueHandle,
+    RPCClient,
+    RPCCode,
+    TypeCode,
+    call_func_packet,
+    copy_from_remote_packet,
+    copy_overhead_bytes,
+    copy_to_remote_packet,
+    decode_reply,
+    return_value,
+    syscall_packet,
+)
+
+if TYPE_CHECKING:
+    from project_api.micro.api import Session, TimingResult
+    from project_api.mlf import ModuleInfo
+    from project_api.project import GeneratedProject
+
+__all__ = [
+    "METRICS",
+    "Comparison",
+    "OutputMetrics",
+    "TensorSpec",
+    "Threshold",
+    "ValidationError",
+    "ValidationReport",
+    "bind_inputs",
+    "bind_reference",
+    "compute_metrics",
+    "litert_outputs",
+    "load_arrays",
+    "parse_thresholds",
+    "stream_samples",
+    "tflm_outputs",
+    "validate",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: Replies the device may owe at once beyond the first, in bytes (the framed reply can double
+#: with escaping): kept well inside a default 64 KiB pipe so neither side ever blocks the other.
+OWED_REPLY_BYTES = 16 * 1024
+
+#: How long releasing our tensor views waits for each reply (as ``Session.close`` does).
+CLEANUP_WAIT_SEC = 2.0
+
+#: Size of a small reply (kReturn of a copy-to or a call), for the owed-bytes bound.
+SMALL_REPLY_BYTES = 64
+
+#: Metric name -> (higher is better, what it is). The direction decides which of
+#: ``--fail-under`` (agreements) and ``--fail-over`` (errors) gates it.
+METRICS: dict[str, tuple[bool, str]] = {
+    "max_abs": (False, "largest |device - reference| over all elements"),
+    "mean_abs": (False, "mean |device - reference|"),
+    "rmse": (False, "root of the mean squared difference"),
+    "l2r": (False, "L2 relative error ||device - reference|| / ||reference||"),
+    "max_abs_int": (False, "largest difference in integer steps (integer outputs)"),
+    "cosine": (True, "cosine similarity of the flattened outputs (1 = same direction)"),
+    "top1": (True, "share of samples whose argmax over the last axis agrees (last axis > 1)"),
+    "exact": (True, "share of samples whose integer output is bit-exact (integer outputs)"),
+}
+
+
+class ValidationError(ProjectAPIError):
+    """Bad samples, a bad reference or an unknown metric: a one-line ``<what>; <what to do>``."""
+
+
+# --- tensors and data ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What validation needs to know of one model input or output."""
+
+    name: str
+    c_name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    scale: float | None = None  #: per-tensor quantization scale, when the model records one
+    zero_point: int | None = None
+
+    @classmethod
+    def from_tensor_info(cls, info: Any) -> TensorSpec:
+        """From an :class:`project_api.mlf.TensorInfo`."""
+        q = info.quantization or {}
+        scales, zps = list(q.get("scale") or []), list(q.get("zero_point") or [])
+        per_tensor = len(scales) == 1 and len(zps) == 1
+        return cls(
+            name=str(info.name), c_name=str(info.c_name), dtype=np.dtype(info.dtype),
+            shape=tuple(int(s) for s in info.require_shape()),
+            scale=float(scales[0]) if per_tensor else None,
+            zero_point=int(zps[0]) if per_tensor else None,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def matches(self, key: str) -> bool:
+        return key in (self.name, self.c_name)
+
+
+def _squeeze(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(s) for s in shape if s != 1)
+
+
+def _find_key(specs: Sequence[TensorSpec], key: str) -> int | None:
+    for i, spec in enumerate(specs):
+        if spec.matches(key):
+            return i
+    if key.isdigit() and int(key) < len(specs):
+        return int(key)
+    return None
+
+
+def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> dict[str, np.ndarray]:
+    """Arrays keyed by name from a mapping, an ``.npz`` file or a folder of ``.npy`` files."""
+    if isinstance(source, Mapping):
+        return {str(k): np.asarray(v) for k, v in source.items()}
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(path.glob("*.npy"))
+        if not files:
+            raise ValidationError(f"{what} folder {path} holds no .npy files; "
+                                  "save one <input name>.npy per input (first axis = sample)")
+        return {f.stem: np.load(f, allow_pickle=False) for f in files}
+    if not path.is_file():
+        raise ValidationError(f"{what} {path} does not exist; pass an .npz file or a folder of .npy files")
+    if path.suffix == ".npy":
+        raise ValidationError(f"{what} {path} is a single .npy; put it in an .npz keyed by tensor "
+                              "name (np.savez(path, name=array)) or in a folder named after it")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if not hasattr(npz, "files"):
+                raise ValidationError(f"{what} {path} is not an .npz archive; "
+                                      "write it with np.savez(path, name=array)")
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as err:
+        raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
+                              "write it with np.savez(path, name=array)") from None
+
+
+def _bind(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], kind: str, what: str,
+          samples: int | None) -> list[np.ndarray]:
+    """Arrays of ``arrays`` in ``specs`` order, shaped ``(samples, *spec.shape)``, checked."""
+    bound: dict[int, tuple[str, np.ndarray]] = {}
+    names = ", ".join(s.name for s in specs)
+    for key, arr in arrays.items():
+        i = _find_key(specs, key)
+        if i is None:
+            raise ValidationError(f"{what} has an array {key!r} but the model has no {kind} by that "
+                                  f"name; its {kind}s: {names}")
+        if i in bound:
+            raise ValidationError(f"{what} has two arrays for {kind} {specs[i].name!r} "
+                                  f"({bound[i][0]!r} and {key!r}); keep one")
+        bound[i] = (key, arr)
+    for i, spec in enumerate(specs):
+        if i not in bound:
+            raise ValidationError(f"{what} has no array for {kind} {spec.name!r} (it has: "
+                                  f"{', '.join(arrays) or 'none'}); add one keyed by {spec.name!r}")
+    out: list[np.ndarray] = []
+    counts: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        key, arr = bound[i]
+        if arr.ndim == 0:
+            raise ValidationError(f"{what} array {key!r} is a scalar; its first axis must be the "
+                                  f"sample index, then {kind} {spec.name!r}'s shape {list(spec.shape)}")
+        per_sample = tuple(arr.shape[1:])
+        if per_sample != spec.shape and (math.prod(per_sample) != math.prod(spec.shape)
+                                         or _squeeze(per_sample) != _squeeze(spec.shape)):
+            raise ValidationError(
+                f"{what} array {key!r} has shape {list(arr.shape)}, i.e. samples of "
+                f"{list(per_sample)}; {kind} {spec.name!r} is {list(spec.shape)}, so give "
+                f"[samples, {', '.join(map(str, spec.shape))}]"
+            )
+        if arr.dtype != spec.dtype:
+            raise ValidationError(f"{what} array {key!r} holds {arr.dtype}; {kind} {spec.name!r} is "
+                                  f"{spec.dtype}: convert it with .astype(np.{spec.dtype.name})")
+        counts[key] = int(arr.shape[0])
+        out.append(np.ascontiguousarray(arr).reshape((arr.shape[0], *spec.shape)))
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{k}: {n}" for k, n in counts.items())
+        raise ValidationError(f"{what} arrays disagree on the number of samples ({listed}); "
+                              "give every array the same first axis")
+    n = next(iter(counts.values()), 0)
+    if samples is not None and n != samples:
+        raise ValidationError(f"{what} holds {n} samples but the data holds {samples}; "
+                              "give one reference row per sample, in the same order")
+    if samples is None and n == 0:
+        raise ValidationError(f"{what} holds 0 samples; give at least one (first axis = sample)")
+    return out
+
+
+def bind_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray],
+                what: str = "data") -> list[np.ndarray]:
+    """The input arrays in model order, each ``(samples, *shape)``; :class:`ValidationError`
+    for a missing, unknown, misshapen or mistyped array or disagreeing sample counts."""
+    return _bind(specs, arrays, "input", what, None)
+
+
+def bind_reference(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], samples: int,
+                   what: str = "reference") -> list[np.ndarray]:
+    """The reference arrays in output order, each ``(samples, *shape)``; any numeric dtype."""
+    cast = {}
+    for key, arr in arrays.items():
+        i = _find_key(specs, key)
+        cast[key] = arr.astype(specs[i].dtype) if (
+            i is not None and arr.dtype != specs[i].dtype and np.can_cast(arr.dtype, specs[i].dtype)
+        ) else arr
+    return _bind(specs, cast, "output", what, samples)
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputMetrics:
+    """Metrics of one output against one reference, over all samples (see the module doc)."""
+
+    name: str
+    samples: int
+    dequantized: bool  #: whether the error/cosine metrics are on dequantized values
+    max_abs: float
+    mean_abs: float
+    rmse: float
+    cosine: float
+    l2r: float
+    top1: float | None = None  #: None unless the last axis is > 1
+    exact: float | None = None  #: None unless the output is integer
+    max_abs_int: float | None = None  #: None unless the output is integer
+
+    def get(self, metric: str) -> float | None:
+        if metric not in METRICS:
+            raise ValidationError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+        value = getattr(self, metric)
+        return None if value is None else float(value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "name", "samples", "dequantized", *METRICS)}
+
+
+def _dequantize(arr: np.ndarray, scale: float | None, zero_point: int | None) -> np.ndarray:
+    values = arr.astype(np.float64)
+    if scale is not None and zero_point is not None:
+        values = (values - zero_point) * scale
+    return values
+
+
+def compute_metrics(device: np.ndarray, reference: np.ndarray, name: str = "output", *,
+                    scale: float | None = None, zero_point: int | None = None) -> OutputMetrics:
+    """Compare ``device`` with ``reference``, both ``(samples, ...)`` of the same shape.
+
+    With ``scale`` and ``zero_point`` (integer outputs) the error and cosine metrics are on
+    dequantized values. Empty vectors count as equal (cosine 1, errors 0); a zero reference
+    gives ``l2r`` 0 when the device is zero too, else infinity; cosine is 0 when exactly one
+    side is all zeros.
+    """
+    device, reference = np.asarray(device), np.asarray(reference)
+    if device.shape != reference.shape:
+        raise ValidationError(f"output {name!r}: the device gave shape {list(device.shape)}, the "
+                              f"reference {list(reference.shape)}; give a reference of the same shape")
+    if device.ndim == 0:
+        raise ValidationError(f"output {name!r}: want (samples, ...) arrays, got scalars; "
+                              "add the sample axis")
+    n = int(device.shape[0])
+    integer = device.dtype.kind in "iub" and reference.dtype.kind in "iub"
+    dequantized = integer and scale is not None and zero_point is not None
+    got = _dequantize(device, scale if dequantized else None, zero_point)
+    want = _dequantize(reference, scale if dequantized else None, zero_point)
+    diff = got - want
+    if diff.size:
+        abs_diff = np.abs(diff)
+        max_abs, mean_abs = float(abs_diff.max()), float(abs_diff.mean())
+        rmse = float(np.sqrt(np.mean(diff * diff)))
+    else:
+        max_abs = mean_abs = rmse = 0.0
+    g, w = got.ravel(), want.ravel()
+    ng, nw = float(np.linalg.norm(g)), float(np.linalg.norm(w))
+    nd = float(np.linalg.norm(diff.ravel()))
+    if nd == 0.0:
+        cosine = 1.0  # identical (also when both are all zeros)
+    elif ng == 0.0 or nw == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float(np.clip(np.dot(g, w) / (ng * nw), -1.0, 1.0))
+    l2r = (0.0 if nd == 0.0 else math.inf) if nw == 0.0 else nd / nw
+    top1 = None
+    if device.ndim >= 2 and device.shape[-1] > 1 and n:
+        top1 = float(np.mean(np.argmax(device, axis=-1) == np.argmax(reference, axis=-1)))
+    exact = max_abs_int = None
+    if integer:
+        same = (device == reference).reshape(n, -1).all(axis=1) if n else np.ones(0, bool)
+        exact = float(same.mean()) if n else 1.0
+        steps = np.abs(device.astype(np.int64) - reference.astype(np.int64))
+        max_abs_int = float(steps.max()) if steps.size else 0.0
+    return OutputMetrics(name=name, samples=n, dequantized=dequantized, max_abs=max_abs,
+                         mean_abs=mean_abs, rmse=rmse, cosine=cosine, l2r=l2r, top1=top1,
+                         exact=exact, max_abs_int=max_abs_int)
+
+
+# --- thresholds ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``metric`` must be >= ``value`` (``higher``) or <= ``value``, against ``reference``
+    (a :attr:`Comparison.key`; None: the primary reference)."""
+
+    metric: str
+    value: float
+    reference: str | None = None
+
+    @property
+    def higher(self) -> bool:
+        return METRICS[self.metric][0]
+
+    def __str__(self) -> str:
+        at = f"@{self.reference}" if self.reference else ""
+        return f"{self.metric}{at} {'>=' if self.higher else '<='} {self.value:g}"
+
+
+def parse_thresholds(fail_under: Sequence[str], fail_over: Sequence[str]) -> list[Threshold]:
+    """``METRIC[@REF]=VALUE`` items: ``fail_under`` for agreements (higher is better),
+    ``fail_over`` for errors (lower is better); the wrong one for a metric is refused."""
+    out = []
+    for flag, items, higher in (("--fail-under", fail_under, True), ("--fail-over", fail_over, False)):
+        for item in items:
+            name, sep, text = item.partition("=")
+            metric, _, ref = name.strip().partition("@")
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not sep or math.isnan(value):
+                raise ValidationError(f"{flag} {item!r}: want METRIC=NUMBER (e.g. "
+                                      f"{'cosine=0.999' if higher else 'max_abs=0.01'})")
+            if metric not in METRICS:
+                raise ValidationError(f"{flag} {item!r}: unknown metric {metric!r}; known: "
+                                      f"{', '.join(METRICS)}")
+            if METRICS[metric][0] != higher:
+                other = "--fail-over" if higher else "--fail-under"
+                kind = "an error (lower is better)" if higher else "an agreement (higher is better)"
+                raise ValidationError(f"{flag} {item!r}: {metric} is {kind}; gate it with "
+                                      f"{other} {metric}={text}")
+            out.append(Threshold(metric, value, ref.strip() or None))
+    return out
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """The device's outputs against one reference."""
+
+    key: str  #: "reference", "tflm" or "litert" (what ``METRIC@KEY=...`` names)
+    reference: str  #: a human name: the file, "TFLite Micro", "LiteRT"
+    outputs: list[OutputMetrics]
+    seconds: float = 0.0  #: how long computing the reference took (0 for a given one)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "reference": self.reference, "seconds": self.seconds,
+                "outputs": [m.to_json() for m in self.outputs]}
+
+
+@dataclass
+class ValidationReport:
+    """Everything :func:`validate` measured."""
+
+    module: str
+    samples: int
+    inputs: list[TensorSpec]
+    output_specs: list[TensorSpec]
+    outputs: list[np.ndarray]  #: the device's outputs, each ``(samples, *shape)``
+    comparisons: list[Comparison] = field(default_factory=list)
+    timing: TimingResult | None = None  #: device-measured seconds per inference (one sample)
+    stream_seconds: float = 0.0  #: wall time of streaming every sample through the session
+    pipeline_depth: int = 1  #: requests kept in flight while streaming
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples / self.stream_seconds if self.stream_seconds > 0 else math.inf
+
+    def comparison(self, key: str | None = None) -> Comparison:
+        """The comparison named ``key``, or the primary one (the first) for None."""
+        if not self.comparisons:
+            raise ValidationError("there is no reference to compare with; pass a reference .npz "
+                                  "or a .tflite model")
+        if key is None:
+            return self.comparisons[0]
+        for c in self.comparisons:
+            if c.key == key:
+                return c
+        raise ValidationError(f"there is no {key!r} comparison; there are: "
+                              f"{', '.join(c.key for c in self.comparisons)}")
+
+    def failures(self, thresholds: Sequence[Threshold]) -> list[str]:
+        """One line per (threshold, output) that falls short; empty when all pass.
+
+        A threshold applies to every output that has the metric; one that no output has is an
+        error (e.g. ``top1`` on a model without a classifier output).
+        """
+        lines = []
+        for th in thresholds:
+            comparison = self.comparison(th.reference)
+            applicable = [m for m in comparison.outputs if m.get(th.metric) is not None]
+            if not applicable:
+                raise ValidationError(f"threshold {th}: no output has {th.metric} "
+                                      f"({METRICS[th.metric][1]}); drop it")
+            for m in applicable:
+                value = m.get(th.metric)
+                assert value is not None
+                ok = value >= th.value if th.higher else value <= th.value
+                if not ok:
+                    lines.append(f"{comparison.reference}: output {m.name!r}: {th.metric} = "
+                                 f"{value:.6g}, wanted {'>=' if th.higher else '<='} {th.value:g}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.timing
+        return {
+            "module": self.module,
+            "samples": self.samples,
+            "inputs": [s.name for s in self.inputs],
+            "outputs": [s.name for s in self.output_specs],
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "device_seconds_per_inference": None if t is None else {
+                "mean": t.mean, "min": t.min, "max": t.max, "results": list(t.results)},
+            "stream_seconds": self.stream_seconds,
+            "samples_per_second": self.samples_per_second,
+            "pipeline_depth": self.pipeline_depth,
+        }
+
+
+# --- references computed from a .tflite ----------------------------------------------------
+
+
+Progress = Callable[[int], None]  #: called with how many more samples are done
+
+
+def _tflite_bytes(model: bytes | str | Path) -> bytes:
+    if isinstance(model, bytes | bytearray):
+        return bytes(model)
+    path = Path(model)
+    if not path.is_file():
+        raise ValidationError(f"model {path} does not exist; pass the .tflite the project was made from")
+    return path.read_bytes()
+
+
+def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress | None = None,
+                 arena_size_bytes: int | None = None) -> list[np.ndarray]:
+    """Run every sample of ``inputs`` (each ``(samples, ...)``) in one TFLite Micro interpreter
+    (reference kernels); return each output as ``(samples, *shape)``."""
+    from project_api.emit import reference
+
+    runtime = reference._tflm_runtime()
+    n_in, n_out = reference._subgraph_io_count(model)
+    if len(inputs) != n_in:
+        raise ValidationError(f"the .tflite has {n_in} inputs, the data {len(inputs)}; "
+                              "pass the .tflite the project was made from")
+    size = arena_size_bytes or max(reference.DEFAULT_ARENA_SIZE_BYTES, 10 * len(model))
+    interp = runtime.Interpreter.from_bytes(bytes(model), arena_size=size)
+    shapes = [tuple(int(d) for d in interp.get_input_details(i)["shape"]) for i in range(n_in)]
+    n = int(inputs[0].shape[0]) if inputs else 0
+    outs: list[np.ndarray] = []
+    for s in range(n):
+        interp.reset()  # no state carried between samples (variable tensors)
+        for i in range(n_in):
+            interp.set_input(np.ascontiguousarray(inputs[i][s].reshape(shapes[i])), i)
+        interp.invoke()
+        for k in range(n_out):
+            y = np.asarray(interp.get_output(k))
+            if s == 0:
+                outs.append(np.empty((n, *y.shape), dtype=y.dtype))
+            outs[k][s] = y
+        if progress is not None:
+            progress(1)
+    return outs
+
+
+def litert_outputs(model: bytes, inputs: Sequence[np.ndarray],
+                   progress: Progress | None = None) -> list[np.ndarray]:
+    """Run every sample in one LiteRT interpreter (built-in kernels, no delegates, one thread);
+    return each output as ``(samples, *shape)``."""
+    from project_api.emit import reference
+
+    mod = reference._litert_interpreter()
+    interp = mod.Interpreter(model_content=bytes(model), num_threads=1,
+                             experimental_op_resolver_type=mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interp.allocate_tensors()
+    ins, outs_d = interp.get_input_details(), interp.get_output_details()
+    if len(inputs) != len(ins):
+        raise ValidationError(f"the .tflite has {len(ins)} inputs, the data {len(inputs)}; "
+                              "pass the .tflite the project was made from")
+    n = int(inputs[0].shape[0]) if inputs else 0
+    outs = [np.empty((n, *(int(d) for d in o["shape"])), dtype=o["dtype"]) for o in outs_d]
+    for s in range(n):
+        for value, det in zip(inputs, ins, strict=True):
+            interp.set_tensor(det["index"], np.ascontiguousarray(
+                value[s].reshape(tuple(int(d) for d in det["shape"]))))
+        interp.invoke()
+        for k, det in enumerate(outs_d):
+            outs[k][s] = interp.get_tensor(det["index"])
+        if progress is not None:
+            progress(1)
+    return outs
+
+
+# --- streaming samples through one session -------------------------------------------------
+
+
+def _checked(raw: bytes) -> Any:
+    """Decode a reply; an exception reply raises (as :meth:`RPCClient.request` does)."""
+    reply = decode_reply(raw)
+    if reply.code == RPCCode.EXCEPTION:
+        if reply.message.startswith("RPCSessionTimeoutError: "):
+            raise SessionTimeoutError(reply.message)
+        raise RPCError(f"Error caught from RPC call:\n{reply.message}")
+    return reply
+
+
+@dataclass
+class _Request:
+    packet: bytes
+    reply_bytes: int  #: how large the reply may be (for the owed-bytes bound)
+    on_reply: Callable[[Any], None]
+    sample: int  #: the sample it belongs to (for error messages)
+
+
+class _DeviceModel:
+    """Our own views of a model's input and output tensors, released by :meth:`close`.
+
+    Made through public calls (``ModuleGetFunction`` on the model's executor module), so that
+    requests can be packed and pipelined here without touching :class:`Model`'s internals.
+    """
+
+    def __init__(self, session: Session, model: Any):
+        self.session = session
+        self.rpc: RPCClient = session.rpc
+        self._handles: list[tuple[int, int]] = []
+        get_function = session.get_function("tvm.rpc.server.ModuleGetFunction")
+        try:
+            fns = {}
+            for name in ("get_input", "get_output", "run"):
+                handle = self.rpc.call(get_function, model.module, name, 1)
+                if not handle:
+                    raise SessionError(f"the executor of model {model.name!r} has no {name!r}")
+                fns[name] = FunctionHandle(handle)
+                self._handles.append((int(handle), TypeCode.PACKED_FUNC_HANDLE))
+            self.run = fns["run"]
+            self.inputs = [self._view(fns["get_input"], i) for i in range(model.num_inputs)]
+            self.outputs = [self._view(fns["get_output"], i) for i in range(model.num_outputs)]
+        except BaseException:
+            self.close()
+            raise
+
+    def _view(self, fn: FunctionHandle, index: int) -> DLTensor:
+        arr = self.rpc.call(fn, index)
+        if not isinstance(arr, NDArray):
+            raise SessionError(f"the executor returned {arr!r} for tensor {index}, not an NDArray")
+        self._handles.append((int(arr.handle), TypeCode.NDARRAY_HANDLE))
+        return arr.tensor
+
+    def close(self) -> None:
+        handles, self._handles = self._handles, []
+        if not getattr(self.session, "usable", True):
+            return  # a reply timed out: the device is not in step, freeing would only wait
+        for handle, code in reversed(handles):
+            try:
+                self.rpc.free_handle(handle, code, CLEANUP_WAIT_SEC)
+            except (SessionError, OSError) as err:
+                _LOG.debug("releasing handle %#x failed: %s", handle, err)
+                break
+
+
+def _blocks(rpc: RPCClient, tensor: DLTensor, total: int) -> list[tuple[int, int]]:
+    """(offset, size) pieces of a ``total``-byte copy that fit the device's packets."""
+    limit = rpc.max_packet_bytes
+    if limit is None:
+        block = max(total, 1)
+        rpc.channel.set_max_payload_bytes(max(block + 64, 64 * 1024))
+    else:
+        block = limit - copy_overhead_bytes(tensor.ndim)
+        if block <= 0:
+            raise SessionError(f"the device's packet size ({limit} B) cannot carry a "
+                               f"{tensor.ndim}-d tensor copy")
+    return [(off, min(block, total - off)) for off in range(0, total, block)]
+
+
+def _at(tensor: DLTensor, offset: int) -> DLTensor:
+    return DLTensor(tensor.data, tensor.device, tensor.dtype, tensor.shape,
+                    tensor.byte_offset + offset)
+
+
+def _expect_return(what: str) -> Callable[[Any], None]:
+    def check(reply: Any) -> None:
+        if reply.code != RPCCode.RETURN:
+            raise SessionError(f"{what}: expected a return, got {reply.code.name}")
+    return check
+
+
+def _collect(dest: np.ndarray, sample: int, offset: int, size: int, last: bool,
+             progress: Progress | None) -> Callable[[Any], None]:
+    """A reply handler that stores a kCopyFromRemote piece in ``dest[sample, offset:]``."""
+    def got(reply: Any) -> None:
+        if reply.code != RPCCode.COPY_ACK or len(reply.data) != size:
+            raise SessionError(f"kCopyFromRemote: expected {size} bytes of CopyAck, got "
+                               f"{reply.code.name} with {len(reply.data)} bytes")
+        dest[sample, offset:offset + size] = np.frombuffer(reply.data, np.uint8)
+        if last and progress is not None:
+            progress(1)
+    return got
+
+
+def _then(first: Callable[[Any], None], progress: Progress) -> Callable[[Any], None]:
+    def both(reply: Any) -> None:
+        first(reply)
+        progress(1)
+    return both
+
+
+def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
+                   output_specs: Sequence[TensorSpec], progress: Progress | None = None,
+                   pipeline: bool = True) -> tuple[list[np.ndarray], int]:
+    """Run every sample of ``inputs`` (each ``(samples, *shape)``, in model input order) on
+    ``model`` in ``session``; return the outputs (each ``(samples, *shape)``) and the number of
+    requests that were kept in flight.
+
+    Per sample the requests are: copy each input in, run, copy each output out. With
+    ``pipeline`` up to :attr:`RPCClient.pipeline_depth` requests are in flight (replies come
+    back in order), bounded also by :data:`OWED_REPLY_BYTES` of owed reply data; a device error
+    stops sending, the owed replies are drained (the session stays usable) and it is raised
+    naming the sample.
+    """
+    rpc = session.rpc
+    n = int(inputs[0].shape[0]) if inputs else 0
+    dev = _DeviceModel(session, model)
+    try:
+        if len(dev.inputs) != len(inputs) or len(dev.outputs) != len(output_specs):
+            raise ValidationError(
+                f"the device's model {model.name!r} has {len(dev.inputs)} inputs and "
+                f"{len(dev.outputs)} outputs, the model archive {len(inputs)} and "
+                f"{len(output_specs)}; rebuild and flash the project")
+        for k, (t, x) in enumerate(zip(dev.inputs, inputs, strict=True)):
+            want = t.dtype.to_numpy()
+            if x.dtype.newbyteorder("<") != want or x[0].nbytes != t.nbytes:
+                raise ValidationError(f"input {k} on the device is {want}{list(t.shape)}, the data "
+                                      f"{x.dtype}{list(x.shape[1:])}; rebuild and flash the project")
+        outs = []
+        for k, (t, spec) in enumerate(zip(dev.outputs, output_specs, strict=True)):
+            want = t.dtype.to_numpy()
+            if t.nbytes != spec.nbytes or want != spec.dtype:
+                raise ValidationError(f"output {k} on the device is {want}{list(t.shape)}, the "
+                                      f"archive says {spec.dtype}{list(spec.shape)}; rebuild and "
+                                      "flash the project")
+            outs.append(np.empty((n, *spec.shape), dtype=spec.dtype))
+        in_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.inputs]
+        out_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.outputs]
+        in_bytes = [x.reshape(x.shape[0], -1).view(np.uint8) for x in
+                    (np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")) for x in inputs)]
+        out_bytes = [o.reshape(n, -1).view(np.uint8) for o in outs]
+        syncs = {t.device for t in (*dev.inputs, *dev.outputs) if t.device.device_type != CPU.device_type}
+        depth = rpc.pipeline_depth if pipeline else 1
+        sync_packets = [syscall_packet(RPCCode.DEV_STREAM_SYNC, [d, OpaqueHandle(0)]) for d in syncs]
+        run_packet = call_func_packet(dev.run, [])
+
+        def ran(reply: Any) -> None:
+            _expect_return("run")(reply)
+            return_value(reply.values)
+
+        def requests() -> Iterator[_Request]:
+            for s in range(n):
+                for t, blocks, data in zip(dev.inputs, in_blocks, in_bytes, strict=True):
+                    row = memoryview(data[s])
+                    for off, size in blocks:
+                        yield _Request(copy_to_remote_packet(_at(t, off), row[off:off + size]),
+                                       SMALL_REPLY_BYTES, _expect_return("kCopyToRemote"), s)
+                for packet in sync_packets:
+                    yield _Request(packet, SMALL_REPLY_BYTES, _expect_return("kDevStreamSync"), s)
+                yield _Request(run_packet, SMALL_REPLY_BYTES, ran, s)
+                for k, (t, blocks) in enumerate(zip(dev.outputs, out_blocks, strict=True)):
+                    for j, (off, size) in enumerate(blocks):
+                        last = k == len(dev.outputs) - 1 and j == len(blocks) - 1 and not syncs
+                        yield _Request(copy_from_remote_packet(_at(t, off), size), size + 64,
+                                       _collect(out_bytes[k], s, off, size, last, progress), s)
+                for i, packet in enumerate(sync_packets):
+                    done = _expect_return("kDevStreamSync")
+                    if i == len(sync_packets) - 1 and progress is not None:
+                        done = _then(done, progress)
+                    yield _Request(packet, SMALL_REPLY_BYTES, done, s)
+
+        _pipelined(rpc, requests(), depth)
+    finally:
+        dev.close()
+    return outs, depth
+
+
+def _pipelined(rpc: RPCClient, requests: Iterator[_Request], depth: int) -> None:
+    """Send ``requests`` with up to ``depth`` in flight (and at most :data:`OWED_REPLY_BYTES`
+    of replies owed beyond the first); handle the replies in order.
+
+    As in ``RPCClient.copy_to_remote``: an error reply stops sending, the replies still owed
+    are read so the next request meets its own reply, then the first error is raised, prefixed
+    with the sample it belongs to.
+    """
+    channel = rpc.channel
+    waiting: deque[_Request] = deque()  # sent, reply not read yet (oldest first)
+    owed = 0
+    error: tuple[Exception, int] | None = None
+    pending: _Request | None = None
+    while True:
+        if error is None:
+            if pending is None:
+                pending = next(requests, None)
+            if pending is not None and (not waiting or (
+                    len(waiting) < depth and owed + pending.reply_bytes <= OWED_REPLY_BYTES)):
+                channel.send(pending.packet)
+                waiting.append(pending)
+                owed += pending.reply_bytes
+                pending = None
+                continue
+        if not waiting:
+            break
+        request = waiting.popleft()
+        raw = channel.receive()
+        owed -= request.reply_bytes
+        try:
+            reply = _checked(raw)
+            if error is None:
+                request.on_reply(reply)
+        except (RPCError, SessionError) as err:
+            error = error or (err, request.sample)
+    if error is not None:
+        err, sample = error
+        raise type(err)(f"sample {sample}: {err}") from err
+
+
+# --- validate ------------------------------------------------------------------------------
+
+
+def _module_info(project: GeneratedProject, module: str | None) -> ModuleInfo:
+    from project_api import mlf
+
+    path = project.info().get("model_library_format_path")
+    if not path:
+        raise ProjectError("the project's server reports no model archive; regenerate the project")
+    with mlf.open_mlf(path) as library:
+        return library.module(module)
+
+
+def validate(
+    target: Session | GeneratedProject,
+    data: str | Path | Mapping[str, Any],
+    reference: str | Path | Mapping[str, Any] | None = None,
+    *,
+    tflite: bytes | str | Path | None = None,
+    module: str | ModuleInfo | None = None,
+    litert: bool = True,
+    number: int = 10,
+    repeat: int = 3,
+    pipeline: bool = True,
+    limit: int | None = None,
+    progress: Callable[[str, int], Progress | None] | None = None,
+    debug: bool = False,
+) -> ValidationReport:
+    """Run every sample of ``data`` on the device of ``target`` and compare with references.
+
+    ``target`` is a built (and flashed) :class:`GeneratedProject`, whose session this opens
+    and closes, or an open :class:`Session`. ``module`` names the model (default: the only one)
+    or gives its :class:`ModuleInfo`; with a Session it must be a ModuleInfo (the device does
+    not know output names). ``reference`` is a mapping / ``.npz`` / folder keyed by output
+    name; ``tflite`` a ``.tflite`` model whose TFLite Micro outputs (and LiteRT's, unless
+    ``litert`` is false or LiteRT is not installed) are computed as references. The first
+    comparison is the primary one. ``limit`` keeps only the first samples. The device time per
+    inference is ``session.time(model, number, repeat)`` on the last sample (``number=0``
+    skips it). ``progress(label, total)`` may return a callback told of each sample done.
+    """
+    from project_api.micro.api import Session as _Session
+
+    if isinstance(module, str) or module is None:
+        if isinstance(target, _Session):
+            raise ValidationError("validating through an open Session needs the model's "
+                                  "ModuleInfo (module=); or pass the GeneratedProject")
+        info = _module_info(target, module)
+    else:
+        info = module
+    in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
+    out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
+    inputs = bind_inputs(in_specs, load_arrays(data, "data"))
+    if limit is not None:
+        if limit < 1:
+            raise ValidationError(f"limit {limit}: give at least 1 sample")
+        inputs = [x[:limit] for x in inputs]
+    n = int(inputs[0].shape[0])
+    ref_arrays = None
+    if reference is not None:
+        what = reference if isinstance(reference, str | Path) else "reference"
+        ref_arrays = load_arrays(reference, f"reference {what}" if what != "reference" else what)
+        if limit is not None:
+            ref_arrays = {k: v[:limit] for k, v in ref_arrays.items()}
+        ref_list = bind_reference(out_specs, ref_arrays, n,
+                                  what=f"reference {what}" if what != "reference" else what)
+    model_bytes = _tflite_bytes(tflite) if tflite is not None else None
+
+    def bar(label: str) -> Progress | None:
+        return progress(label, n) if progress is not None else None
+
+    if isinstance(target, _Session):
+        outputs, depth, stream_s, timing = _on_device(target, info.name, inputs, out_specs,
+                                                      bar, pipeline, number, repeat)
+    else:
+        with target.session(debug=debug) as session:
+            outputs, depth, stream_s, timing = _on_device(session, info.name, inputs, out_specs,
+                                                          bar, pipeline, number, repeat)
+    _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
+    report = ValidationReport(module=info.name, samples=n, inputs=in_specs, output_specs=out_specs,
+                              outputs=outputs, timing=timing, stream_seconds=stream_s,
+                              pipeline_depth=depth)
+    if ref_arrays is not None:
+        name = str(reference) if isinstance(reference, str | Path) else "reference"
+        report.comparisons.append(Comparison("reference", name, _compare(outputs, ref_list, out_specs)))
+    if model_bytes is not None:
+        computed: list[tuple[str, str, Callable[..., list[np.ndarray]]]] = [
+            ("tflm", "TFLite Micro", tflm_outputs)]
+        if litert:
+            computed.append(("litert", "LiteRT", litert_outputs))
+        for key, label, fn in computed:
+            began = time.monotonic()
+            try:
+                ref = fn(model_bytes, inputs, bar(label))
+            except ImportError as err:  # ReferenceUnavailableError
+                if key == "litert":
+                    _LOG.warning("skipping the LiteRT comparison: %s", err)
+                    continue
+                raise
+            seconds = time.monotonic() - began
+            ref = _as_output_layout(ref, out_specs, label, n)
+            report.comparisons.append(Comparison(key, label, _compare(outputs, ref, out_specs),
+                                                 seconds))
+    return report
+
+
+def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs: list[TensorSpec],
+               bar: Callable[[str], Progress | None], pipeline: bool, number: int,
+               repeat: int) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
+    model = session.model(name)
+    began = time.monotonic()
+    outputs, depth = stream_samples(session, model, inputs, out_specs, bar("device"), pipeline)
+    stream_s = time.monotonic() - began
+    timing = session.time(model, number=number, repeat=repeat) if number > 0 else None
+    return outputs, depth, stream_s, timing
+
+
+def _as_output_layout(ref: list[np.ndarray], specs: Sequence[TensorSpec], label: str,
+                      n: int) -> list[np.ndarray]:
+    if len(ref) != len(specs):
+        raise ValidationError(f"{label} gives {len(ref)} outputs, the project's model "
+                              f"{len(specs)}; pass the .tflite the project was made from")
+    out = []
+    for r, spec in zip(ref, specs, strict=True):
+        if r[0].size != math.prod(spec.shape) or r.dtype != spec.dtype:
+            raise ValidationError(f"{label} output is {r.dtype}{list(r.shape[1:])}, the project's "
+                                  f"{spec.name!r} {spec.dtype}{list(spec.shape)}; pass the .tflite "
+                                  "the project was made from")
+        out.append(r.reshape((n, *spec.shape)))
+    return out
+
+
+def _compare(outputs: Sequence[np.ndarray], refs: Sequence[np.ndarray],
+             specs: Sequence[TensorSpec]) -> list[OutputMetrics]:
+    return [compute_metrics(o, r, s.name, scale=s.scale, zero_point=s.zero_point)
+            for o, r, s in zip(outputs, refs, specs, strict=True)]
+
+
+def save_outputs(report: ValidationReport, path: str | Path, force: bool = False) -> Path:
+    """Write the device's outputs to exactly ``path`` (an ``.npz`` keyed by output name, first
+    axis = sample); refuse an existing file unless ``force``."""
+    path = Path(path)
+    try:
+        with open(path, "wb" if force else "xb") as f:
+            np.savez(f, **{s.name: o for s, o in zip(report.output_specs, report.outputs, strict=True)})
+    except FileExistsError:
+        raise ValidationError(f"{path} already exists; pass --force to overwrite it") from None
+    return path
