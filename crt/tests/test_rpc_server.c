@@ -212,12 +212,26 @@ static const char* ExceptionMessage(void) {
   return msg;
 }
 
+/* kGetGlobalFunc(name): one str argument. */
+static void GetGlobalRequest(packet_t* p, const char* name) {
+  Begin(p, 9);
+  PutLe(p, 1, 4);
+  PutLe(p, kTVMStr, 4);
+  PutStr(p, name);
+}
+
+/* The §4.8 worked example on the wire: the host's kGetGlobalFunc("runtime.SystemLib") in
+ * session 82 66, and the device's ReturnHandle reply. */
+static const char kWorkedRequestHex[] =
+    "ff fd 30 00 00 00 82 66 10 25 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 0b 00 00 00"
+    "11 00 00 00 00 00 00 00 72 75 6e 74 69 6d 65 2e 53 79 73 74 65 6d 4c 69 62 30 3b";
+static const char kWorkedReplyHex[] =
+    "ff fd 1f 00 00 00 82 66 10 14 00 00 00 00 00 00 00 04 00 00 00 01 00 00 00 03 00 00 00"
+    "00 80 02 80 00 00 00 00 67 52";
+
 static uint64_t GetGlobal(const char* name) {
   packet_t p;
-  Begin(&p, 9);
-  PutLe(&p, 1, 4);
-  PutLe(&p, kTVMStr, 4);
-  PutStr(&p, name);
+  GetGlobalRequest(&p, name);
   EXPECT_TRUE(Send(&p));
   /* ReturnHandle: i32 4, i32 1, i32 3, u64 handle */
   EXPECT_EQ(20u, Le(&host.reply, 0, 8));
@@ -264,15 +278,9 @@ TEST(WorkedExampleBytes) {
   EXPECT_EQ(0x6682, host.session.session_id);
 
   /* Host request kGetGlobalFunc("runtime.SystemLib"): frame length 48 */
-  Begin(&p, 9);
-  PutLe(&p, 1, 4);
-  PutLe(&p, kTVMStr, 4);
-  PutStr(&p, "runtime.SystemLib");
+  GetGlobalRequest(&p, "runtime.SystemLib");
   ExpectExchange(&p,
-                 "ff fd 30 00 00 00 82 66 10 25 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 0b 00 00 00"
-                 "11 00 00 00 00 00 00 00 72 75 6e 74 69 6d 65 2e 53 79 73 74 65 6d 4c 69 62 30 3b",
-                 "ff fd 1f 00 00 00 82 66 10 14 00 00 00 00 00 00 00 04 00 00 00 01 00 00 00 03 00 00 00"
-                 "00 80 02 80 00 00 00 00 67 52");
+                 kWorkedRequestHex, kWorkedReplyHex);
 
   /* kCallFunc(0x80028000) with no args, then the Module 0x8000 return */
   Begin(&p, 3);
@@ -794,6 +802,170 @@ TEST(ShutdownStopsTheLoop) {
   }
 }
 
+
+/* ---- MicroTVMRpcServerFeed ---------------------------------------------------------------- */
+
+/* Frame a request on the host side and append its wire bytes to *wire (the device sees nothing
+ * yet). */
+static void AppendFramedRequest(rpc_test_bytes_t* wire, packet_t* p) {
+  SetLength(p);
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
+  RpcTestAppend(wire, host.out.wire.data, host.out.wire.size);
+  host.out.wire.size = 0;
+}
+
+static void AppendHex(rpc_test_bytes_t* wire, const char* hex) {
+  rpc_test_bytes_t bytes;
+  RpcTestHex(&bytes, hex);
+  RpcTestAppend(wire, bytes.data, bytes.size);
+}
+
+/* The handle of the last reply, which must be a ReturnHandle. */
+static uint64_t ReplyHandle(void) {
+  EXPECT_EQ(4, ReplyCode());
+  return Le(&host.reply, 20, 8);
+}
+
+TEST(FeedAnswersTheWorkedExample) {
+  static rpc_test_bytes_t wire, expected;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  Connect();
+  RpcTestHex(&wire, kWorkedRequestHex);
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  RpcTestHex(&expected, kWorkedReplyHex);
+  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  EXPECT_EQ(wire.size, stats.bytes_consumed);
+  EXPECT_EQ(0u, stats.bytes_dropped);
+  EXPECT_EQ(0u, stats.errors_recovered);
+  EXPECT_EQ(kTvmErrorNoError, stats.last_error);
+  DeviceToHost();
+  EXPECT_EQ(1, host.num_normal);
+}
+
+TEST(FeedByteByByte) {
+  static rpc_test_bytes_t wire, expected;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  size_t i;
+  Connect();
+  RpcTestHex(&wire, kWorkedRequestHex);
+  for (i = 0; i < wire.size; ++i) {
+    EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, &wire.data[i], 1, &stats));
+  }
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, 0, &stats));
+  RpcTestHex(&expected, kWorkedReplyHex);
+  EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
+  EXPECT_EQ(wire.size, stats.bytes_consumed);
+}
+
+/* Line noise around and between two requests in one buffer: both are answered. */
+TEST(FeedSkipsNoiseBetweenFrames) {
+  static rpc_test_bytes_t wire;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  packet_t p;
+  uint32_t x = 12345;
+  int i;
+  Connect();
+  wire.size = 0;
+  for (i = 0; i < 300; ++i) { /* pseudo-random bytes without 0xFF: skipped by the scan */
+    uint8_t b;
+    x = x * 1103515245u + 12345u;
+    b = (uint8_t)((x >> 16) % 0xffu);
+    RpcTestAppend(&wire, &b, 1);
+  }
+  AppendHex(&wire, "ff 00 ff fe ff");                      /* broken escapes outside a packet */
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  AppendFramedRequest(&wire, &p);
+  AppendHex(&wire, "ff fd 05 00 00 00 68 65 6c 6c 6f 00 00"); /* a whole frame, bad CRC */
+  AppendHex(&wire, "ff fd 02 00 00 00 ff 01");               /* an invalid escape in a frame */
+  AppendHex(&wire, "ff fd 00 00 00 7f");                     /* an absurd length, cut short */
+  GetGlobalRequest(&p, "tvm.rpc.server.GetCRTMaxPacketSize");
+  AppendFramedRequest(&wire, &p);
+  AppendHex(&wire, "00 01 02 fe");
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  DeviceToHost();
+  EXPECT_EQ(2, host.num_normal);
+  EXPECT_TRUE(ReplyHandle() != 0);
+  EXPECT_EQ(wire.size, stats.bytes_consumed);
+  EXPECT_EQ(0u, stats.bytes_dropped);
+  EXPECT_EQ(2u, stats.errors_recovered); /* the invalid escape and the cut-short frame */
+  EXPECT_EQ(kTvmErrorFramingShortPacket, stats.last_error);
+  EXPECT_TRUE(TVMSessionIsEstablished(&host.session));
+}
+
+/* A corrupt request (bad CRC) and a cut-short one are dropped; the good one after them is
+ * answered. */
+TEST(FeedRecoversFromCorruptFrame) {
+  static rpc_test_bytes_t wire, good;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  packet_t p;
+  Connect();
+  wire.size = 0;
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  AppendFramedRequest(&wire, &p);
+  wire.data[20] ^= 0x01; /* a payload byte: the CRC no longer matches */
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  AppendFramedRequest(&wire, &p);
+  wire.size -= 10; /* the second copy is cut short by the next frame */
+  good.size = 0;
+  GetGlobalRequest(&p, "tvm.rpc.server.GetCRTMaxPacketSize");
+  AppendFramedRequest(&good, &p);
+  RpcTestAppend(&wire, good.data, good.size);
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  DeviceToHost();
+  EXPECT_EQ(1, host.num_normal);
+  EXPECT_TRUE(ReplyHandle() != 0);
+  EXPECT_EQ(1u, stats.errors_recovered);
+  EXPECT_EQ(kTvmErrorFramingShortPacket, stats.last_error);
+  EXPECT_EQ(wire.size, stats.bytes_consumed);
+  EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0); /* and the session goes on */
+}
+
+/* A packet restarted right at the start of a buffer (its FF ended the previous buffer): the
+ * step that reports the cut-short packet consumes nothing; Feed must not drop the FD. */
+TEST(FeedKeepsRestartAtBufferBoundary) {
+  static rpc_test_bytes_t first, frame;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  packet_t p;
+  Connect();
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  frame.size = 0;
+  AppendFramedRequest(&frame, &p);
+  first.size = 0;
+  RpcTestAppend(&first, frame.data, 12); /* a frame started ... */
+  RpcTestAppend(&first, frame.data, 1);  /* ... and cut short by the FF of the next one */
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, first.data, first.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError,
+            MicroTVMRpcServerFeed(server, frame.data + 1, frame.size - 1, &stats));
+  DeviceToHost();
+  EXPECT_EQ(1, host.num_normal);
+  EXPECT_TRUE(ReplyHandle() != 0);
+  EXPECT_EQ(1u, stats.errors_recovered);
+  EXPECT_EQ(kTvmErrorFramingShortPacket, stats.last_error);
+  EXPECT_EQ(0u, stats.bytes_dropped);
+  EXPECT_EQ(first.size + frame.size - 1, stats.bytes_consumed);
+}
+
+/* kShutdown ends the server: nothing after it runs, in this buffer or a later one. */
+TEST(FeedStopsAtShutdown) {
+  static rpc_test_bytes_t wire;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  packet_t p;
+  Connect();
+  wire.size = 0;
+  Begin(&p, 1);
+  AppendFramedRequest(&wire, &p);
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  AppendFramedRequest(&wire, &p);
+  EXPECT_EQ(kTvmErrorPlatformShutdown, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  DeviceToHost();
+  EXPECT_EQ(0, host.num_normal);
+  EXPECT_EQ(0u, stats.errors_recovered);
+  EXPECT_EQ(kTvmErrorPlatformShutdown, MicroTVMRpcServerFeed(server, wire.data, wire.size, NULL));
+  DeviceToHost();
+  EXPECT_EQ(0, host.num_normal);
+}
+
 int main(void) {
   RUN_TEST(BootSendsTerminate);
   RUN_TEST(WorkedExampleBytes);
@@ -806,5 +978,11 @@ int main(void) {
   RUN_TEST(MalformedPacketsGetExceptions);
   RUN_TEST(OversizedPacketIsAnswered);
   RUN_TEST(ShutdownStopsTheLoop);
+  RUN_TEST(FeedAnswersTheWorkedExample);
+  RUN_TEST(FeedByteByByte);
+  RUN_TEST(FeedSkipsNoiseBetweenFrames);
+  RUN_TEST(FeedRecoversFromCorruptFrame);
+  RUN_TEST(FeedKeepsRestartAtBufferBoundary);
+  RUN_TEST(FeedStopsAtShutdown);
   return TEST_REPORT();
 }

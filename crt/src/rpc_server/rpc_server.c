@@ -1,7 +1,7 @@
 /*!
  * \file rpc_server/rpc_server.c
- * \brief MicroTVMRpcServerInit/Loop: unframer -> session -> MinRPC packets, and the globals the
- *     host needs for RPC (spec §4.5, §4.7). All storage is static.
+ * \brief MicroTVMRpcServerInit/Loop/Feed: unframer -> session -> MinRPC packets, and the globals
+ *     the host needs for RPC (spec §4.5, §4.7). All storage is static.
  */
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
@@ -55,7 +55,7 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
   if (buffer == NULL) {
     return; /* session established / terminated: nothing to do */
   }
-  if (type == kTvmSessionNormal) {
+  if (type == kTvmSessionNormal && !s->is_shutdown) { /* nothing runs after kShutdown */
     const uint8_t* message;
     size_t size = TVMFrameBufferPeek(buffer, &message);
     tvm_rpc_request_t request;
@@ -163,18 +163,69 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   return s;
 }
 
-tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
-                                      size_t* new_data_size_bytes) {
-  size_t consumed = 0;
+/* One step: hand bytes to the unframer; *consumed says how many it took. */
+static tvm_crt_error_t ServerReceive(struct microtvm_rpc_server* s, const uint8_t* data,
+                                     size_t size_bytes, size_t* consumed) {
   tvm_crt_error_t err;
-  if (server->is_shutdown) {
+  *consumed = 0;
+  if (s->is_shutdown) {
     return kTvmErrorPlatformShutdown;
   }
-  err = TVMUnframerWrite(&server->unframer, *new_data, *new_data_size_bytes, &consumed);
+  err = TVMUnframerWrite(&s->unframer, data, size_bytes, consumed);
+  if (err == kTvmErrorSessionReceiveBufferShortWrite) {
+    RefuseOversizedPacket(s);
+  }
+  return s->is_shutdown ? kTvmErrorPlatformShutdown : err;
+}
+
+tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
+                                      size_t* new_data_size_bytes) {
+  size_t consumed;
+  tvm_crt_error_t err = ServerReceive(server, *new_data, *new_data_size_bytes, &consumed);
   *new_data += consumed;
   *new_data_size_bytes -= consumed;
-  if (err == kTvmErrorSessionReceiveBufferShortWrite) {
-    RefuseOversizedPacket(server);
+  return err;
+}
+
+/* Errors caused by the bytes on the line, after which the unframer and session start over. */
+static int IsLineError(tvm_crt_error_t err) {
+  int category = TVM_CRT_ERROR_CATEGORY(err);
+  return err > 0 && (category == kTvmErrorCategoryFraming || category == kTvmErrorCategorySession);
+}
+
+tvm_crt_error_t MicroTVMRpcServerFeed(microtvm_rpc_server_t server, const uint8_t* data,
+                                      size_t size_bytes, microtvm_rpc_server_stats_t* stats) {
+  microtvm_rpc_server_stats_t unused = {0, 0, 0, kTvmErrorNoError};
+  int stalled = 0;
+  if (stats == NULL) {
+    stats = &unused;
   }
-  return server->is_shutdown ? kTvmErrorPlatformShutdown : err;
+  while (size_bytes > 0) {
+    size_t consumed;
+    tvm_crt_error_t err = ServerReceive(server, data, size_bytes, &consumed);
+    if (err != kTvmErrorNoError && !IsLineError(err)) {
+      stats->bytes_consumed += consumed;
+      return err; /* shutdown, or fatal */
+    }
+    if (err != kTvmErrorNoError) {
+      stats->errors_recovered++;
+      stats->last_error = err;
+    }
+    if (consumed > 0) {
+      stalled = 0;
+    } else if (stalled) {
+      /* A second step without progress from a fresh unframer state: the byte is noise. */
+      consumed = 1;
+      stats->bytes_dropped++;
+      stalled = 0;
+    } else {
+      /* The error reset the unframer (e.g. FF FD restarted a packet at the first byte): the
+       * next step starts from the same byte. */
+      stalled = 1;
+    }
+    data += consumed;
+    size_bytes -= consumed;
+    stats->bytes_consumed += consumed;
+  }
+  return kTvmErrorNoError;
 }

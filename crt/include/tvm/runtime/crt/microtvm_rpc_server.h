@@ -2,8 +2,9 @@
  * \file tvm/runtime/crt/microtvm_rpc_server.h
  * \brief The device side of the microTVM RPC protocol (spec §4.5, §5.8), C99, static storage.
  *
- * The application feeds received bytes to MicroTVMRpcServerLoop; replies and log messages
- * leave through the write function given to MicroTVMRpcServerInit.
+ * The application hands received bytes to MicroTVMRpcServerFeed (or, one step at a time, to
+ * MicroTVMRpcServerLoop); replies and log messages leave through the write function given to
+ * MicroTVMRpcServerInit.
  */
 #ifndef TVM_RUNTIME_CRT_MICROTVM_RPC_SERVER_H_
 #define TVM_RUNTIME_CRT_MICROTVM_RPC_SERVER_H_
@@ -39,16 +40,65 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
                                             void* write_func_ctx);
 
 /*!
- * \brief Process received bytes.
+ * \brief Process received bytes, one step (the low-level form of MicroTVMRpcServerFeed).
  *
  * Consumes part or all of *new_data and advances *new_data and *new_data_size_bytes; call it
  * again while bytes remain. Requests are answered synchronously inside the call.
- * \return kTvmErrorNoError; a framing error (usually harmless: kTvmErrorFramingShortPacket
- *     when the host restarted a packet); or kTvmErrorPlatformShutdown once the host sent
- *     kShutdown (then and afterwards).
+ * \return kTvmErrorNoError; a framing or session error (the bad packet was dropped; it may
+ *     have consumed nothing, e.g. kTvmErrorFramingShortPacket when the host restarted a packet
+ *     at the first byte); or kTvmErrorPlatformShutdown once the host sent kShutdown (then and
+ *     afterwards). Most applications call MicroTVMRpcServerFeed instead, which handles all this.
  */
 tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
                                       size_t* new_data_size_bytes);
+
+/*!
+ * \brief Running totals of MicroTVMRpcServerFeed. Zero it once; every call adds to it, so one
+ *     struct can follow a whole session (or a UART handler that feeds byte by byte).
+ */
+typedef struct {
+  /*! \brief Bytes taken from the callers' buffers, dropped ones included. */
+  size_t bytes_consumed;
+  /*! \brief Bytes skipped because the server made no progress on them (see Feed). */
+  size_t bytes_dropped;
+  /*! \brief Framing and session errors recovered from; each one dropped a bad packet. */
+  uint32_t errors_recovered;
+  /*! \brief The most recent of those errors; kTvmErrorNoError until there is one. */
+  tvm_crt_error_t last_error;
+} microtvm_rpc_server_stats_t;
+
+/*!
+ * \brief Feed a whole buffer of received bytes to the server.
+ *
+ * Runs MicroTVMRpcServerLoop until every byte is consumed. Framing and session errors come
+ * from the bytes on the line (noise, a corrupt or cut-short frame, a host restarting its
+ * session): the server has already dropped the bad packet, so Feed counts the error and goes
+ * on. When a step consumes nothing twice in a row, Feed drops one byte, so no input can stall
+ * it. Requests are answered synchronously inside the call, through the write function.
+ *
+ * Reentrancy: not reentrant. Call it from one context at a time and never from inside the
+ * write function or a packed function it runs; it shares the server's static state with
+ * MicroTVMRpcServerLoop and TVMLogf's log sink. It may be called from an interrupt handler
+ * only if nothing else uses the server or TVMLogf meanwhile and the handler may run for as
+ * long as a request takes; usually the handler queues bytes and the main loop calls Feed.
+ *
+ * Cost: no heap, constant stack. Between frames the scan for the next frame start costs a
+ * memchr over the bytes; inside a frame each byte is CRC'd and copied once into the receive
+ * buffer. Every completed request is executed before Feed returns, including whatever it
+ * calls (a model run, the time evaluator) and the writes of its reply; one byte at a time
+ * works, larger buffers cost fewer calls.
+ *
+ * \param server The handle from MicroTVMRpcServerInit.
+ * \param data The received bytes (not modified).
+ * \param size_bytes How many; 0 does nothing.
+ * \param stats Totals to add to, or NULL.
+ * \return kTvmErrorNoError once all bytes were consumed; kTvmErrorPlatformShutdown once the
+ *     host sent kShutdown (no request after it runs, also not one later in the same buffer),
+ *     then on every later call; any other value is a fatal error of the server, after which
+ *     the device should stop or reset.
+ */
+tvm_crt_error_t MicroTVMRpcServerFeed(microtvm_rpc_server_t server, const uint8_t* data,
+                                      size_t size_bytes, microtvm_rpc_server_stats_t* stats);
 
 #ifdef __cplusplus
 }
