@@ -299,8 +299,9 @@ class OutputMetrics:
         return None if value is None else float(value)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in (
-            "name", "samples", "dequantized", *METRICS)}
+        """Plain JSON values; an infinite ``l2r`` (zero reference) becomes the string "inf"."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("name", "samples", "dequantized", *METRICS)}
+        return {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in out.items()}
 
 
 def _dequantize(arr: np.ndarray, scale: float | None, zero_point: int | None) -> np.ndarray:

@@ -43,6 +43,7 @@ VERB_MODULES = [
     "flash",
     "run",  # host-template helper
     "emit",  # emitter helper
+    "validate",  # many samples on the device vs a reference
 ]
 
 _LOG = logging.getLogger("project_api.cli")

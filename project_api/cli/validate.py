@@ -1,0 +1,285 @@
+"""``project-api validate``: run many samples on the device and compare with references.
+
+The logic is :func:`project_api.validate.validate`; this verb parses the command line, shows a
+progress bar (``tqdm``, on stderr) and prints a table (or ``--json``). Thresholds given with
+``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric falls short, for CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.errors import ProjectError
+
+#: Comparison keys a threshold may name after ``@``.
+_REFERENCE_KEYS = ("reference", "tflm", "litert")
+
+
+def _metrics_help() -> str:
+    from project_api.validate import METRICS
+
+    lines = ["metrics (per output, over all samples):"]
+    for name, (higher, text) in METRICS.items():
+        gate = "--fail-under" if higher else "--fail-over "
+        lines.append(f"  {name:<12} {gate}  {text}")
+    return "\n".join(lines)
+
+
+class ValidateCommand(Subcommand):
+    NAMES = ["validate"]
+    HELP = "Run many samples on the device and compare its outputs with a reference."
+    DESCRIPTION = (
+        "Run every sample of --data on the device of a built project, through one session, and "
+        "compare each output with a reference: an .npz given with --reference, or TFLite Micro "
+        "(bit-exact for int8) and LiteRT run on --model when it is a .tflite. Prints, per output, "
+        "max and mean absolute error, RMSE, cosine similarity, L2 relative error, top-1 agreement "
+        "(last axis > 1), the exact-match rate (integer outputs) and the device time per "
+        "inference. With --template and --model instead of DIR the project is generated and "
+        "built first. Thresholds (--fail-under / --fail-over) turn a shortfall into exit status 1."
+    )
+    EPILOG = """\
+data: an .npz (or a folder of <input>.npy files) with one array per input, keyed by the
+input's name, its C name or its index; the first axis is the sample:
+  python -c "import numpy as np; np.savez('samples.npz', input_1=np.random.default_rng(0)
+             .integers(-128, 128, (100, 1, 49, 10, 1), dtype=np.int8))"
+A reference .npz has one array per output, keyed by output name, first axis = sample.
+
+thresholds: METRIC[@REF]=VALUE, repeatable, checked on every output that has the metric.
+  --fail-under for agreements (fails when the metric is below VALUE),
+  --fail-over for errors (fails when the metric is above VALUE).
+  REF picks the reference: reference (--reference), tflm or litert; by default the first of
+  --reference, then TFLite Micro.
+
+examples:
+  project-api validate prj --data samples.npz --model model.tflite --fail-under exact=1.0
+  project-api validate prj --data samples.npz --reference ref.npz --fail-over max_abs=0.01
+  project-api validate prj --data samples/ --model model.tflite --fail-under top1@litert=0.99
+  project-api validate --template host --model model.tflite --data samples.npz --save out.npz
+  project-api validate prj --data samples.npz --model model.tflite --json > report.json
+
+"""
+
+    @classmethod
+    def prepare_help(cls, parser: argparse.ArgumentParser, argv: list[str]) -> None:
+        parser.epilog = (parser.epilog or "") + _metrics_help()
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("project_dir", nargs="?", help="a generated, built and flashed project")
+        parser.add_argument("--data", "-d", required=True, metavar="SAMPLES",
+                            help="samples: .npz, or a folder of .npy, one array per input "
+                                 "(first axis = sample)")
+        parser.add_argument("--reference", "-r", metavar="REF.npz",
+                            help="expected outputs: .npz (or folder) keyed by output name")
+        parser.add_argument("--model", "-m", metavar="MODEL",
+                            help="a .tflite: compare with TFLite Micro and LiteRT run on it "
+                                 "(with --template: the model to build, .tflite or MLF .tar)")
+        parser.add_argument("--no-litert", action="store_true",
+                            help="with a .tflite --model, compare with TFLite Micro only")
+        parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+                            help="exit 1 if an agreement metric (cosine, top1, exact) is below "
+                                 "VALUE (repeatable; METRIC@REF=VALUE picks the reference)")
+        parser.add_argument("--fail-over", action="append", default=[], metavar="METRIC=VALUE",
+                            help="exit 1 if an error metric (max_abs, mean_abs, rmse, l2r, "
+                                 "max_abs_int) is above VALUE (repeatable)")
+        parser.add_argument("--save", metavar="OUT.npz",
+                            help="write every device output to exactly this file (keyed by "
+                                 "output name, first axis = sample)")
+        parser.add_argument("--force", action="store_true",
+                            help="overwrite --save / replace --out if they exist")
+        parser.add_argument("--limit", type=int, metavar="N", help="only the first N samples")
+        parser.add_argument("--module", default=None, help="model module name (default: the only one)")
+        parser.add_argument("--repeat", type=int, default=3,
+                            help="rounds of the device timing (default 3)")
+        parser.add_argument("--number", type=int, default=10,
+                            help="runs per timing round (default 10; 0 skips timing)")
+        parser.add_argument("--no-pipeline", action="store_true",
+                            help="one request at a time even where the link allows several")
+        one_go = parser.add_argument_group("generate + build + validate in one go")
+        one_go.add_argument("--template", help="template name or directory (e.g. host)")
+        one_go.add_argument("--out", help="where to keep the generated project (default: a "
+                                          "temporary directory, removed afterwards)")
+        add_option_argument(one_go)
+
+    # --- checks before anything runs -----------------------------------------------------------
+
+    def _thresholds(self, tflite: bool) -> list[Any]:
+        from project_api.validate import ValidationError, parse_thresholds
+
+        a = self.args
+        try:
+            thresholds = parse_thresholds(a.fail_under, a.fail_over)
+        except ValidationError as err:
+            raise UsageError(str(err)) from None
+        planned = (["reference"] if a.reference else []) + (
+            ["tflm"] + ([] if a.no_litert else ["litert"]) if tflite else [])
+        for th in thresholds:
+            if not planned:
+                raise UsageError(f"threshold {th} needs a reference; pass --reference REF.npz or "
+                                 "a .tflite --model")
+            if th.reference is not None and th.reference not in planned:
+                known = ", ".join(k for k in _REFERENCE_KEYS if k in planned)
+                raise UsageError(f"threshold {th}: there is no {th.reference!r} comparison in "
+                                 f"this run (there is: {known})")
+        return thresholds
+
+    def invoke(self) -> int:
+        a = self.args
+        if a.repeat < 1 or a.number < 0:
+            raise UsageError("--repeat must be at least 1 and --number at least 0")
+        if a.limit is not None and a.limit < 1:
+            raise UsageError("--limit must be at least 1")
+        if a.save and Path(a.save).exists() and not a.force:
+            raise ProjectError(f"{a.save} already exists; pass --force to overwrite it")
+        model = Path(a.model) if a.model else None
+        if model is not None and not model.is_file():
+            raise ProjectError(f"model {model} does not exist; check the path")
+        is_tflite = model is not None and model.suffix == ".tflite"
+        if a.project_dir and a.template:
+            raise UsageError("give either a project DIR or --template with --model, not both")
+        if a.project_dir:
+            if a.out or a.options:
+                raise UsageError("--out and -o go with --template/--model")
+            if model is not None and not is_tflite:
+                raise UsageError("with a project DIR, --model is the .tflite to compare with")
+            thresholds = self._thresholds(is_tflite)
+            from project_api.project import GeneratedProject
+
+            with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
+                return self._validate(project, model if is_tflite else None, thresholds)
+        if not (a.template and model):
+            raise UsageError("give a project DIR, or --template and --model to do it all in one go")
+        thresholds = self._thresholds(is_tflite)
+        return self._one_go(model, is_tflite, thresholds)
+
+    def _one_go(self, model: Path, is_tflite: bool, thresholds: list[Any]) -> int:
+        from project_api.project import (
+            TemplateProject,
+            generate_project,
+            parse_option_assignments,
+            resolve_template,
+        )
+
+        a = self.args
+        keep = a.out is not None
+        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-validate-"))
+        try:
+            if keep and work.exists():
+                if not a.force:
+                    raise ProjectError(f"{work} already exists; pass --force to replace it")
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            mlf_path = model
+            if is_tflite:
+                from project_api.emit import emit
+
+                mlf_path = work / "model.tar"
+                self.progress(f"emitting {model} -> {mlf_path}")
+                emit(str(model), str(mlf_path), name="default")
+            template = resolve_template(a.template)
+            with TemplateProject.from_directory(template) as tpl:
+                options = parse_option_assignments(a.options, tpl.project_options)
+            project_dir = work / "project"
+            self.progress(f"generating {project_dir} from template {a.template}")
+            with generate_project(template, mlf_path, project_dir, options,
+                                  debug=self.verbosity > 1) as project:
+                self.progress("building")
+                project.build()
+                project.flash()
+                return self._validate(project, model if is_tflite else None, thresholds)
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    def _validate(self, project: Any, tflite: Path | None, thresholds: list[Any]) -> int:
+        from project_api.validate import save_outputs, validate
+
+        a = self.args
+        bars: list[Any] = []
+
+        def progress(label: str, total: int) -> Any:
+            from tqdm import tqdm
+
+            for bar in bars:
+                bar.close()
+            bar = tqdm(total=total, desc=f"{label:<12}", unit=" samples", file=sys.stderr,
+                       disable=bool(getattr(a, "quiet", False)), dynamic_ncols=True)
+            bars.append(bar)
+            return bar.update
+
+        self.progress(f"validating on the device of {project.directory or 'the project'}")
+        try:
+            report = validate(project, a.data, a.reference, tflite=tflite, module=a.module,
+                              litert=not a.no_litert, number=a.number, repeat=a.repeat,
+                              pipeline=not a.no_pipeline, limit=a.limit, progress=progress,
+                              debug=self.verbosity > 1)
+        finally:
+            for bar in bars:
+                bar.close()
+        failures = report.failures(thresholds) if thresholds else []
+        if a.save:
+            save_outputs(report, a.save, force=a.force)
+        data = report.to_json()
+        data["thresholds"] = [str(t) for t in thresholds]
+        data["failures"] = failures
+        data["ok"] = not failures
+        if a.save:
+            data["saved"] = str(a.save)
+        self.output(data, lambda: _table(report, thresholds, failures, a.save))
+        return 1 if failures else 0
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    if value == int(value) and abs(value) < 1e9:
+        return str(int(value))
+    return f"{value:.6g}" if abs(value) >= 1e-4 else f"{value:.3e}"
+
+
+_COLUMNS = ("max_abs", "mean_abs", "rmse", "cosine", "l2r", "top1", "exact", "max_abs_int")
+
+
+def _table(report: Any, thresholds: list[Any], failures: list[str], saved: str | None) -> str:
+    lines = [
+        f"model {report.module!r}: {report.samples} samples through one session, "
+        f"{report.samples_per_second:.0f} samples/s ({report.pipeline_depth} request"
+        f"{'s' if report.pipeline_depth != 1 else ''} in flight)",
+    ]
+    t = report.timing
+    if t is not None:
+        lines.append(f"device time per inference: mean {t.mean * 1e3:.4f} ms, min "
+                     f"{t.min * 1e3:.4f} ms (session.time on one sample, {len(t.results)} rounds)")
+    if not report.comparisons:
+        lines.append("no reference given (--reference or a .tflite --model): outputs not compared")
+    for c in report.comparisons:
+        took = f", computed in {c.seconds:.2f}s" if c.seconds else ""
+        lines.append("")
+        lines.append(f"against {c.reference} ({c.key}{took}):")
+        rows = [("output", *_COLUMNS)] + [
+            (m.name + (" (dequantized)" if m.dequantized else ""),
+             *(_fmt(m.get(col)) for col in _COLUMNS)) for m in c.outputs]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            lines.append("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                                          for i, (cell, w) in enumerate(zip(r, widths, strict=True))))
+    if thresholds:
+        lines.append("")
+        if failures:
+            lines.append(f"FAILED {len(failures)} threshold check(s):")
+            lines += [f"  {f}" for f in failures]
+        else:
+            lines.append("thresholds met: " + ", ".join(str(t) for t in thresholds))
+    if saved:
+        lines.append(f"device outputs saved to {saved}")
+    return "\n".join(lines)
