@@ -1,14 +1,19 @@
 /*
  * fuzz_rpc_server.c: libFuzzer target for the whole device server (session, MinRPC decoder,
- * executor, reply encoder) behind MicroTVMRpcServerLoop, over a stand-in runtime.
+ * executor, reply encoder) behind MicroTVMRpcServerFeed, over a stand-in runtime.
  *
  * The harness is the host: it handshakes, then sends each input record as one kNormal request
  * in a valid frame, and reads the device's replies with its own unframer and session.
- * Input: byte 0 = host nonce, then records [u16 LE size][request bytes]. Requests that make
+ * Input: byte 0 = host nonce, then records [u16 LE size][bytes]. With bit 15 of the size set,
+ * the (size & 0x7fff) bytes are line noise, fed to the device as they are (then one 0xFE, so
+ * an escape left open by the noise cannot swallow the next frame's start). Requests that make
  * the device copy through host-given pointers (kCopyFromRemote, kCopyToRemote,
  * kCopyAmongRemote) are skipped: the protocol trusts the host with those addresses.
- * Checks: every request gets exactly one well-formed reply (none for kShutdown and empty
- * packets), the session stays established, nothing crashes or leaks.
+ * Checks: Feed consumes every byte and returns only kTvmErrorNoError or, after kShutdown,
+ * kTvmErrorPlatformShutdown; until the first noise record, every request gets exactly one
+ * well-formed reply (none for kShutdown and empty packets) and the session stays established
+ * (noise may hold a valid frame that ends the session, so afterwards the run only goes on
+ * while the host's session is up); nothing crashes or leaks.
  *
  * The stand-in runtime below answers TVMFuncCall with every return type in turn (chosen by
  * the function handle), so every reply encoding is reached.
@@ -175,15 +180,14 @@ static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_
 static microtvm_rpc_server_t g_server;
 
 static int Exchange(tvm_unframer_t* host_unframer) {
-  uint8_t* p = g_to_device;
-  size_t left = g_to_device_size;
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
   size_t consumed;
   int shutdown = 0;
-  while (left > 0) {
-    if (MicroTVMRpcServerLoop(g_server, &p, &left) == kTvmErrorPlatformShutdown) {
-      shutdown = 1;
-      break;
-    }
+  tvm_crt_error_t err = MicroTVMRpcServerFeed(g_server, g_to_device, g_to_device_size, &stats);
+  if (err == kTvmErrorPlatformShutdown) {
+    shutdown = 1;
+  } else if (err != kTvmErrorNoError || stats.bytes_consumed != g_to_device_size) {
+    abort(); /* line errors are recovered inside Feed, and it takes every byte */
   }
   g_to_device_size = 0;
   if (TVMUnframerWrite(host_unframer, g_from_device, g_from_device_size, &consumed) !=
@@ -201,6 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static tvm_unframer_t host_unframer;
   static uint64_t arena_storage[1024];
   tvm_write_stream_t host_out = {HostWrite, NULL, NULL, NULL};
+  int noisy = 0;
   if (size < 1) return 0;
   g_to_device_size = g_from_device_size = 0;
   g_replies = 0;
@@ -223,6 +228,19 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int expect_reply, before = g_replies;
     data += 2;
     size -= 2;
+    if (n & 0x8000u) { /* line noise */
+      n &= 0x7fffu;
+      if (n > size) n = size;
+      if (n > sizeof(g_to_device) - 1) n = sizeof(g_to_device) - 1;
+      memcpy(g_to_device, data, n);
+      g_to_device[n] = 0xfe;
+      g_to_device_size = n + 1;
+      noisy = 1;
+      if (Exchange(&host_unframer) || !TVMSessionIsEstablished(&g_host)) break;
+      data += n;
+      size -= n;
+      continue;
+    }
     if (n > size) n = size;
     if (n > 2000) n = 2000; /* fits the device's receive buffer with its headers */
     error = TVMRpcDecodeRequest(data, n, &arena, &q);
@@ -235,11 +253,15 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     expect_reply = error != NULL || (q.code != kTvmRpcNone && q.code != kTvmRpcShutdown);
     if (TVMSessionSendMessage(&g_host, kTvmSessionNormal, data, n) != kTvmErrorNoError) abort();
     if (Exchange(&host_unframer)) {
-      if (error != NULL || q.code != kTvmRpcShutdown) abort(); /* only kShutdown stops it */
+      if (!noisy && (error != NULL || q.code != kTvmRpcShutdown)) abort(); /* only kShutdown */
       break;
     }
-    if (g_replies != before + expect_reply) abort(); /* one reply per request, always */
-    if (!TVMSessionIsEstablished(&g_host)) abort();
+    if (noisy) {
+      if (!TVMSessionIsEstablished(&g_host)) break;
+    } else {
+      if (g_replies != before + expect_reply) abort(); /* one reply per request, always */
+      if (!TVMSessionIsEstablished(&g_host)) abort();
+    }
     data += n;
     size -= n;
   }

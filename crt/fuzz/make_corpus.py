@@ -96,6 +96,21 @@ RPC_PACKETS = [
     ),
 ]
 
+# Line noise for the whole-server target: broken escapes, a frame with a bad CRC, a frame cut
+# short, an invalid escape inside a frame, bytes without 0xFF.
+LINE_NOISE = [
+    b"\xff\x00\xff\xfe\xff",
+    b"\xff\xfd\x05\x00\x00\x00hello\x00\x00",
+    b"\xff\xfd\x00\x00\x00\x7f",
+    b"\xff\xfd\x02\x00\x00\x00\xff\x01",
+    bytes(range(0, 0xFF, 7)),
+]
+
+
+def noise_record(noise: bytes) -> bytes:
+    """A whole-server record of line noise: its size with bit 15 set, then the bytes."""
+    return struct.pack("<H", 0x8000 | len(noise)) + noise
+
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
@@ -108,10 +123,12 @@ def main(argv: list[str]) -> int:
         "session": [b"\x00\x3c\xfe" + b"".join(frame(p) for p in SESSION_PAYLOADS)]
         + [b"\x01\x3c" + b"".join(bytes([len(p)]) + p for p in SESSION_PAYLOADS)],
         "rpc_packet": RPC_PACKETS,
-        # host nonce, then [u16 size][request] records
+        # host nonce, then [u16 size][request] records; bit 15 of the size marks line noise
         "rpc_server": [
             b"\x3c" + b"".join(struct.pack("<H", len(p)) + p for p in RPC_PACKETS),
             b"\x3c" + b"".join(struct.pack("<H", len(p)) + p for p in RPC_PACKETS[:4]),
+            b"\x3c" + b"".join(noise_record(n) + struct.pack("<H", len(p)) + p
+                              for n, p in zip(LINE_NOISE, RPC_PACKETS, strict=False)),
         ],
     }
     for name, items in seeds.items():
