@@ -6,19 +6,46 @@ generated C under ``codegen/host/``, the model's parameters and the Relay text i
 each module: executors, inputs and outputs (name, dtype, size, shape, quantization), workspace and
 constants sizes, the C interface header and the entry point.
 
-Formats understood:
+Layouts understood (what each TVM release wrote; ``tests/tvm_corpus.py`` rebuilds one of each):
 
-* version 5 (TVM 0.8, 2021): one module described at the top level of ``metadata.json``; Relay
-  text in ``src/relay.txt``; no per-tensor facts in the metadata, so dtypes and shapes come from
-  the Relay text; the entry point may be the flat ``tvmgen_<mod>_run_model(inputs..., outputs...)``.
-* versions 6 and 7: a ``"modules"`` map; Relay text in ``src/<mod>.relay``; version 7 lists each
-  input and output with ``"size"`` and ``"dtype"``. Our emitter also writes ``"shape"`` and, for
-  quantized tensors, ``"quantization"``.
+* version 5 (TVM 0.8): one module at the top level of ``metadata.json`` (``target`` a dict);
+  ``src/relay.txt``; no per-tensor facts in the metadata; the entry point may be the flat
+  ``tvmgen_<mod>_run_model(inputs..., outputs...)`` even where the header declares ``_run``.
+* version 6 (nightlies of May-June 2022 only): still one top-level module, ``target`` a list,
+  ``src/relay.txt``, ``external_dependencies`` at the top level.
+* version 7 (TVM 0.9-0.15): a ``"modules"`` map, ``src/<mod>.relay``. Per-tensor ``inputs`` and
+  ``outputs`` (``size``, ``dtype``) only from TVM 0.11; 0.11 names outputs ``output``/``output0``
+  while its header uses the model's output names; from 0.12 both use ``output_tensor_names``.
+  Our emitter also writes ``"shape"`` and ``"quantization"``.
 
-Facts are merged from every source present and cross-checked (a size in ``metadata.json`` that
-disagrees with the header's ``..._SIZE`` macro or with shape x dtype is an error). Positional order
-comes from the interface header's ``struct tvmgen_<mod>_inputs`` when there is one, else from the
-Relay signature, else from ``metadata.json`` (where TVM sorted the names).
+Which source decides what: metadata.json and the interface header are the authority (a size or
+name on which they disagree is an error). The Relay text is only a source of dtypes and shapes
+and is read leniently: TVM printed ``@main`` before binding the parameters, so every weight is a
+parameter too (``%v_param_1``; the names in ``parameters/<mod>.params`` and the header's input
+struct tell them apart), types carry ``/* ty=... span=... */`` comments, ``output_tensor_names=
+[...]`` ends the parameter list (and names the outputs). Whatever of it cannot be read is logged
+at debug level and ignored; it never rejects an archive that metadata and header describe.
+Positional order comes from the header's ``struct tvmgen_<mod>_inputs`` when there is one, else
+from the Relay signature, else from ``metadata.json`` (where TVM sorted the names).
+
+Facts an archive lacks (TVM 0.8-0.10 record dtypes and shapes only in the Relay text) can be
+supplied as :class:`InputSpec` (``NAME:DTYPE:SHAPE``, the CLI's ``--input-spec``) to
+:func:`open_mlf`; :func:`write_mlf_with_specs` writes a copy of the archive whose metadata.json
+records them, for readers such as template servers. A fact that is missing everywhere is an
+MLFError naming the fact and the ``--input-spec`` that supplies it.
+
+Besides the tensors, :class:`ModuleInfo` records for the template build:
+
+* ``internal_workspace_bytes`` / ``has_internal_workspace``: memory pools the module's own C
+  declares (TVM's USMP writes ``static uint8_t <pool>[N]`` in section ``.bss.noinit.tvm``; the
+  metadata then says ``workspace_size_bytes`` 0);
+* ``target_cpu`` (``"cortex-m4"`` or None), ``target_family`` (``"cortex-m"``, ``"cortex-a"``,
+  ``"arm"`` when only Arm is known, or None for portable C) and ``target_evidence`` (where it was
+  read): from metadata ``target`` strings (``-mcpu=``, ``-mtriple=``, ``-keys=arm_cpu``), the
+  ``// tvm target:`` line of generated sources, and Arm headers the C includes
+  (``<arm_math.h>``, ``<arm_nnsupportfunctions.h>``, ``<arm_nnfunctions.h>``: Cortex-M;
+  ``<arm_acle.h>``: Arm);
+* ``param_names``: the names in ``parameters/<mod>.params`` (None when it is missing or corrupt).
 
 Extraction is defensive: :func:`safe_extract` checks every member before it writes anything and
 refuses absolute paths, ``..``, links that leave the archive, device files, FIFOs and members over
@@ -29,14 +56,17 @@ template can say it uses ours instead.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
 import os
 import re
 import shutil
+import struct
 import tarfile
 import tempfile
+import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -358,7 +388,8 @@ class TensorInfo:
         if self.shape is None:
             raise MLFError(
                 f"tensor {self.name!r}: the archive records no shape (neither metadata.json "
-                "\"shape\" nor Relay text); re-export it with the Relay text or our emitter"
+                "\"shape\" nor a readable Relay text); supply it with --input-spec "
+                f"{self.name}:{self.dtype}:D0xD1x..."
             )
         return self.shape
 
@@ -394,6 +425,18 @@ class ModuleInfo:
     relay_path: Path | None = None
     graph_json_path: Path | None = None
     params_path: Path | None = None
+    #: Names in ``parameters/<mod>.params`` (the weights TVM kept apart), None if unreadable.
+    param_names: list[str] | None = None
+    #: Bytes of memory pools the module's own C declares (USMP internal pools, ``static uint8_t
+    #: <pool>[N]`` in section ``.bss.noinit.tvm``): the model brings its own workspace.
+    internal_workspace_bytes: int = 0
+    #: The CPU the module was compiled for (``"cortex-m4"``), from ``-mcpu=`` of a target.
+    target_cpu: str | None = None
+    #: ``"cortex-m"``, ``"cortex-a"``, ``"arm"`` (Arm, profile unknown) or None (portable C).
+    target_family: str | None = None
+    #: Where :attr:`target_cpu` / :attr:`target_family` were read, e.g. ``metadata.json target
+    #: 'c -keys=arm_cpu,cpu -mcpu=cortex-m4'`` or ``default_lib1.c includes <arm_acle.h>``.
+    target_evidence: str | None = None
 
     @property
     def run_api(self) -> str | None:
@@ -401,6 +444,11 @@ class ModuleInfo:
         if self.run_function is None:
             return None
         return "flat" if self.run_function.endswith("_run_model") else "struct"
+
+    @property
+    def has_internal_workspace(self) -> bool:
+        """True when the module's C carries its own memory pool (see internal_workspace_bytes)."""
+        return self.internal_workspace_bytes > 0
 
     def input(self, key: str | int) -> TensorInfo:
         """The input with this name, C name or position."""
@@ -423,6 +471,11 @@ class ModuleInfo:
             "interface_header": str(self.interface_header) if self.interface_header else None,
             "sources": [str(p) for p in self.sources],
             "run_function": self.run_function,
+            "param_names": self.param_names,
+            "internal_workspace_bytes": self.internal_workspace_bytes,
+            "target_cpu": self.target_cpu,
+            "target_family": self.target_family,
+            "target_evidence": self.target_evidence,
         }
 
 
@@ -436,6 +489,69 @@ def _find_tensor(tensors: list[TensorInfo], key: str | int, kind: str, module: s
             return t
     names = ", ".join(t.name for t in tensors) or "none"
     raise MLFError(f"module {module!r} has no {kind} named {key!r}; its {kind}s: {names}")
+
+
+# --- facts the user supplies -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A fact about one tensor that the archive lacks, given as ``NAME:DTYPE:SHAPE``.
+
+    ``NAME`` is the tensor's name or C name (an output's name works too), ``SHAPE`` is
+    ``D0xD1x...`` (empty for a scalar): ``input_1:int8:1x49x10x1``.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def size_bytes(self) -> int:
+        return tensor_size_bytes(self.shape, self.dtype)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.dtype}:{'x'.join(map(str, self.shape))}"
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """``NAME:DTYPE:SHAPE`` (e.g. ``input_1:int8:1x49x10x1``) -> :class:`InputSpec`.
+
+    The name may itself hold ``:`` (``serving_default_input_1:0:int8:1x49x10x1``): the last two
+    fields are the dtype and the shape.
+    """
+    parts = text.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        raise MLFError(
+            f"--input-spec {text!r}: want NAME:DTYPE:SHAPE, e.g. input_1:int8:1x49x10x1"
+        )
+    name, dtype, shape_text = parts[0], parts[1].strip(), parts[2].strip()
+    try:
+        dtype_bits(dtype)
+    except MLFError:
+        raise MLFError(
+            f"--input-spec {text!r}: unknown dtype {dtype!r}; use e.g. int8, uint8, int32, float32"
+        ) from None
+    dims: list[int] = []
+    if shape_text and shape_text not in ("()", "scalar"):
+        for d in shape_text.lower().replace(",", "x").split("x"):
+            if not d.strip().isdigit():
+                raise MLFError(
+                    f"--input-spec {text!r}: shape {shape_text!r} is not D0xD1x... of "
+                    "non-negative integers, e.g. 1x49x10x1"
+                )
+            dims.append(int(d))
+    return InputSpec(name, dtype, tuple(dims))
+
+
+def _spec_table(specs: Iterable[InputSpec | str] | None) -> dict[str, InputSpec]:
+    table: dict[str, InputSpec] = {}
+    for s in specs or ():
+        spec = parse_input_spec(s) if isinstance(s, str) else s
+        if spec.name in table:
+            raise MLFError(f"--input-spec names {spec.name!r} twice; give each tensor once")
+        table[spec.name] = spec
+    return table
 
 
 class ModelLibrary:
@@ -511,19 +627,23 @@ def open_mlf(
     extract_dir: str | Path | None = None,
     max_member_bytes: int | None = None,
     max_total_bytes: int | None = None,
+    input_specs: Iterable[InputSpec | str] | None = None,
 ) -> ModelLibrary:
     """Open an MLF tar or directory, validate it and return its typed facts.
 
     A tar is unpacked with :func:`safe_extract` into ``extract_dir`` (which must be empty or not
     exist) or, without one, into a temporary directory owned by the returned object.
+    ``input_specs`` (``NAME:DTYPE:SHAPE`` strings or :class:`InputSpec`) supply facts the archive
+    lacks; they must agree with what metadata.json and the interface header record.
 
     Raises:
-        MLFError: the path is missing, unsafe, malformed, of an unsupported version, or lacks a
-            fact (dtype, size) of some input or output.
+        MLFError: the path is missing, unsafe, malformed, of an unsupported version, lacks a
+            fact (dtype, size) of some input or output, or a supplied spec names no tensor.
     """
+    specs = _spec_table(input_specs)
     source = Path(path)
     if source.is_dir():
-        return _load(source, source, None)
+        return _load(source, source, None, specs)
     if not source.exists():
         raise MLFError(f"{source}: no such file or directory; pass an MLF .tar or its directory")
     tempdir: Path | None = None
@@ -535,14 +655,79 @@ def open_mlf(
     try:
         safe_extract(source, root, max_member_bytes=max_member_bytes,
                      max_total_bytes=max_total_bytes)
-        return _load(root, source, tempdir)
+        return _load(root, source, tempdir, specs)
     except BaseException:
         if tempdir is not None:
             shutil.rmtree(tempdir, ignore_errors=True)
         raise
 
 
-def _load(root: Path, source: Path, tempdir: Path | None) -> ModelLibrary:
+def write_mlf_with_specs(
+    path: str | Path,
+    input_specs: Iterable[InputSpec | str],
+    dest_tar: str | Path,
+) -> Path:
+    """Write ``dest_tar``: a copy of the MLF at ``path`` whose metadata.json records every input
+    and output of every module in full (``size``, ``dtype``, ``shape``), including the facts
+    ``input_specs`` supply, so that any reader (a template server too) sees them.
+
+    Everything else is copied unchanged; the tar is laid out as TVM writes one (``.`` root,
+    ``./``-prefixed names, root owner).
+
+    Raises:
+        MLFError: as :func:`open_mlf`.
+    """
+    dest = Path(dest_tar)
+    with open_mlf(path, input_specs=input_specs) as lib:
+        metadata = json.loads(json.dumps(lib.metadata))
+        raw_modules = metadata["modules"] if "modules" in metadata else {
+            next(iter(lib.modules)): metadata}
+        for name, mod in lib.modules.items():
+            raw = raw_modules[name]
+            memory = raw.setdefault("memory", {})
+            functions = memory.setdefault("functions", {})
+            mains = functions.get("main") or []
+            if not mains:
+                mains = [{"device": 1, "workspace_size_bytes": mod.workspace_size_bytes,
+                          "constants_size_bytes": mod.constants_size_bytes,
+                          "io_size_bytes": mod.io_size_bytes or sum(
+                              t.size_bytes for t in mod.inputs + mod.outputs)}]
+                functions["main"] = mains
+            for other in mains[1:]:
+                other.pop("inputs", None)
+                other.pop("outputs", None)
+            for kind, tensors in (("inputs", mod.inputs), ("outputs", mod.outputs)):
+                table: dict[str, Any] = {}
+                for t in tensors:
+                    entry: dict[str, Any] = {"size": t.size_bytes, "dtype": t.dtype}
+                    if t.shape is not None:
+                        entry["shape"] = list(t.shape)
+                    if t.quantization is not None:
+                        entry["quantization"] = t.quantization
+                    table[t.name] = entry
+                mains[0][kind] = table
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(dest, "w") as tar:
+            def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
+                info.uid = info.gid = 0
+                info.uname = info.gname = "root"
+                return info
+
+            for item in sorted(lib.root.iterdir()):
+                if item.name != "metadata.json":
+                    tar.add(str(item), arcname=f"./{item.name}", filter=reset)
+            data = json.dumps(metadata, indent=2, sort_keys=True).encode()
+            info = reset(tarfile.TarInfo("./metadata.json"))
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    _LOG.info("wrote %s: %s with the supplied facts recorded in metadata.json", dest, path)
+    return dest
+
+
+def _load(root: Path, source: Path, tempdir: Path | None,
+          specs: dict[str, InputSpec] | None = None) -> ModelLibrary:
     meta_path = root / "metadata.json"
     if not meta_path.is_file():
         raise MLFError(
@@ -581,10 +766,20 @@ def _load(root: Path, source: Path, tempdir: Path | None) -> ModelLibrary:
 
     single = len(raw_modules) == 1
     modules: dict[str, ModuleInfo] = {}
+    used: set[str] = set()
     for name, raw in raw_modules.items():
         if not isinstance(raw, dict):
             raise MLFError(f"{source}: metadata.json module {name!r} is not an object")
-        modules[name] = _ModuleParser(root, source, name, raw, single).parse()
+        parser = _ModuleParser(root, source, name, raw, single, specs or {})
+        modules[name] = parser.parse()
+        used |= parser.used_specs
+    unused = sorted(set(specs or {}) - used)
+    if unused:
+        known = ", ".join(t.name for m in modules.values() for t in m.inputs + m.outputs)
+        raise MLFError(
+            f"{source}: --input-spec names {', '.join(map(repr, unused))}, which is no input or "
+            f"output of the model; its tensors: {known or 'none'}"
+        )
     return ModelLibrary(root, source, metadata, modules, tempdir)
 
 
@@ -609,20 +804,32 @@ class _Header:
     outputs: list[str]
     input_sizes: dict[str, int]  # c name -> bytes
     output_sizes: dict[str, int]
-    input_names: dict[str, str]  # c name -> original name from the doc comments
+    input_names: dict[str, str]  # c name -> name from the doc comments (sanitized since TVM 0.11)
     output_names: dict[str, str]
     workspace_size: int | None
     has_run: bool
 
 
+@dataclass
+class _Relay:
+    """What a Relay text's ``def @main`` says, as far as it could be read."""
+
+    inputs: list[_Fact] | None = None  # every parameter, weights included, in order
+    outputs: list[_Fact] | None = None  # by position, named output / output0, output1, ...
+    output_names: list[str] | None = None  # from the attribute output_tensor_names=[...]
+
+
 class _ModuleParser:
-    def __init__(self, root: Path, source: Path, name: str, raw: dict[str, Any], single: bool):
+    def __init__(self, root: Path, source: Path, name: str, raw: dict[str, Any], single: bool,
+                 specs: dict[str, InputSpec] | None = None):
         self.root = root
         self.source = source
         self.name = name
         self.raw = raw
         self.single = single
         self.where = f"{source}: module {name!r}"
+        self.specs = specs or {}
+        self.used_specs: set[str] = set()
 
     def error(self, what: str) -> MLFError:
         return MLFError(f"{self.where}: {what}")
@@ -653,7 +860,7 @@ class _ModuleParser:
             [self.root / "src" / f"{self.name}.relay"]
             + ([self.root / "src" / "relay.txt"] if self.single else [])
         )
-        relay = _parse_relay(relay_path, self) if relay_path else None
+        relay = _parse_relay(relay_path, self.where) if relay_path else _Relay()
         graph = self._first_file(
             [self.root / "executor-config" / "graph" / f"{self.name}.graph"]
             + ([self.root / "executor-config" / "graph" / "graph.json"] if self.single else [])
@@ -661,35 +868,51 @@ class _ModuleParser:
         if "graph" in executors and graph is None:
             _LOG.warning("%s: graph executor module without executor-config/graph JSON", self.where)
         params = self._first_file([self.root / "parameters" / f"{self.name}.params"])
+        param_names = read_param_names(params, self.where) if params else None
 
         meta_in, meta_out = self._metadata_tensors(mains)
+        relay_in = self._drop_weights(relay.inputs, param_names, header)
+        relay_out_names = None
+        if relay.output_names is not None and relay.outputs is not None:
+            if len(relay.output_names) == len(relay.outputs):
+                relay_out_names = relay.output_names
+            else:
+                _LOG.debug("%s: Relay output_tensor_names has %d names for %d outputs; ignored",
+                           self.where, len(relay.output_names), len(relay.outputs))
         inputs = self._merge(
-            "input", meta_in, relay[0] if relay else None,
+            "input", meta_in, relay_in,
             header.inputs if header else None,
             header.input_sizes if header else {}, header.input_names if header else {},
         )
         outputs = self._merge(
-            "output", meta_out, relay[1] if relay else None,
+            "output", meta_out, relay.outputs,
             header.outputs if header else None,
             header.output_sizes if header else {}, header.output_names if header else {},
+            relay_names=relay_out_names,
         )
         if not outputs:
             relay_name = f"src/{self.name}.relay" + (" or src/relay.txt" if self.single else "")
             raise self.error(
                 "its inputs and outputs are recorded nowhere (no inputs/outputs in metadata.json, "
-                f"no codegen/host/include/tvmgen_{self.mangled}.h, no Relay text {relay_name}); "
-                "re-export the model with its Relay text or with our emitter"
+                f"no codegen/host/include/tvmgen_{self.mangled}.h, no readable Relay text "
+                f"{relay_name}); re-export the model with its Relay text or with our emitter"
             )
         if header and header.workspace_size is not None and not mains:
             workspace = header.workspace_size
 
-        run_function = self._run_function(header, sources)
+        texts = {p: _strip_c_comments(p.read_text(encoding="utf-8", errors="replace"))
+                 for p in sources}
+        raw_texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in sources}
+        run_function = self._run_function(header, texts)
+        cpu, family, evidence = self._target(raw_texts)
         return ModuleInfo(
             name=self.name, executors=list(executors), style=style, inputs=inputs,
             outputs=outputs, workspace_size_bytes=workspace, constants_size_bytes=constants,
             io_size_bytes=io, interface_header=header.path if header else None, sources=sources,
             run_function=run_function, objects=objects, relay_path=relay_path,
-            graph_json_path=graph, params_path=params,
+            graph_json_path=graph, params_path=params, param_names=param_names,
+            internal_workspace_bytes=_internal_pool_bytes(texts),
+            target_cpu=cpu, target_family=family, target_evidence=evidence,
         )
 
     @property
@@ -710,6 +933,27 @@ class _ModuleParser:
         if not self.single:
             found = [p for p in found if p.name.startswith(f"{self.name}_")]
         return sorted(found, key=_natural_key)
+
+    def _drop_weights(self, relay_inputs: list[_Fact] | None, param_names: list[str] | None,
+                      header: _Header | None) -> list[_Fact] | None:
+        """The Relay parameters that are real inputs: TVM printed @main before binding the
+        weights, so every weight is a parameter too (``%v_param_1``: the printer puts ``v``
+        before a name that does not start with a letter)."""
+        if relay_inputs is None:
+            return None
+        if param_names:
+            weights = set(param_names)
+            kept = [f for f in relay_inputs
+                    if not (f.name in weights or _unprinted_name(f.name) in weights)]
+        elif header is not None and header.inputs:
+            wanted = {c.lower() for c in header.inputs}
+            kept = [f for f in relay_inputs if sanitize_c_name(f.name).lower() in wanted]
+        else:
+            kept = list(relay_inputs)
+        dropped = [f.name for f in relay_inputs if f not in kept]
+        if dropped:
+            _LOG.debug("%s: Relay parameters %s are weights, not inputs", self.where, dropped)
+        return kept
 
     def _main_entries(self) -> list[dict[str, Any]]:
         memory = self.raw.get("memory")
@@ -766,7 +1010,7 @@ class _ModuleParser:
         prefix = f"tvmgen_{self.mangled}"
         macro = prefix.upper()
 
-        # Doc comments name the original tensor of each size macro.
+        # Doc comments name the tensor of each size macro.
         names: dict[str, dict[str, str]] = {"Input": {}, "Output": {}}
         sizes: dict[str, dict[str, int]] = {"Input": {}, "Output": {}}
         doc_re = re.compile(
@@ -816,18 +1060,68 @@ class _ModuleParser:
             workspace_size=all_macros.get(f"{macro}_WORKSPACE_SIZE"), has_run=has_run,
         )
 
-    def _run_function(self, header: _Header | None, sources: list[Path]) -> str | None:
-        prefix = f"tvmgen_{self.mangled}"
+    def _run_function(self, header: _Header | None, texts: dict[Path, str]) -> str | None:
+        """The entry point the C defines. A header's ``_run`` declaration is not enough: TVM 0.8
+        era archives may define only the flat ``_run_model`` (lib0.c then holds a packed-API
+        ``_run(void* args, void* type_code, ...)`` or nothing)."""
+        prefix = re.escape(f"tvmgen_{self.mangled}")
+        struct_def = re.compile(r"\b" + prefix + r"_run\s*\(\s*struct\b[^;{]*\)\s*\{")
+        flat_def = re.compile(r"\b" + prefix + r"_run_model\s*\([^;{]*\)\s*\{")
+        any_run = re.compile(r"\b" + prefix + r"_run\s*\(")
+        if any(struct_def.search(t) for t in texts.values()):
+            return f"tvmgen_{self.mangled}_run"
+        if any(flat_def.search(t) for t in texts.values()):
+            if header is not None and header.has_run:
+                _LOG.debug("%s: the header declares %s_run but the C defines only the flat "
+                           "%s_run_model; using that", self.where, prefix, prefix)
+            return f"tvmgen_{self.mangled}_run_model"
         if header is not None and header.has_run:
-            return f"{prefix}_run"
-        texts = [_strip_c_comments(p.read_text(encoding="utf-8", errors="replace")) for p in sources]
-        # The struct wrapper, when the sources define one, is the entry point even without a
-        # header; only then fall back to the early flat function.
-        if any(re.search(r"\b" + re.escape(prefix) + r"_run\s*\(", t) for t in texts):
-            return f"{prefix}_run"
-        if any(re.search(r"\b" + re.escape(prefix) + r"_run_model\s*\(", t) for t in texts):
-            return f"{prefix}_run_model"
+            return f"tvmgen_{self.mangled}_run"  # e.g. defined in a prebuilt object
+        if any(any_run.search(t) for t in texts.values()):
+            return f"tvmgen_{self.mangled}_run"
         return None
+
+    def _target(self, texts: dict[Path, str]) -> tuple[str | None, str | None, str | None]:
+        """(cpu, family, evidence) from metadata ``target`` strings, ``// tvm target:`` lines and
+        the Arm headers the generated C includes."""
+        raw_target = self.raw.get("target")
+        targets: list[str] = []
+        if isinstance(raw_target, dict):
+            targets = [str(v) for v in raw_target.values()]
+        elif isinstance(raw_target, list):
+            targets = [t if isinstance(t, str) else json.dumps(t) for t in raw_target]
+        elif isinstance(raw_target, str):
+            targets = [raw_target]
+        candidates = [(t, f"metadata.json target {t!r}") for t in targets]
+        for path, text in texts.items():
+            for m in re.finditer(r"^//\s*tvm target:\s*(.+)$", text, re.M):
+                candidates.append((m.group(1).strip(), f"{path.name}: '// tvm target: "
+                                                       f"{m.group(1).strip()}'"))
+        for target, evidence in candidates:
+            m = re.search(r"-mcpu=([\w.+-]+)", target)
+            if m:
+                cpu = m.group(1).lower()
+                return cpu, _cpu_family(cpu), evidence
+        for target, evidence in candidates:
+            m = re.search(r"-mtriple=(thumbv[678]\w*|armv[678]\w*|aarch64\w*)", target)
+            if m:
+                triple = m.group(1)
+                family = ("cortex-m" if re.match(r"thumbv(6m|7m|7em|8m)", triple)
+                          else "cortex-a" if triple.startswith("aarch64") else "arm")
+                return None, family, evidence
+        for path, text in texts.items():
+            m = re.search(r"#\s*include\s*<(arm_math\.h|arm_nnsupportfunctions\.h|"
+                          r"arm_nnfunctions\.h|cmsis_compiler\.h)>", text)
+            if m:
+                return None, "cortex-m", f"{path.name} includes <{m.group(1)}>"
+        for path, text in texts.items():
+            m = re.search(r"#\s*include\s*<(arm_acle\.h)>", text)
+            if m:
+                return None, "arm", f"{path.name} includes <{m.group(1)}>"
+        for target, evidence in candidates:
+            if re.search(r"-keys=[\w,]*\barm_cpu\b|-device=arm_cpu", target):
+                return None, "arm", evidence
+        return None, None, None
 
     def _merge(
         self,
@@ -837,99 +1131,206 @@ class _ModuleParser:
         header_order: list[str] | None,
         header_sizes: dict[str, int],
         header_names: dict[str, str],
+        relay_names: list[str] | None = None,
     ) -> list[TensorInfo]:
-        by_c: dict[str, dict[str, _Fact]] = {}
-        for label, facts in (("metadata.json", meta), ("Relay text", relay)):
-            table: dict[str, _Fact] = {}
-            for f in facts or []:
-                c = sanitize_c_name(f.name)
-                if c in table:
-                    raise self.error(
-                        f"{kind}s {table[c].name!r} and {f.name!r} in {label} share the C name {c!r}"
-                    )
-                table[c] = f
-            by_c[label] = table
+        """One list of tensors from every source. metadata.json and the interface header are
+        the authority (a disagreement between them is an error); the Relay text only adds
+        dtypes and shapes and is ignored, with a debug line, where it does not fit."""
+        meta_table: dict[str, _Fact] = {}
+        for f in meta or []:
+            c = sanitize_c_name(f.name)
+            if c in meta_table:
+                raise self.error(
+                    f"{kind}s {meta_table[c].name!r} and {f.name!r} in metadata.json share the "
+                    f"C name {c!r}"
+                )
+            meta_table[c] = f
+        if relay is not None and kind == "output" and relay_names is not None:
+            relay = [replace(f, name=n) for f, n in zip(relay, relay_names, strict=True)]
+        relay_table: dict[str, _Fact] = {}
+        for f in relay or []:
+            c = sanitize_c_name(f.name)
+            if c in relay_table:
+                _LOG.debug("%s: Relay %ss %r and %r share the C name %r; Relay text ignored",
+                           self.where, kind, relay_table[c].name, f.name, c)
+                relay, relay_table = None, {}
+                break
+            relay_table[c] = f
 
-        # Relay text names its outputs only by position ("output", "output0", ...), so for outputs
-        # the header or metadata decides the names and Relay facts are matched by position.
-        relay_first = kind == "input" or not meta
+        # Positional order: the header's struct, else metadata.json (TVM sorted its keys, so
+        # Relay positions reorder inputs), else the Relay signature.
         if header_order:
             order = list(header_order)
-            names = {c: header_names.get(c) for c in order}
-        elif relay and relay_first:
-            order = [sanitize_c_name(f.name) for f in relay]
-            names = {sanitize_c_name(f.name): f.name for f in relay}
-        elif meta:
-            facts = sorted(meta, key=lambda f: _natural_key(f.name)) if kind == "output" else meta
+            names: dict[str, str | None] = {c: header_names.get(c) for c in order}
+        elif meta is not None and (meta or not relay):
+            facts = list(meta)
+            if kind == "output":
+                facts.sort(key=lambda f: _natural_key(f.name))
+            elif relay:
+                rank = {c: i for i, c in enumerate(relay_table)}
+                facts.sort(key=lambda f: rank.get(sanitize_c_name(f.name), len(rank)))
             order = [sanitize_c_name(f.name) for f in facts]
             names = {sanitize_c_name(f.name): f.name for f in facts}
+        elif relay:
+            order = list(relay_table)
+            names = {c: f.name for c, f in relay_table.items()}
         else:
             return []
 
-        if kind == "output" and relay and set(by_c["Relay text"]) != set(order):
-            if len(relay) != len(order):
+        _fold_case(meta_table, order)
+        _fold_case(relay_table, order)
+        extra = set(meta_table) - set(order)
+        if extra:
+            if kind == "output" and len(meta_table) == len(order):
+                # TVM 0.11 named metadata outputs "output"/"output0".. while its header used
+                # output_tensor_names: same outputs, matched by position.
+                _LOG.debug("%s: metadata.json output names %s differ from the header's %s; "
+                           "matched by position", self.where, sorted(meta_table), order)
+                ordered = sorted(meta_table.values(), key=lambda f: _natural_key(f.name))
+                meta_table = {c: replace(f, name=names.get(c) or c)
+                              for c, f in zip(order, ordered, strict=True)}
+            else:
                 raise self.error(
-                    f"Relay text returns {len(relay)} output(s) but the positional output list "
-                    f"has {len(order)} ({', '.join(order)})"
+                    f"metadata.json lists {kind}(s) {sorted(meta_table[c].name for c in extra)} "
+                    f"that the positional {kind} list ({', '.join(order)}) lacks"
                 )
-            by_c["Relay text"] = {
-                c: replace(f, name=names.get(c) or c) for c, f in zip(order, relay, strict=True)
-            }
-
-        if header_order:
-            # Tolerate a header whose member names differ from ours only in case.
-            for table in by_c.values():
-                for c in order:
-                    if c not in table:
-                        folded = [k for k in table if k.lower() == c.lower() and k not in order]
-                        if len(folded) == 1:
-                            table[c] = table.pop(folded[0])
-
-        for label, table in by_c.items():
-            extra = set(table) - set(order)
-            if table and extra:
-                raise self.error(
-                    f"{label} lists {kind}(s) {sorted(table[c].name for c in extra)} that the "
-                    f"positional {kind} list ({', '.join(order)}) lacks"
-                )
+        if relay and kind == "output":
+            # Relay names outputs by position only (unless output_tensor_names names them).
+            if set(relay_table) != set(order):
+                if len(relay) == len(order):
+                    relay_table = {c: replace(f, name=names.get(c) or c)
+                                   for c, f in zip(order, relay, strict=True)}
+                else:
+                    _LOG.debug("%s: Relay text returns %d output(s) but the module has %d (%s); "
+                               "its output types are ignored", self.where, len(relay),
+                               len(order), ", ".join(order))
+                    relay_table = {}
+        elif relay_table:
+            unmatched = set(relay_table) - set(order)
+            if unmatched:
+                _LOG.debug("%s: Relay parameters %s are not inputs of the module; ignored",
+                           self.where, sorted(relay_table[c].name for c in unmatched))
 
         tensors: list[TensorInfo] = []
         for c in order:
-            m = by_c["metadata.json"].get(c)
-            r = by_c["Relay text"].get(c)
+            m = meta_table.get(c)
+            r = relay_table.get(c)
             name = (m.name if m else None) or (r.name if r else None) or names.get(c) or c
-            what = f"{kind} {name!r}"
-            dtype = (m.dtype if m else None) or (r.dtype if r else None)
-            if dtype is None:
-                raise self.error(
-                    f"{what}: no dtype recorded (metadata.json lists none and there is no Relay "
-                    "text with it); re-export the archive with TVM >= 0.10 or our emitter"
-                )
-            if m and r and m.dtype and r.dtype and m.dtype != r.dtype:
-                raise self.error(f"{what}: dtype {m.dtype} in metadata.json but {r.dtype} in Relay text")
-            shape = (m.shape if m else None) or (r.shape if r else None)
-            if m and r and m.shape is not None and r.shape is not None and m.shape != r.shape:
-                raise self.error(f"{what}: shape {m.shape} in metadata.json but {r.shape} in Relay text")
-            candidates = []
-            if m and m.size is not None:
-                candidates.append(("metadata.json", m.size))
-            if c in header_sizes:
-                candidates.append(("the interface header", header_sizes[c]))
-            if shape is not None:
-                candidates.append((f"shape {list(shape)} x {dtype}", tensor_size_bytes(shape, dtype)))
-            if not candidates:
-                raise self.error(f"{what}: no size recorded and no shape to compute it from")
+            spec = self._spec_for(name, c)
+            tensors.append(self._tensor(kind, name, c, m, r, spec, header_sizes.get(c)))
+        return tensors
+
+    def _spec_for(self, name: str, c_name: str) -> InputSpec | None:
+        for key in (name, c_name):
+            if key in self.specs:
+                self.used_specs.add(key)
+                return self.specs[key]
+        for key, spec in self.specs.items():
+            if sanitize_c_name(key) == c_name:
+                self.used_specs.add(key)
+                return spec
+        return None
+
+    def _tensor(self, kind: str, name: str, c: str, m: _Fact | None, r: _Fact | None,
+                spec: InputSpec | None, header_size: int | None) -> TensorInfo:
+        what = f"{kind} {name!r}"
+        if m and m.dtype and r and r.dtype and m.dtype != r.dtype:
+            _LOG.debug("%s: %s: dtype %s in metadata.json, %s in Relay text; using metadata.json",
+                       self.where, what, m.dtype, r.dtype)
+        if spec is not None and m and m.dtype and spec.dtype != m.dtype:
+            raise self.error(
+                f"{what}: --input-spec says {spec.dtype} but metadata.json records {m.dtype}; "
+                "drop or correct the spec"
+            )
+        dtype = (spec.dtype if spec else None) or (m.dtype if m else None) or (
+            r.dtype if r else None)
+        if dtype is None:
+            raise self.error(
+                f"{what}: no dtype recorded (metadata.json lists none and no readable Relay text "
+                f"has it); supply it with --input-spec {name}:DTYPE:SHAPE, e.g. "
+                f"--input-spec {name}:int8:1x49x10x1"
+            )
+        meta_shape = m.shape if m else None
+        if spec is not None and meta_shape is not None and spec.shape != meta_shape:
+            raise self.error(
+                f"{what}: --input-spec says shape {list(spec.shape)} but metadata.json records "
+                f"{list(meta_shape)}; drop or correct the spec"
+            )
+        shape = spec.shape if spec else meta_shape
+        candidates: list[tuple[str, int]] = []
+        if m and m.size is not None:
+            candidates.append(("metadata.json", m.size))
+        if header_size is not None:
+            candidates.append(("the interface header", header_size))
+        if shape is not None:
+            label = "--input-spec" if spec else "metadata.json"
+            candidates.append((f"shape {list(shape)} x {dtype} ({label})",
+                               tensor_size_bytes(shape, dtype)))
+        if candidates:
             size = candidates[0][1]
             for label, value in candidates[1:]:
                 if value != size:
                     raise self.error(
-                        f"{what}: size {size} from {candidates[0][0]} disagrees with {value} from {label}"
+                        f"{what}: size {size} from {candidates[0][0]} disagrees with {value} from "
+                        f"{label}; correct the archive{' or the --input-spec' if spec else ''}"
                     )
-            tensors.append(TensorInfo(
-                name=name, c_name=c, dtype=dtype, size_bytes=size, shape=shape,
-                quantization=m.quantization if m else None,
-            ))
-        return tensors
+        if shape is None and r is not None and r.shape is not None and r.dtype in (None, dtype):
+            relay_size = tensor_size_bytes(r.shape, dtype)
+            if not candidates or relay_size == candidates[0][1]:
+                shape = r.shape
+            else:
+                _LOG.debug("%s: %s: Relay shape %s x %s is %d bytes, not %d; shape ignored",
+                           self.where, what, list(r.shape), dtype, relay_size, candidates[0][1])
+        if not candidates:
+            if shape is None:
+                raise self.error(
+                    f"{what}: no size recorded and no shape to compute it from; supply it with "
+                    f"--input-spec {name}:{dtype}:D0xD1x..."
+                )
+            candidates.append(("shape", tensor_size_bytes(shape, dtype)))
+        return TensorInfo(name=name, c_name=c, dtype=dtype, size_bytes=candidates[0][1],
+                          shape=shape, quantization=m.quantization if m else None)
+
+
+def _fold_case(table: dict[str, _Fact], order: list[str]) -> None:
+    """Tolerate names that differ from the positional list's only in case."""
+    for c in order:
+        if c not in table:
+            folded = [k for k in table if k.lower() == c.lower() and k not in order]
+            if len(folded) == 1:
+                table[c] = table.pop(folded[0])
+
+
+def _cpu_family(cpu: str) -> str | None:
+    m = re.match(r"cortex-([amr])\d", cpu)
+    if m:
+        return f"cortex-{m.group(1)}"
+    if cpu.startswith(("arm", "star-mc", "neoverse")):
+        return "arm"
+    return None
+
+
+def _internal_pool_bytes(texts: dict[Path, str]) -> int:
+    """Bytes of the workspace pools the C declares itself: TVM's USMP writes an internal pool as
+    ``__attribute__((section(".bss.noinit.tvm"), aligned(N))) static uint8_t <pool>[<bytes>];``
+    (src/target/source/source_module.cc, GenerateWorkspaceBuffer) and passes ``&<pool>`` to the
+    main function."""
+    total = 0
+    seen: set[str] = set()
+    pool_re = re.compile(r"section\s*\(\s*\"\.bss\.noinit\.tvm\"\s*\)[^;{]*?static\s+uint8_t\s+"
+                         r"(\w+)\s*\[\s*(\d+)\s*\]\s*;", re.S)
+    plain_re = re.compile(r"^\s*static\s+uint8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;", re.M)
+    for text in texts.values():
+        for m in pool_re.finditer(text):
+            if m.group(1) not in seen:
+                seen.add(m.group(1))
+                total += int(m.group(2))
+        for m in plain_re.finditer(text):
+            name = m.group(1)
+            if name not in seen and re.search(r"&\s*" + re.escape(name) + r"\b", text):
+                seen.add(name)
+                total += int(m.group(2))
+    return total
 
 
 def _natural_key(item: Path | str) -> list[Any]:
@@ -976,79 +1377,168 @@ def _quantization_from_json(value: Any, parser: _ModuleParser, what: str) -> dic
     return result
 
 
+# --- parameters/<mod>.params -------------------------------------------------------------------
+
+_PARAMS_MAGIC = 0xF7E58D4F05049CB7
+
+
+def read_param_names(path: str | Path, where: str = "") -> list[str] | None:
+    """The names in a TVM param dict (spec §3.6), or None when the file is missing or corrupt
+    (a debug line says why; a params file never makes an archive unusable)."""
+    path = Path(path)
+    label = f"{where}: {path.name}" if where else str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        _LOG.debug("%s: unreadable (%s); weights not identified from it", label, exc)
+        return None
+    try:
+        magic, _reserved, count = struct.unpack_from("<QQQ", data, 0)
+        if magic != _PARAMS_MAGIC:
+            raise ValueError(f"magic {magic:#x} is not {_PARAMS_MAGIC:#x}")
+        if count > len(data) // 8:
+            raise ValueError(f"{count} names cannot fit in {len(data)} bytes")
+        offset = 24
+        names: list[str] = []
+        for _ in range(count):
+            (length,) = struct.unpack_from("<Q", data, offset)
+            offset += 8
+            if offset + length > len(data):
+                raise ValueError("a name runs past the end of the file")
+            names.append(data[offset : offset + length].decode("utf-8"))
+            offset += length
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        _LOG.debug("%s: not a readable TVM param dict (%s); weights not identified from it",
+                   label, exc)
+        return None
+    return names
+
+
 # --- Relay text --------------------------------------------------------------------------------
 
 _SCALAR_RE = re.compile(r"^(?:u?int\d+|float\d+|bfloat\d+|bool)$")
 
 
-def _parse_relay(path: Path, parser: _ModuleParser) -> tuple[list[_Fact], list[_Fact]]:
-    """Inputs and outputs of ``def @main(...) -> ...`` in Relay text."""
-    text = _strip_c_comments(path.read_text(encoding="utf-8", errors="replace"))
+def _unprinted_name(printed: str) -> str:
+    """The variable name behind a printed one: TVM's Relay printer puts ``v`` in front of names
+    that do not start with a letter (``_param_1`` -> ``%v_param_1``)."""
+    if printed.startswith("v") and len(printed) > 1 and not printed[1].isalpha():
+        return printed[1:]
+    return printed
+
+
+def _parse_relay(path: Path, where: str) -> _Relay:
+    """What ``def @main(...) -> ...`` of a Relay text says, read leniently: span and type
+    comments, attributes after the parameters (``output_tensor_names=[...]``), quoted names,
+    ``meta[...]`` references and syntax we do not know never raise; a debug line says what
+    could not be read."""
+    result = _Relay()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        _LOG.debug("%s: %s unreadable (%s)", where, path.name, exc)
+        return result
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     m = re.search(r"def\s+@main\s*\(", text)
     if m is None:
-        raise parser.error(f"{path.name}: no 'def @main(' in the Relay text")
-    start = m.end()
-    end = _matching_close(text, start - 1, parser, path)
-    params_text = text[start:end]
-    rest = text[end + 1 :]
-    ret = re.match(r"\s*->\s*(.*?)\s*\{", rest, re.S)
-
+        _LOG.debug("%s: %s has no 'def @main('; Relay text not used", where, path.name)
+        return result
+    end = _matching_close(text, m.end() - 1)
+    if end is None:
+        _LOG.debug("%s: %s: unbalanced brackets in 'def @main('; Relay text not used",
+                   where, path.name)
+        return result
     inputs: list[_Fact] = []
-    for param in _split_top_level(params_text):
-        pm = re.match(r"^%(.+?):\s*(Tensor\[.*\]|\w+)$", param, re.S)
+    for item in _split_top_level(text[m.end() : end]):
+        if not item.startswith("%"):
+            am = re.match(r"^(\w+)\s*=\s*(.*)$", item, re.S)
+            if am and am.group(1) == "output_tensor_names":
+                result.output_names = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", am.group(2))
+            elif am is None:
+                _LOG.debug("%s: %s: @main item %r not understood; ignored", where, path.name,
+                           item[:80])
+            continue
+        pm = re.match(r"^%(\"(?:[^\"\\]|\\.)*\"|.+?)(?:\s*\{[^{}]*\})?\s*:\s*(Tensor\[.*\]|\w+)$",
+                      item, re.S)
         if pm is None:
-            raise parser.error(f"{path.name}: cannot read @main parameter {param!r}")
+            name = re.match(r"^%(\"[^\"]*\"|[^\s:{]+)", item)
+            _LOG.debug("%s: %s: cannot read @main parameter %r", where, path.name, item[:80])
+            inputs.append(_Fact(name.group(1).strip('"') if name else item[1:]))
+            continue
         name = pm.group(1)
         if name.startswith('"') and name.endswith('"'):
             name = name[1:-1]
-        shape, dtype = _parse_tensor_type(pm.group(2), parser, path, f"input {name!r}")
+        shape, dtype = _parse_tensor_type(pm.group(2), where, f"input {name!r}")
         inputs.append(_Fact(name, dtype=dtype, shape=shape))
+    result.inputs = inputs
 
-    outputs: list[_Fact] = []
-    if ret is not None:
-        types: list[str] = []
-        _flatten_type(ret.group(1).strip(), types)
-        if len(types) == 1 and not ret.group(1).strip().startswith("("):
-            names = ["output"]
-        else:
-            names = [f"output{i}" for i in range(len(types))]
-        for n, t in zip(names, types, strict=True):
-            shape, dtype = _parse_tensor_type(t, parser, path, f"output {n!r}")
-            outputs.append(_Fact(n, dtype=dtype, shape=shape))
-    return inputs, outputs
+    ret = re.match(r"\s*->\s*(.*?)\s*\{", text[end + 1 :], re.S)
+    if ret is None:
+        _LOG.debug("%s: %s: @main has no readable return type", where, path.name)
+        return result
+    ret_text = ret.group(1).strip()
+    types: list[str] = []
+    _flatten_type(ret_text, types)
+    if len(types) == 1 and not ret_text.startswith("("):
+        out_names = ["output"]
+    else:
+        out_names = [f"output{i}" for i in range(len(types))]
+    outputs = []
+    for n, t in zip(out_names, types, strict=True):
+        shape, dtype = _parse_tensor_type(t, where, f"output {n!r}")
+        outputs.append(_Fact(n, dtype=dtype, shape=shape))
+    result.outputs = outputs
+    return result
 
 
-def _matching_close(text: str, open_index: int, parser: _ModuleParser, path: Path) -> int:
+def _matching_close(text: str, open_index: int) -> int | None:
     depth = 0
+    quoted = False
     for i in range(open_index, len(text)):
         ch = text[i]
-        if ch in "([":
+        if quoted:
+            if ch == "\\":
+                continue
+            if ch == '"' and text[i - 1] != "\\":
+                quoted = False
+            continue
+        if ch == '"':
+            quoted = True
+        elif ch in "([{":
             depth += 1
-        elif ch in ")]":
+        elif ch in ")]}":
             depth -= 1
             if depth == 0:
                 return i
-    raise parser.error(f"{path.name}: unbalanced parentheses in 'def @main('")
+    return None
 
 
 def _split_top_level(text: str) -> list[str]:
     parts: list[str] = []
     depth = 0
-    current = []
+    quoted = False
+    current: list[str] = []
+    prev = ""
     for ch in text:
-        if ch in "([":
+        if quoted:
+            if ch == '"' and prev != "\\":
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch in "([{":
             depth += 1
-        elif ch in ")]":
+        elif ch in ")]}":
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == "," and depth == 0 and not quoted:
             parts.append("".join(current).strip())
             current = []
         else:
             current.append(ch)
+        prev = ch
     tail = "".join(current).strip()
     if tail:
         parts.append(tail)
-    return parts
+    return [p for p in parts if p]
 
 
 def _flatten_type(text: str, out: list[str]) -> None:
@@ -1060,25 +1550,28 @@ def _flatten_type(text: str, out: list[str]) -> None:
         out.append(text)
 
 
-def _parse_tensor_type(
-    text: str, parser: _ModuleParser, path: Path, what: str
-) -> tuple[tuple[int, ...], str]:
+def _parse_tensor_type(text: str, where: str, what: str) -> tuple[tuple[int, ...] | None, str | None]:
+    """(shape, dtype) of a Relay type; None for what cannot be read (dynamic dims, unknown types)."""
     text = text.strip()
     if _SCALAR_RE.match(text):
         return (), text
     m = re.match(r"^Tensor\[\s*\((.*?)\)\s*,\s*(\w+)\s*\]$", text, re.S)
     if m is None:
-        raise parser.error(f"{path.name}: {what} has type {text!r}, not a tensor type")
+        _LOG.debug("%s: Relay %s has type %r, not a tensor type we read", where, what, text[:80])
+        return None, None
+    dtype: str | None = m.group(2)
+    try:
+        dtype_bits(dtype or "")
+    except MLFError:
+        _LOG.debug("%s: Relay %s has unknown dtype %r", where, what, dtype)
+        dtype = None
     dims: list[int] = []
     for d in (x.strip() for x in m.group(1).split(",")):
         if not d:
             continue
         dm = re.match(r"^(\d+)(?:i64|i32)?$", d)
         if dm is None:
-            raise parser.error(
-                f"{path.name}: {what} has a dynamic dimension {d!r}; only static shapes are supported"
-            )
+            _LOG.debug("%s: Relay %s has a dynamic dimension %r; shape unknown", where, what, d)
+            return None, dtype
         dims.append(int(dm.group(1)))
-    dtype = m.group(2)
-    dtype_bits(dtype)
     return tuple(dims), dtype
