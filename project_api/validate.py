@@ -263,13 +263,24 @@ def bind_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray],
 
 def bind_reference(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], samples: int,
                    what: str = "reference") -> list[np.ndarray]:
-    """The reference arrays in output order, each ``(samples, *shape)``; any numeric dtype."""
+    """The reference arrays in output order, each ``(samples, *shape)``.
+
+    A reference of another dtype is converted when nothing is lost: integers whose values fit
+    the output's integer type, floats to the output's float type.
+    """
     cast = {}
     for key, arr in arrays.items():
         i = _find_key(specs, key)
-        cast[key] = arr.astype(specs[i].dtype) if (
-            i is not None and arr.dtype != specs[i].dtype and np.can_cast(arr.dtype, specs[i].dtype)
-        ) else arr
+        arr = np.asarray(arr)
+        if i is not None and arr.dtype != specs[i].dtype:
+            want = specs[i].dtype
+            if arr.dtype.kind in "iu" and want.kind in "iu":
+                converted = arr.astype(want)
+                if np.array_equal(converted, arr):
+                    arr = converted
+            elif arr.dtype.kind == "f" and want.kind == "f":
+                arr = arr.astype(want)
+        cast[key] = arr
     return _bind(specs, cast, "output", what, samples)
 
 
