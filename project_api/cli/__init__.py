@@ -18,6 +18,7 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -195,7 +196,7 @@ def format_error(exc: BaseException) -> str:
         what = str(exc) or type(exc).__name__
         hint = "see 'project-api --help'"
         if isinstance(exc, MLFError):
-            hint = "pass a Model Library Format .tar (from TVM or 'project-api emit')"
+            hint = _mlf_hint(what)
     elif isinstance(exc, OSError):
         what = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
         hint = "check the path and its permissions"
@@ -206,6 +207,16 @@ def format_error(exc: BaseException) -> str:
     if ";" in what:
         return what
     return f"{what}; {hint}"
+
+
+def _mlf_hint(message: str) -> str:
+    """The fix for an MLFError without one: only a file that is no archive at all needs
+    "pass an MLF"; an archive that is unsafe or lacks something needs something else."""
+    if re.search(r"not a readable tar|no such file|not a Model Library Format|corrupt tar", message):
+        return "pass a Model Library Format .tar (from TVM or 'project-api emit')"
+    if "unsafe archive member" in message:
+        return "do not use this archive; get a clean copy from whoever produced it"
+    return "run again with -v to see what was read from the archive"
 
 
 def _exit_code(exc: BaseException) -> int:

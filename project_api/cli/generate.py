@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from project_api.cli.base import Subcommand, add_option_argument, format_options
 from project_api.errors import ProjectAPIError
 from project_api.project import TemplateProject, parse_option_assignments, resolve_template
+
+_LOG = logging.getLogger(__name__)
+
+
+def add_input_spec_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--input-spec NAME:DTYPE:SHAPE`` (repeatable): a fact the model archive lacks."""
+    parser.add_argument(
+        "--input-spec", dest="input_specs", action="append", default=[],
+        metavar="NAME:DTYPE:SHAPE",
+        help="dtype and shape of a tensor the archive does not record (TVM 0.8-0.10 archives "
+             "without a readable Relay text), e.g. input_1:int8:1x49x10x1 (repeatable; an "
+             "output's name works too)",
+    )
+
+
+def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Path) -> Path:
+    """``model`` itself without specs; else a copy in ``workdir`` whose metadata.json records the
+    supplied facts (so the template server sees them too)."""
+    if not specs:
+        return Path(model)
+    from project_api.mlf import write_mlf_with_specs
+
+    return write_mlf_with_specs(model, specs, Path(workdir) / "model-with-input-specs.tar")
 
 
 class GenerateCommand(Subcommand):
@@ -23,6 +49,7 @@ examples:
   project-api generate --template host --model model.tar --out prj
   project-api generate --template host --model model.tar --out prj -o verbose=true --force
   project-api generate --template ./my_template --model mlf_dir --out prj --json
+  project-api generate -t host -m tvm08.tar --out prj --input-spec input_1:int8:1x49x10x1
   project-api generate --template host --help     # lists the host template's options"""
 
     @classmethod
@@ -36,6 +63,7 @@ examples:
         add_option_argument(parser)
         parser.add_argument("--force", action="store_true",
                             help="replace --out if it exists (its contents are deleted)")
+        add_input_spec_argument(parser)
 
     @classmethod
     def prepare_help(cls, parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -57,10 +85,13 @@ examples:
         args = self.args
         template_dir = resolve_template(args.template)
         self.progress(f"starting the server of template {args.template} ...")
-        with TemplateProject.from_directory(template_dir, debug=self.verbosity >= 2) as tpl:
+        with TemplateProject.from_directory(template_dir, debug=self.verbosity >= 2) as tpl, \
+                tempfile.TemporaryDirectory(prefix="project-api-specs-") as tmp:
             options = parse_option_assignments(args.options, tpl.project_options, tpl.where)
+            model = model_with_specs(args.model, args.input_specs, tmp)
+            self._note_missing_shapes(model)
             self.progress(f"generating {args.out} from {args.model} ...")
-            project = tpl.generate_project_from_mlf(args.model, args.out, options, force=args.force)
+            project = tpl.generate_project_from_mlf(model, args.out, options, force=args.force)
             with project:
                 full = project.options
                 platform = project.platform_name
@@ -70,6 +101,17 @@ examples:
         self.output(data, f"generated {out} (template {args.template}, platform {platform}); "
                           f"next: project-api build {out}")
         return 0
+
+    def _note_missing_shapes(self, model: Path) -> None:
+        """A progress line for tensors whose shape no source records (a template may need it)."""
+        from project_api.mlf import open_mlf
+
+        with open_mlf(model) as lib:
+            missing = [(t.name, t.dtype) for m in lib.modules.values()
+                       for t in m.inputs + m.outputs if t.shape is None]
+        for name, dtype in missing:
+            self.progress(f"note: {self.args.model} records no shape for {name!r}; if the "
+                          f"template needs it, add --input-spec {name}:{dtype}:D0xD1x...")
 
 
 def _value_of(argv: list[str], flags: tuple[str, ...]) -> str | None:

@@ -49,13 +49,16 @@ examples:
     @classmethod
     def add_arguments(cls, parser) -> None:
         parser.add_argument("path", metavar="DIR", help="project directory, or an MLF .tar/directory")
+        from project_api.cli.generate import add_input_spec_argument
+
+        add_input_spec_argument(parser)
 
     def invoke(self) -> int:
         path = Path(self.args.path)
         if not path.exists():
             raise UsageError(f"{path} does not exist")
         if path.is_file() or (path / "metadata.json").is_file() and not (path / SERVER_SCRIPT).exists():
-            with open_mlf(path) as lib:
+            with open_mlf(path, input_specs=getattr(self.args, "input_specs", None)) as lib:
                 data = lib.to_json()
                 self.output(data, lambda: f"{path}: Model Library Format\n{describe_library(lib)}")
             return 0

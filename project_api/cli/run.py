@@ -126,6 +126,9 @@ examples:
         one_go.add_argument("--check", action="store_true",
                             help="compare the outputs with the TFLite Micro reference (.tflite only)")
         add_option_argument(one_go)
+        from project_api.cli.generate import add_input_spec_argument
+
+        add_input_spec_argument(one_go)
 
     def invoke(self) -> int:
         a = self.args
@@ -138,6 +141,9 @@ examples:
         if a.project_dir:
             if a.check or a.out or a.options:
                 raise UsageError("--check, --out and -o go with --template/--model")
+            if getattr(a, "input_specs", None):
+                raise UsageError("--input-spec goes with --template/--model (or 'generate'); "
+                                 "a generated project's archive already records its facts")
             from project_api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
@@ -169,6 +175,10 @@ examples:
                 mlf_path = work / "model.tar"
                 self.progress(f"emitting {model} -> {mlf_path}")
                 _emit(model, mlf_path)
+            if getattr(a, "input_specs", None):
+                from project_api.cli.generate import model_with_specs
+
+                mlf_path = model_with_specs(mlf_path, a.input_specs, work)
             template = resolve_template(a.template)
             from project_api.project import TemplateProject
 
