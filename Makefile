@@ -23,6 +23,7 @@ bench: setup
 	$(VENV)/bin/python bench/rpc.py
 	$(VENV)/bin/python bench/size.py
 	$(VENV)/bin/python bench/models.py
+	$(VENV)/bin/python bench/validate.py
 
 clean:
 	rm -rf build demo-out .pytest_cache .ruff_cache
