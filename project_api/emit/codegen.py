@@ -15,9 +15,10 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from .. import dtypes
 from ..errors import EmitError, UnsupportedOperatorError
 from . import planner
-from .graph import DTYPE_BYTES, Graph, Tensor
+from .graph import Graph, Tensor
 from .ops import (
     add,
     conv2d,
@@ -30,7 +31,7 @@ from .ops import (
     softmax,
 )
 from .ops import quantize as quantize_op
-from .ops.common import C_TYPES, ConstArray, Kernel, float_literal
+from .ops.common import ConstArray, Kernel, float_literal
 
 LOG = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ def generate(graph: Graph, name: str) -> Generated:
 
     def pointer(t: int, writable: bool) -> str:
         tensor = graph.tensor(t)
-        ctype = C_TYPES[tensor.dtype]
+        ctype = dtypes.parse(tensor.dtype).c_type
         qual = "" if writable else "const "
         r = storage.find(t)
         if r in root_external:
@@ -247,9 +248,9 @@ def generate(graph: Graph, name: str) -> Generated:
             constants_size += c.values.size * np.dtype(
                 {"float": np.float32, "int8_t": np.int8, "int32_t": np.int32,
                  "int16_t": np.int16, "uint8_t": np.uint8}[c.ctype]).itemsize
-        args = [f"const {C_TYPES[graph.tensor(t).dtype]}* restrict in{j}"
+        args = [f"const {dtypes.parse(graph.tensor(t).dtype).c_type}* restrict in{j}"
                 for j, t in enumerate(k.inputs)]
-        args += [f"{C_TYPES[graph.tensor(t).dtype]}* restrict out{j}"
+        args += [f"{dtypes.parse(graph.tensor(t).dtype).c_type}* restrict out{j}"
                  for j, t in enumerate(k.outputs)]
         if idx in scratch_id:
             args.append("void* restrict scratch")
@@ -322,4 +323,4 @@ def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
 
 
 def dtype_bytes(dtype: str) -> int:
-    return DTYPE_BYTES[dtype]
+    return dtypes.parse(dtype).itemsize

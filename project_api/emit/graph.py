@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes
+
 # TFLite TensorType enum value -> (our dtype name, numpy dtype)
 TFLITE_TYPES: dict[int, tuple[str, Any]] = {
     0: ("float32", np.float32),
@@ -26,8 +28,6 @@ TFLITE_TYPES: dict[int, tuple[str, Any]] = {
     10: ("float64", np.float64),
 }
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4, "uint8": 1, "int64": 8, "bool": 1,
-               "int16": 2, "int8": 1, "float64": 8}
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Tensor:
 
     @property
     def size_bytes(self) -> int:
-        return self.num_elements * DTYPE_BYTES[self.dtype]
+        return dtypes.parse(self.dtype).size_bytes(self.num_elements)
 
     @property
     def is_const(self) -> bool:

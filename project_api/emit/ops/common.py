@@ -21,8 +21,6 @@ from ..graph import Graph, Operator, Tensor
 #: small microcontroller stack.
 STACK_ACC_LIMIT_BYTES = 512
 
-C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "uint8": "uint8_t",
-           "float32": "float"}
 
 
 @dataclass
