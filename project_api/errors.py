@@ -7,7 +7,11 @@ Everything this package raises on purpose derives from :class:`ProjectAPIError`:
     │   └── ServerError                 code -32000; travels by class name, with a traceback in data
     │       ├── TransportClosedError    the byte channel to the device is gone
     │       ├── IoTimeoutError          a transport read or write timed out
-    │       └── UnsupportedTVMVersionError
+    │       ├── UnsupportedTVMVersionError
+    │       └── TemplateStepError       a template step failed; carries a one-line ``detail``
+    │           ├── BuildError          the build command failed (first compiler error, log path)
+    │           ├── FlashError          flashing failed, or there is nothing built to flash
+    │           └── MissingProgramError a program the step needs is not installed
     ├── ClientError                     the client could not talk to its server
     │   ├── ProjectAPIServerNotFoundError
     │   ├── ConnectionShutdownError
@@ -172,6 +176,57 @@ class IoTimeoutError(ServerError):
 
 class UnsupportedTVMVersionError(ServerError):
     """The server does not support the client's (TVM-compatible) version."""
+
+
+class TemplateStepError(ServerError):
+    """A template's build, flash or set-up step failed; ``detail`` says why in one line.
+
+    On the wire it stays a ServerError subclass (message = class name); the detail travels in
+    ``data["detail"]`` and as the last line of the traceback, so microTVM's client, which shows
+    only the traceback, still shows it. ``data`` may carry more facts (e.g. ``"log"``: the path
+    of the full build log).
+    """
+
+    def __init__(self, detail: str | None = None, data: Any = None,
+                 client_context: str | None = None, **facts: Any):
+        if detail is not None or facts:
+            data = dict(data or {})
+            if detail is not None:
+                data["detail"] = detail
+            data.update(facts)
+        super().__init__(data=data, client_context=client_context)
+
+    @property
+    def detail(self) -> str:
+        """The one-line reason (empty if the peer sent none)."""
+        value = self.data.get("detail") if isinstance(self.data, dict) else None
+        return str(value) if value else ""
+
+    def set_traceback(self, tb: Any) -> None:
+        super().set_traceback(tb)
+        if self.detail and isinstance(self.data, dict):
+            text = str(self.data.get("traceback") or "")
+            line = f"{type(self).__name__}: {self.detail}"
+            if not text.rstrip().endswith(line):
+                self.data["traceback"] = text + line + "\n"
+
+    def __str__(self) -> str:
+        if not self.detail:
+            return super().__str__()
+        prefix = f"{self.client_context}: " if self.client_context else ""
+        return f"{prefix}{self.detail}"
+
+
+class BuildError(TemplateStepError):
+    """Building the project failed; ``detail`` names the first compiler error and the log."""
+
+
+class FlashError(TemplateStepError):
+    """Flashing failed, or the project has not been built."""
+
+
+class MissingProgramError(TemplateStepError):
+    """A program a step needs (compiler, make, flasher) is not installed; ``detail`` says how."""
 
 
 # --- client side -----------------------------------------------------------------------------
