@@ -19,14 +19,14 @@ options not given get their defaults (:func:`add_unspecified_options`).
 
 Unlike microTVM, every server process started here is shut down again: projects are context
 managers, and :func:`generate_project` stops the template server before returning. The options a
-project was generated with are remembered in ``<project>/.project-api-options.json`` so that a later
-``build`` or ``flash`` need not repeat them.
+project was generated with are remembered in the project's one options file,
+``<project>/project_options.json`` (written by the template server; by the client when a server does
+not write it), so that a later ``build`` or ``flash`` need not repeat them.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import os
 import shutil
@@ -43,6 +43,7 @@ from project_api.errors import (
     ProjectError,
     TemplateProjectError,
 )
+from project_api.template import options as template_options
 
 if TYPE_CHECKING:
     from project_api.client import ProjectAPIClient
@@ -53,7 +54,7 @@ _Owner = TypeVar("_Owner", bound="_ServerOwner")
 
 SERVER_SCRIPT = "microtvm_api_server.py"
 #: Where a generated project remembers the options it was generated with.
-OPTIONS_FILE = ".project-api-options.json"
+OPTIONS_FILE = template_options.OPTIONS_FILE
 
 #: Methods that take options, as named in ``required``/``optional`` of a ProjectOption.
 OPTION_METHODS = ("generate_project", "build", "flash", "open_transport")
@@ -418,25 +419,17 @@ def _prepare_output_dir(project: Path, force: bool, protect: list[Path | None]) 
 
 
 def _save_options(project: Path, options: Mapping[str, Any]) -> None:
-    if not project.is_dir():
+    """Record the user's options for a server that keeps no options file of its own."""
+    if not project.is_dir() or (project / OPTIONS_FILE).exists():
         return
     try:
-        (project / OPTIONS_FILE).write_text(json.dumps(dict(options), indent=2, sort_keys=True) + "\n")
+        template_options.save_options(project, options)
     except (OSError, TypeError) as exc:
         _LOG.warning("could not record the project options in %s: %s", project, exc)
 
 
 def _load_options(project: Path) -> dict[str, Any]:
-    path = project / OPTIONS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ProjectError(f"{path} is unreadable ({exc}); delete it and pass the options again") from None
-    if not isinstance(data, dict):
-        raise ProjectError(f"{path} must hold a JSON object; delete it and pass the options again")
-    return data
+    return template_options.load_options(project, error=ProjectError)
 
 
 class GeneratedProject(_ServerOwner):
@@ -468,7 +461,7 @@ class GeneratedProject(_ServerOwner):
     ) -> GeneratedProject:
         """Launch the server of a generated project.
 
-        The options it was generated with (``.project-api-options.json``) are used, updated by
+        The options it was generated with (``project_options.json``) are used, updated by
         ``options``; names the server no longer advertises are dropped from the saved ones.
         """
         directory = Path(project_dir)

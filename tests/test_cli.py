@@ -73,7 +73,8 @@ def test_end_to_end_generate_info_build_flash(tmp_path, templates_root, mlf):
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["platform_name"] == "loopback" and info["is_template"] is False
-    assert info["saved_options"] == {"board": "qemu_x86", "buffer_size_bytes": 4096}
+    assert info["saved_options"] == {"board": "qemu_x86", "buffer_size_bytes": 4096,
+                                     "transport": "rpc", "verbose": False}  # defaults kept too
     mod = info["model"]["modules"]["default"]
     assert [t["name"] for t in mod["inputs"]] == ["x"] and mod["inputs"][0]["shape"] == [1, 1]
 

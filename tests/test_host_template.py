@@ -70,7 +70,7 @@ def test_v5_archive_uses_flat_entry_point(tmp_path: Path) -> None:
     generate_host_project(mlf, tmp_path / "prj", build=False).close()
     glue = (tmp_path / "prj/src/model_glue.c").read_text()
     assert "return tvmgen_default_run_model(inputs[0], inputs[1], outputs[0]);" in glue
-    assert "int64_t host_default_input0_shape[2] = { 1, 4 }" in glue  # shape from relay.txt
+    assert "int64_t model_default_input0_shape[2] = { 1, 4 }" in glue  # shape from relay.txt
 
 
 def test_generate_refuses_existing_dir(tmp_path: Path) -> None:

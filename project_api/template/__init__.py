@@ -1,0 +1,50 @@
+"""The template library: what every template server shares, so a template is only its platform.
+
+A template's ``microtvm_api_server.py`` imports from here and implements a few hooks (render,
+build, flash, open_transport); see :class:`TemplateHandler`. The parts:
+
+* :mod:`.handler`: :class:`TemplateHandler` (info, the generate skeleton with rollback, the
+  project's saved options) and :class:`NewProject` (what ``render`` gets);
+* :mod:`.options`: declared options with bounds (:func:`option`), their checks, the one options
+  file per project, ``compile_definitions`` parsing;
+* :mod:`.glue`: the model glue and ``crt_config.h`` generators and their Jinja2 files (``jinja/``);
+* :mod:`.runner`: :func:`require` for programs, :func:`run_logged` for builds (full log in the
+  project, first compiler error in the message);
+* :mod:`.transport`: :class:`TransportMixin` (read/write/close over
+  :mod:`project_api.transport`), :class:`DeviceProcess`, :class:`SerialEndpoint`;
+* :mod:`.targets`: CPU families and the templates that build for them.
+
+This package imports nothing from ``templates/``; the templates import it.
+"""
+
+from project_api.template.handler import SERVER_SCRIPT, NewProject, TemplateHandler
+from project_api.template.options import (
+    OPTIONS_FILE,
+    DeclaredOption,
+    check_declared,
+    compile_definitions,
+    load_options,
+    option,
+    save_options,
+)
+from project_api.template.runner import first_error, require, run_logged
+from project_api.template.transport import DeviceProcess, SerialEndpoint, TransportMixin
+
+__all__ = [
+    "OPTIONS_FILE",
+    "SERVER_SCRIPT",
+    "DeclaredOption",
+    "DeviceProcess",
+    "NewProject",
+    "SerialEndpoint",
+    "TemplateHandler",
+    "TransportMixin",
+    "check_declared",
+    "compile_definitions",
+    "first_error",
+    "load_options",
+    "option",
+    "require",
+    "run_logged",
+    "save_options",
+]

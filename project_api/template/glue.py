@@ -1,0 +1,179 @@
+"""Model glue: the C that tells the runtime which models a firmware holds, from the MLF alone.
+
+For each module of a Model Library Format archive, :func:`module_context` gathers what the glue
+needs (entry point and its calling style, every input and output with DLPack dtype, shape and
+size, the workspace), and :func:`render_model_glue` renders ``model_glue.c`` (one static
+``TVMAotModel`` per module plus ``TVMAotModelLookup``; see ``crt/include/tvm/runtime/crt/
+aot_model.h``). :func:`workspace_bytes` sizes the model workspace all modules share, and
+:func:`render_crt_config` writes a ``crt_config.h`` holding only the knobs that differ from the
+runtime's defaults (``crt/include/tvm/runtime/crt/config.h``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from project_api import dtypes, paths
+from project_api.errors import ServerError
+
+#: Jinja2 templates every template may use (``model_glue.c.j2``, ``crt_config.h.j2``).
+JINJA_DIR = Path(__file__).resolve().parent / "jinja"
+#: Added to the largest module workspace for the stack allocator's alignment padding and tags.
+WORKSPACE_SLACK_BYTES = 1024
+#: Smallest model workspace a project reserves (modules that allocate nothing still init one).
+MIN_WORKSPACE_BYTES = 16
+
+
+def c_string(text: str) -> str:
+    """A C string literal for ``text`` (non-printable and non-ASCII bytes as octal escapes)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch in '"\\?':
+            out.append("\\" + ch)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def c_comment(text: str) -> str:
+    """``text`` made safe inside a ``/* ... */`` comment."""
+    return text.replace("*/", "* /")
+
+
+def c_identifier(text: str) -> str:
+    """``text`` with every character that cannot appear in a C identifier replaced by ``_``."""
+    ident = re.sub(r"\W", "_", text, flags=re.ASCII)
+    return ident if ident and not ident[0].isdigit() else "_" + ident
+
+
+def environment(*template_dirs: Path) -> jinja2.Environment:
+    """A Jinja2 environment over ``template_dirs`` (searched first) and :data:`JINJA_DIR`."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in (*template_dirs, JINJA_DIR)]),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["c_string"] = c_string
+    env.filters["c_identifier"] = c_identifier
+    env.filters["c_comment"] = c_comment
+    return env
+
+
+def _fail(message: str) -> ServerError:
+    return ServerError(message=message)
+
+
+def module_context(mod: Any, platform: str) -> dict[str, Any]:
+    """What ``model_glue.c.j2`` needs about one :class:`~project_api.mlf.ModuleInfo`.
+
+    ``platform`` names the template in error messages ("the host template ...").
+    """
+    where = f"module {mod.name!r}"
+    if "aot" not in mod.executors:
+        raise _fail(
+            f"{where} was built for the {'/'.join(mod.executors) or 'unknown'} executor; the "
+            f"{platform} template runs AOT modules only: rebuild with the AOT executor"
+        )
+    if mod.run_function is None:
+        raise _fail(
+            f"{where}: no entry point tvmgen_<name>_run or tvmgen_<name>_run_model in its "
+            "interface header or generated C; export with the C interface API (interface-api=c)"
+        )
+    api = "flat" if mod.run_function.endswith("_run_model") else "struct"
+    prefix = mod.run_function[: -len("_run_model" if api == "flat" else "_run")]
+    if api == "struct" and mod.interface_header is None:
+        raise _fail(f"{where}: {mod.run_function} needs the interface header tvmgen_<name>.h")
+
+    def tensors(items: Iterable[Any], kind: str) -> list[dict[str, Any]]:
+        out = []
+        for t in items:
+            what = f"{where}, {kind} {t.name!r}"
+            if t.shape is None:
+                raise _fail(
+                    f"{what}: the archive records no shape; supply it with "
+                    f"--input-spec {t.name}:{t.dtype}:<shape, e.g. 1x49x10x1>"
+                )
+            try:
+                dt = dtypes.parse(t.dtype)
+            except dtypes.DTypeError:
+                raise _fail(f"{what}: dtype {t.dtype!r} is not supported by the {platform} "
+                            "template") from None
+            out.append({
+                "name": t.name, "c_name": t.c_name, "size_bytes": t.size_bytes,
+                "shape": list(t.shape), "dtype_code": dt.code, "dtype_bits": dt.bits,
+                "dtype_lanes": dt.lanes,
+            })
+        return out
+
+    return {
+        "name": mod.name, "prefix": prefix, "ident": "model_" + c_identifier(mod.name),
+        "api": api, "run_function": mod.run_function,
+        "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
+        "workspace_size_bytes": module_workspace_bytes(mod),
+    }
+
+
+def module_workspace_bytes(mod: Any) -> int:
+    """Bytes of workspace ``mod`` takes through TVMBackendAllocWorkspace.
+
+    A module whose own C carries its memory pool (TVM's USMP) allocates nothing from ours, so it
+    needs none, whatever ``workspace_size_bytes`` says.
+    """
+    if getattr(mod, "internal_workspace_bytes", 0):
+        return 0
+    return int(mod.workspace_size_bytes or 0)
+
+
+def workspace_bytes(modules: Iterable[Mapping[str, Any]]) -> int:
+    """The model workspace a project reserves: the largest module's plus allocator slack.
+
+    Modules run one at a time, so they share one workspace. With no module allocating anything
+    the project reserves only :data:`MIN_WORKSPACE_BYTES`, not a second pool.
+    """
+    largest = max((m["workspace_size_bytes"] for m in modules), default=0)
+    if largest == 0:
+        return MIN_WORKSPACE_BYTES
+    return (largest + WORKSPACE_SLACK_BYTES + 15) // 16 * 16
+
+
+def render_model_glue(env: jinja2.Environment, modules: list[dict[str, Any]]) -> str:
+    """``model_glue.c`` for the module contexts of :func:`module_context`."""
+    return env.get_template("model_glue.c.j2").render(modules=modules)
+
+
+_DEFAULT_RE = re.compile(r"#ifndef\s+(\w+)\s*\n\s*#define\s+\1\s+(.+?)\s*\n\s*#endif")
+
+
+def crt_defaults(config_header: Path | None = None) -> dict[str, str]:
+    """The runtime's knob defaults, ``{macro: value text}``, read from its ``config.h``."""
+    path = config_header or paths.crt_dir() / "include" / "tvm" / "runtime" / "crt" / "config.h"
+    return {name: value for name, value in _DEFAULT_RE.findall(path.read_text())}
+
+
+def render_crt_config(
+    env: jinja2.Environment,
+    knobs: Mapping[str, tuple[Any, str]],
+    *,
+    title: str,
+    config_header: Path | None = None,
+) -> str:
+    """``crt_config.h`` with the ``knobs`` (``{macro: (value, doc)}``) that differ from defaults.
+
+    A knob whose value is the runtime's own default is left out, so the file lists only what
+    this project changes; knobs that are not runtime knobs (the template's own) are kept.
+    """
+    defaults = crt_defaults(config_header)
+    kept = [
+        {"name": name, "value": str(value), "doc": doc}
+        for name, (value, doc) in knobs.items()
+        if defaults.get(name) != str(value)
+    ]
+    return env.get_template("crt_config.h.j2").render(title=title, knobs=kept)

@@ -1,0 +1,190 @@
+"""project_api.template: declared options, the command runner, and the layering rules."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+from project_api.errors import BuildError, JSONRPCError, MissingProgramError, ServerError
+from project_api.template import (
+    OPTIONS_FILE,
+    check_declared,
+    compile_definitions,
+    first_error,
+    load_options,
+    option,
+    require,
+    run_logged,
+    save_options,
+)
+from project_api.template.targets import family_of, templates_building_for
+
+OPTIONS = [
+    option("size", "int", default=2048, minimum=256, maximum=65536, optional=["generate_project"],
+           help="A size."),
+    option("kind", "str", choices=["a", "b"], default="a", optional=["generate_project"],
+           help="A kind."),
+    option("name", "str", required=["generate_project"], help="A name."),
+    option("loud", "bool", default=False, optional=["build"], help="Be loud."),
+]
+
+
+def test_bounds_reach_the_help_and_the_wire_keeps_seven_keys() -> None:
+    wire = OPTIONS[0].wire
+    assert wire.help == "A size. (range 256..65536)"
+    assert list(wire._asdict()) == ["name", "choices", "default", "type", "required", "optional",
+                                    "help"]
+    with pytest.raises(TypeError, match="bounds apply to int options only"):
+        option("x", "str", minimum=1, help="x")
+
+
+def test_check_declared_fills_defaults_and_checks() -> None:
+    values = check_declared(OPTIONS, {"name": "n", "unknown": 1}, "generate_project")
+    assert values == {"size": 2048, "kind": "a", "name": "n", "loud": False}
+    cases = [
+        ({"name": "n", "size": 99999999999}, "option size=99999999999 is above its maximum 65536; "
+                                             "pass -o size=N with N in 256..65536"),
+        ({"name": "n", "size": 1}, "option size=1 is below its minimum 256"),
+        ({"name": "n", "size": True}, "option size must be an integer; got True"),
+        ({"name": "n", "kind": "c"}, "option kind='c' is not one of a, b"),
+        ({}, "option name is required by generate_project; pass -o name=<value>"),
+    ]
+    for given, message in cases:
+        with pytest.raises(ServerError, match=re.escape(message)):
+            check_declared(OPTIONS, given, "generate_project")
+    # Without the method, a missing required option is not an error (build need not repeat it).
+    assert check_declared(OPTIONS, {})["name"] is None
+
+
+def test_compile_definitions() -> None:
+    assert compile_definitions("-DFOO=1 -UBAR", {"FOO": 2, "FAST": 8}) == ["-DFAST=8", "-DFOO=1",
+                                                                          "-UBAR"]
+    assert compile_definitions(None) == []
+    with pytest.raises(ServerError, match="'-O3' is not a -DNAME"):
+        compile_definitions("-O3")
+
+
+def test_options_file_round_trip_and_corrupt_file(tmp_path: Path) -> None:
+    assert load_options(tmp_path) == {}
+    save_options(tmp_path, {"b": 1, "a": "x"})
+    assert load_options(tmp_path) == {"a": "x", "b": 1}
+    (tmp_path / OPTIONS_FILE).write_text("{not json")
+    with pytest.raises(ServerError, match=rf"{OPTIONS_FILE} is corrupt .*regenerate the project"):
+        load_options(tmp_path)
+    (tmp_path / OPTIONS_FILE).write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        load_options(tmp_path, error=ValueError)
+
+
+GCC_LOG = """\
+  CC      src/main.c
+In file included from src/main.c:3:
+src/model_glue.c: In function 'f':
+src/model_glue.c:12:5: warning: unused variable 'x' [-Wunused-variable]
+model/codegen/host/src/default_lib1.c:40:10: fatal error: arm_acle.h: No such file or directory
+src/other.c:3:1: error: expected ';' before '}' token
+make: *** [Makefile:40: build/obj/src/main.o] Error 1
+"""
+
+
+def test_first_error_prefers_the_first_compiler_error() -> None:
+    assert first_error(GCC_LOG.splitlines()) == (
+        "model/codegen/host/src/default_lib1.c:40:10: arm_acle.h: No such file or directory")
+    link = ["/usr/bin/ld: build/obj/src/main.o: in function `main':",
+            "main.c:(.text+0x1c): undefined reference to `tvmgen_default_run'",
+            "collect2: error: ld returned 1 exit status", "make: *** [Makefile:3: x] Error 1"]
+    assert first_error(link) == "main.c:(.text+0x1c): undefined reference to `tvmgen_default_run'"
+    assert first_error(["make: *** No rule to make target 'x'.  Stop."]) == (
+        "make: *** No rule to make target 'x'.  Stop.")
+    assert first_error(["all good"]) is None
+
+
+def test_run_logged_keeps_the_log_and_names_the_first_error(tmp_path: Path) -> None:
+    script = tmp_path / "fake_make.py"
+    script.write_text("import sys\nsys.stdout.write(" + repr(GCC_LOG) + ")\nsys.exit(2)\n")
+    log = tmp_path / "build" / "build.log"
+    with pytest.raises(BuildError) as info:
+        run_logged([sys.executable, str(script)], cwd=tmp_path, log_path=log)
+    err = info.value
+    assert str(err) == ("build failed: model/codegen/host/src/default_lib1.c:40:10: arm_acle.h: "
+                        f"No such file or directory; full log: {log}")
+    assert err.data["log"] == str(log)
+    assert "src/other.c:3:1: error" in log.read_text()  # the whole output is kept
+    ok = tmp_path / "ok.py"
+    ok.write_text("print('fine')\n")
+    run_logged([sys.executable, str(ok)], cwd=tmp_path, log_path=log)
+    assert log.read_text().endswith("fine\n")
+
+
+def test_missing_program_travels_with_its_detail() -> None:
+    with pytest.raises(MissingProgramError, match="'no-such-tool-xyz' is not installed .*; apt"):
+        require("no-such-tool-xyz", "apt-get install it")
+    err = MissingProgramError("'make' is not installed; install make")
+    try:
+        raise err
+    except MissingProgramError as exc:
+        exc.set_traceback(exc.__traceback__)
+    # microTVM's client shows only the traceback: the detail is its last line.
+    assert err.data["traceback"].endswith("MissingProgramError: 'make' is not installed; "
+                                          "install make\n")
+    back = JSONRPCError.from_json("calling method build", err.to_json())
+    assert isinstance(back, MissingProgramError)
+    assert back.detail == "'make' is not installed; install make"
+    assert str(back) == "calling method build: 'make' is not installed; install make"
+
+
+def test_targets(tmp_path: Path) -> None:
+    assert family_of("cortex-m4") == "cortex-m" and family_of("Cortex-M55") == "cortex-m"
+    (tmp_path / "mcu").mkdir()
+    (tmp_path / "mcu" / "boards.yaml").write_text("boards:\n  b1:\n    cpu: cortex-m7\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "boards.yaml").write_text("b2:\n  cpu: riscv32\n")
+    assert templates_building_for("cortex-m", tmp_path) == ["mcu"]
+    assert templates_building_for("riscv", tmp_path) == ["other"]
+
+
+# --- layering --------------------------------------------------------------------------------
+
+
+def _python_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_template_library_imports_nothing_from_templates() -> None:
+    lib = REPO_ROOT / "project_api" / "template"
+    for path in lib.rglob("*.py"):
+        text = path.read_text()
+        for name in _python_imports(path):
+            assert not name.startswith("templates"), f"{path} imports {name}"
+        assert not re.search(r"templates/(host|stm32|zephyr)\b", text), \
+            f"{path} refers to a template's files"
+        assert "microtvm_api_server" not in {n.split(".")[-1] for n in _python_imports(path)}
+
+
+def test_crt_includes_nothing_from_templates() -> None:
+    crt = REPO_ROOT / "crt"
+    include = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+    for path in [*crt.rglob("*.c"), *crt.rglob("*.h")]:
+        for target in include.findall(path.read_text(errors="replace")):
+            resolved = (path.parent / target).resolve()
+            assert "templates" not in target and resolved.is_relative_to(crt.resolve()) or \
+                not target.startswith(".."), f"{path} includes {target}, outside crt/"
+
+
+def test_templates_reach_the_library_not_each_other() -> None:
+    for server_path in [*(REPO_ROOT / "templates").glob("*/microtvm_api_server.py"),
+                        REPO_ROOT / "tests" / "loopback_template" / "microtvm_api_server.py"]:
+        imports = _python_imports(server_path)
+        assert "project_api.template" in imports, f"{server_path} does not use the template library"
+        assert not any(n.startswith("templates") for n in imports), server_path
