@@ -33,6 +33,7 @@ from project_api.errors import (
     ProjectAPIError,
     ProjectAPIServerNotFoundError,
     ProjectError,
+    TemplateStepError,
 )
 
 #: Verb modules under project_api/cli, in the order ``--help`` lists them.
@@ -177,7 +178,11 @@ def _setup_logging(verbosity: int) -> None:
 
 def format_error(exc: BaseException) -> str:
     """``<what went wrong>; <what to do>`` on one line."""
-    if isinstance(exc, JSONRPCError):
+    if isinstance(exc, TemplateStepError) and exc.detail:
+        # A template step (build, flash, a missing program) already says what and what to do.
+        what = exc.detail
+        hint = "run again with -v to see the full output"
+    elif isinstance(exc, JSONRPCError):
         text = exc.message
         tb = exc.data.get("traceback") if isinstance(exc.data, dict) else None
         last = [line for line in str(tb or "").splitlines() if line.strip()]
