@@ -146,6 +146,7 @@ def test_targets(tmp_path: Path) -> None:
     (tmp_path / "other" / "boards.yaml").write_text("b2:\n  cpu: riscv32\n")
     assert templates_building_for("cortex-m", tmp_path) == ["mcu"]
     assert templates_building_for("riscv", tmp_path) == ["other"]
+    assert templates_building_for("arm", tmp_path) == ["mcu"]  # any Arm family builds Arm code
 
 
 # --- layering --------------------------------------------------------------------------------

@@ -261,22 +261,23 @@ class TemplateHandler(server.ProjectAPIHandler):
         return mlf.open_mlf(self.project_dir / "model")
 
     def check_targets(self, modules: Iterable[Any] | None = None) -> None:
-        """BuildError if a module was compiled for a CPU family this template cannot build for."""
-        from project_api.template.targets import family_title, templates_building_for
+        """BuildError if a module's C builds only for a CPU family this template does not build
+        for (see :func:`project_api.template.targets.arch_requirement`)."""
+        from project_api.template import targets
 
         for mod in modules if modules is not None else self.model_library().modules.values():
-            family = getattr(mod, "target_family", None)
-            if family is None or family in self.BUILDS_FOR:
+            need = targets.arch_requirement(mod)
+            if need is None or targets.builds(need[0], self.BUILDS_FOR):
                 continue
-            evidence = getattr(mod, "target_evidence", None)
-            others = [t for t in templates_building_for(family) if t != self.PLATFORM_NAME]
+            family, evidence = need
+            others = [t for t in targets.templates_building_for(family)
+                      if t != self.PLATFORM_NAME]
             hint = (f"generate it with a template that builds for it: {', '.join(others)}"
                     if others else "no installed template builds for it yet (see "
                                    "'project-api templates'); re-export the model for this host")
             raise BuildError(
-                f"module {mod.name!r} targets {family_title(family)}"
-                + (f" ({evidence})" if evidence else "")
-                + f", which {self.where} cannot build; {hint}"
+                f"module {mod.name!r} targets {targets.family_title(family)} ({evidence}), "
+                f"which {self.where} cannot build; {hint}"
             )
 
     def close_transport(self) -> None:

@@ -8,14 +8,51 @@ so a message about a model the current template cannot build names the templates
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from project_api import paths
 
 _LOG = logging.getLogger(__name__)
 
-_TITLES = {"cortex-m": "Arm Cortex-M", "cortex-a": "Arm Cortex-A", "riscv": "RISC-V",
-           "host": "this computer"}
+_TITLES = {"cortex-m": "Arm Cortex-M", "cortex-a": "Arm Cortex-A", "cortex-r": "Arm Cortex-R",
+           "arm": "Arm", "riscv": "RISC-V", "host": "this computer"}
+#: Headers that exist only in Arm toolchains or CMSIS: C that includes them builds only for Arm.
+_ARM_ONLY_HEADER = re.compile(
+    r"^\s*#\s*include\s*[<\"]((?:arm_acle|arm_math|arm_nnsupportfunctions|arm_nnfunctions|"
+    r"cmsis_compiler|cmsis_gcc)\.h)[>\"]", re.M)
+
+
+def arch_requirement(mod: Any) -> tuple[str, str] | None:
+    """``(family, evidence)`` when a module's C builds only for one CPU family, else None.
+
+    Portable C builds anywhere, whatever ``-mcpu`` it was generated for; C that includes an
+    Arm-only header (``<arm_acle.h>``, CMSIS) needs an Arm compiler. The family is the one the
+    archive names (:attr:`ModuleInfo.target_family`), else ``arm``.
+    """
+    for path in getattr(mod, "sources", []):
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        m = _ARM_ONLY_HEADER.search(text)
+        if m:
+            family = getattr(mod, "target_family", None) or "arm"
+            if not family_of(family).startswith(("cortex", "arm")):
+                family = "arm"
+            evidence = f"{Path(path).name} includes <{m.group(1)}>"
+            named = getattr(mod, "target_evidence", None)
+            if named and named != evidence:
+                evidence = f"{named}; {evidence}"
+            return family, evidence
+    return None
+
+
+def builds(family: str, builds_for: Iterable[str]) -> bool:
+    """Whether a template building for ``builds_for`` families can build ``family`` code."""
+    return any(family == f or (family == "arm" and f.startswith("cortex")) for f in builds_for)
 
 
 def family_of(cpu: str) -> str:
@@ -49,6 +86,6 @@ def templates_building_for(family: str, templates_root: Path | None = None) -> l
         entries = data.get("boards", data) if isinstance(data, dict) else {}
         cpus = [b.get("cpu", "") for b in entries.values() if isinstance(b, dict)] \
             if isinstance(entries, dict) else []
-        if any(family_of(str(c)) == family for c in cpus):
+        if builds(family, {family_of(str(c)) for c in cpus}):
             found.append(boards.parent.name)
     return found

@@ -11,6 +11,7 @@ a fast path. Project types: ``host_driven`` (``build/main`` is an RPC server on 
 from __future__ import annotations
 
 import os
+import shlex
 
 from project_api import server
 from project_api.errors import FlashError, ServerError
@@ -93,7 +94,8 @@ class Handler(TransportMixin, TemplateHandler):
         values = self.options_for("build", options)
         self.check_targets()
         make = require("make", "install make and a C compiler, e.g. 'apt-get install make gcc'")
-        require(os.environ.get("CC", "cc"), "install a C compiler, e.g. 'apt-get install gcc'")
+        require(shlex.split(os.environ.get("CC") or "cc")[0],
+                "install a C compiler, e.g. 'apt-get install gcc'")
         cmd = [make, "-C", str(self.project_dir), f"-j{max(1, min(4, os.cpu_count() or 1))}"]
         if values["verbose"]:
             cmd.append("V=1")
