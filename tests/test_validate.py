@@ -308,3 +308,17 @@ def test_bind_inputs_errors() -> None:
     assert ref[0].dtype == np.int8 and ref[0].shape == (5, 1, 4)
     with pytest.raises(ValidationError, match="holds 4 samples but the data holds 5"):
         bind_reference(specs[:1], {"a": a[:4]}, 5)
+
+
+def test_cli_one_go_template_and_model(kws: dict[str, Path], tmp_path: Path) -> None:
+    """--template with a .tflite --model: emit, generate, build, validate; the work is temporary."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    out = _cli("--template", "host", "--model", kws["tflite"], "--data", kws["data"],
+               "--limit", "30", "--fail-under", "exact=1.0", "--no-litert", "--number", "1",
+               "--repeat", "1", "--json", cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["samples"] == 30 and [c["key"] for c in data["comparisons"]] == ["tflm"]
+    assert data["comparisons"][0]["outputs"][0]["exact"] == 1.0
+    assert list(cwd.iterdir()) == []
