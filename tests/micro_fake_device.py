@@ -70,6 +70,14 @@ class FakeDevice:
     models: dict[str, FakeModel] = field(default_factory=dict)
     with_packet_size_func: bool = True
     device_type: int = 1  # of the tensors get_input/get_output return (1 = kDLCPU)
+    #: Emulated seconds one model run keeps the device busy: its reply becomes readable that
+    #: much later (FakeTransport waits for it, or times out), and the time evaluator counts it.
+    run_sec: float = 0.0
+    #: Like TVM v0.15's own C runtime (aot_executor_module.c): the AOT executor lives in a
+    #: static, is created at most once per boot and freeing its module does not reset it; a
+    #: second create fails with kTvmErrorExecutorModuleAlreadyCreated, without setting an error
+    #: string, so the reply carries ``last_error``, whatever it was (empty, or stale).
+    executor_once_per_boot: bool = False
 
     def __post_init__(self) -> None:
         self.output = bytearray()
@@ -86,6 +94,9 @@ class FakeDevice:
         self.time_evaluators = 0
         self.live_executors: set[int] = set()
         self.silent = False  # when set, requests get no reply (a hung device)
+        self.ready_at = 0.0  # time.monotonic() when the queued output becomes readable
+        self.busy_sec = 0.0  # emulated work (run_sec per run) done so far
+        self.last_error = ""  # TVMGetLastError() of a device running TVM's C runtime
         self._next_handle = 0x80028000
         for name, fn in [
             ("runtime.SystemLib", self._system_lib),
@@ -106,6 +117,7 @@ class FakeDevice:
     def boot(self) -> None:
         """(Re)start: a fresh session layer that announces itself with FE + TerminateSession."""
         self.session = SessionProtocol(max_payload_bytes=self.max_packet_size)
+        self.executor_created = False  # TVM's static aot_executor is zeroed by a reset
         self.session.initialize(self.nonce)
         self.output += self.session.take_output()
 
@@ -114,12 +126,15 @@ class FakeDevice:
         self.output += self.session.take_output()
 
     def receive(self, data: bytes) -> None:
+        busy_before = self.busy_sec
         for event in self.session.receive(data):
             if event.kind == EventKind.NORMAL:
                 self.largest_payload = max(self.largest_payload, len(event.data) + 3)
                 reply = self.process(event.data)
                 if reply is not None and not self.silent:
                     self.session.send_message(MessageType.NORMAL, reply)
+        if self.busy_sec > busy_before:  # the replies come once the emulated work is done
+            self.ready_at = max(self.ready_at, time.monotonic()) + (self.busy_sec - busy_before)
         self.output += self.session.take_output()
 
     # --- RPC ------------------------------------------------------------------------------
@@ -210,9 +225,12 @@ class FakeDevice:
 
     def _aot_create(self, module: int, device: Any, name: str) -> bytes:
         assert module == 0x8000 and tuple(device) == (1, 0)
+        if self.executor_once_per_boot and self.executor_created:
+            return exception_packet(self.last_error)
         model = self.models.get(name)
         if model is None:
             return exception_packet(f"no model named {name}")
+        self.executor_created = True
         if self.live_executors:  # like the CRT: one executor at a time
             return exception_packet("kTvmErrorExecutorModuleAlreadyCreated")
         handle = 0x8001 + len(self.executors)
@@ -281,6 +299,7 @@ class FakeDevice:
             for t in ins
         ]
         results = model.compute(arrays)
+        self.busy_sec += self.run_sec
         for t, r in zip(outs, results, strict=True):
             data = np.ascontiguousarray(r, dtype=t.dtype).tobytes()
             buf, off = self._locate(t.address, len(data))
@@ -299,10 +318,11 @@ class FakeDevice:
             fn()  # warm-up
             results = []
             for _ in range(repeat):
-                start = time.perf_counter()
+                start, busy = time.perf_counter(), self.busy_sec
                 for _ in range(number):
                     fn()
-                results.append((time.perf_counter() - start) / number)
+                elapsed = time.perf_counter() - start + self.busy_sec - busy
+                results.append(elapsed / number)
             payload = struct.pack(f"<{repeat}d", *results)
             return self._ret(TypeCode.BYTES, payload)
 
@@ -317,7 +337,10 @@ class FakeTransport:
     """A synchronous transport to a FakeDevice: a write is processed at once, replies queue up.
 
     ``drop_writes`` loses that many host writes (a lossy link); ``inject`` puts raw bytes in
-    front of the device's next output. A read that would have to wait forever fails the test.
+    front of the device's next output; ``interrupt_reads`` makes that many reads that would
+    wait raise KeyboardInterrupt instead (a Ctrl-C while the host waits). Output the device is
+    still "computing" (``FakeDevice.run_sec``) is readable only once done. A read that would
+    have to wait forever fails the test.
     """
 
     def __init__(self, device: FakeDevice, timeouts: Any = None) -> None:
@@ -325,6 +348,7 @@ class FakeTransport:
         self._timeouts = timeouts or Timeouts(0, 0, 0)
         self.is_open = False
         self.drop_writes = 0
+        self.interrupt_reads = 0
         self.writes: list[bytes] = []
         self.read_sizes: list[int] = []
         self.pending = bytearray()
@@ -354,9 +378,22 @@ class FakeTransport:
         if not self.is_open:
             raise TransportClosedError()
         self.read_sizes.append(n)
-        self.pending += self.device.output
-        self.device.output.clear()
+        wait = self.device.ready_at - time.monotonic()
+        if self.device.output and wait > 0 and not self.pending:
+            if self.interrupt_reads:
+                self.interrupt_reads -= 1
+                raise KeyboardInterrupt
+            if timeout_sec is not None and timeout_sec < wait:
+                time.sleep(timeout_sec)
+                raise IoTimeoutError()
+            time.sleep(wait)
+        if self.device.ready_at <= time.monotonic():
+            self.pending += self.device.output
+            self.device.output.clear()
         if not self.pending:
+            if self.interrupt_reads:
+                self.interrupt_reads -= 1
+                raise KeyboardInterrupt
             if timeout_sec is None:
                 raise AssertionError("host waits forever for a device that will never answer")
             time.sleep(min(timeout_sec, 0.5))

@@ -89,8 +89,10 @@ def test_set_input_refuses_mismatches_before_sending() -> None:
         assert RPCCode.COPY_TO_REMOTE not in device.requests[sent_before:]
         with pytest.raises(RPCError, match="no input named nope"):
             model.set_input("nope", np.zeros(1, np.int8))
-        # A size-1 dimension may be dropped; the data is the same.
-        model.set_input("input_1", np.arange(300, dtype=np.int64).astype(np.int8))
+        # Another shape of the same size is refused unless reshape=True (then the data is the same).
+        with pytest.raises(SessionError, match=r"has shape \[1, 300\]; got shape \[300\]"):
+            model.set_input("input_1", np.arange(300, dtype=np.int64).astype(np.int8))
+        model.set_input("input_1", np.arange(300, dtype=np.int64).astype(np.int8), reshape=True)
         np.testing.assert_array_equal(model.get_input(0)[0], np.arange(300).astype(np.int8))
         with pytest.raises(SessionError, match="has 2 outputs; output index 2"):
             model.get_output(2)

@@ -42,6 +42,15 @@ _LOG = logging.getLogger(__name__)
 #: How long :meth:`Session.close` waits for each cleanup reply before giving up on the device.
 CLEANUP_WAIT_SEC = 2.0
 
+#: The device time evaluator's limits (crt/src/common/time_evaluator.c; TVM's are alike):
+#: runs per round and rounds per :meth:`Session.time` call.
+MAX_TIMING_NUMBER = 1_000_000_000
+MAX_TIMING_REPEAT = 65536
+
+#: A timing call's wait is this many times the work it asks for (per-run time measured on the
+#: device x runs), plus the session's usual per-reply wait.
+TIMING_WAIT_FACTOR = 2.0
+
 #: The executor functions a Model looks up (the reference's AOT executor registry names).
 EXECUTOR_FUNCTIONS = (
     "set_input",
@@ -119,8 +128,11 @@ class Model:
         self._inputs: dict[str | int, NDArray] = {}
         self._outputs: dict[int, NDArray] = {}
 
-    def _call(self, function: str, *args: Any) -> Any:
-        return self.session.rpc.call(self._functions[function], *args)
+    def _call(self, function: str, *args: Any, timeout_sec: float | None = None) -> Any:
+        return self.session.rpc.call(
+            self._functions[function], *args, timeout_sec=timeout_sec,
+            what=f"{function} of model {self.name!r}",
+        )
 
     def _key(self, key: str | int) -> str | int:
         if isinstance(key, str):
@@ -193,11 +205,11 @@ class Model:
             np.frombuffer(data, dtype=arr.tensor.dtype.to_numpy()).reshape(arr.tensor.shape).copy()
         )
 
-    def set_input(self, key: str | int, value: np.ndarray) -> None:
+    def set_input(self, key: str | int, value: np.ndarray, *, reshape: bool = False) -> None:
         """Copy ``value`` into the device's input tensor ``key`` (a name or an index).
 
-        The dtype and shape must match the device tensor (a size-1 batch dimension may be left
-        out or added); a mismatch is refused before anything is sent.
+        The dtype and shape must match the device tensor; a mismatch is refused before anything
+        is sent. ``reshape=True`` accepts any shape with the right number of elements.
         """
         value = np.asarray(value)
         tensor = self._input_array(key).tensor
@@ -208,12 +220,15 @@ class Model:
                 f"{value.dtype}. Convert it with .astype(np.{want.name})"
             )
         if tuple(value.shape) != tuple(tensor.shape):
-            if value.size != math.prod(tensor.shape) or _squeeze(value.shape) != _squeeze(
-                tensor.shape
-            ):
+            if value.size != math.prod(tensor.shape):
                 raise SessionError(
                     f"input {key!r} of model {self.name!r} is {_tensor_shape_text(tensor)}; got shape "
                     f"{list(value.shape)} ({value.nbytes} bytes, the device holds {tensor.nbytes})"
+                )
+            if not reshape:
+                raise SessionError(
+                    f"input {key!r} of model {self.name!r} has shape {list(tensor.shape)}; got "
+                    f"shape {list(value.shape)} (same size): reshape it, or pass reshape=True"
                 )
         data = np.ascontiguousarray(value, dtype=want).tobytes()
         self.session.rpc.copy_to_remote(tensor, data)
@@ -223,9 +238,14 @@ class Model:
         """Read back the device's input tensor ``key``."""
         return self._read(self._input_array(key))
 
-    def run(self) -> None:
-        """Run the model once on the device."""
-        self._call("run")
+    def run(self, *, timeout_sec: float | None = None) -> None:
+        """Run the model once on the device.
+
+        ``timeout_sec`` is how long to wait for it (0: forever); by default the session's
+        per-reply wait (``Session(timeout_sec=)``, else the transport's
+        ``session_established_timeout_sec``).
+        """
+        self._call("run", timeout_sec=timeout_sec)
 
     def get_output(self, index: int) -> np.ndarray:
         """Read output ``index`` (dtype and shape from the device's tensor)."""
@@ -261,14 +281,19 @@ class Model:
         rpc.free_handle(self.module, TypeCode.MODULE_HANDLE, max_wait_sec)
 
 
-def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(s for s in shape if s != 1)
+@dataclass(frozen=True)
+class _Timeouts:
+    session_start_retry_timeout_sec: float
+    session_start_timeout_sec: float
+    session_established_timeout_sec: float
 
 
 class Session:
     """An RPC session with a device over ``transport`` (a ``project_api.transport.Transport``).
 
-    ``timeouts`` overrides ``transport.timeouts()``. Entering opens the transport (unless it
+    ``timeouts`` overrides ``transport.timeouts()``; ``timeout_sec`` replaces only their
+    per-reply wait (``session_established_timeout_sec``; 0 waits forever) for every call, timing
+    included. Entering opens the transport (unless it
     says it is open through a true ``is_open`` attribute) and runs the handshake; leaving
     releases the models, ends the session and closes the transport if the session opened it.
     Device log frames become INFO records on the ``project_api.device`` logger.
@@ -279,9 +304,14 @@ class Session:
         transport: Transport,
         timeouts: TimeoutsLike | None = None,
         name: str = "micro-rpc",
+        *,
+        timeout_sec: float | None = None,
     ):
+        if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
+            raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
         self.transport = transport
         self.name = name
+        self.timeout_sec = timeout_sec
         self._timeouts = timeouts
         self._opened_transport = False
         self._channel: SessionChannel | None = None
@@ -300,6 +330,12 @@ class Session:
             self._opened_transport = True
         try:
             timeouts = self._timeouts if self._timeouts is not None else self.transport.timeouts()
+            if self.timeout_sec is not None:
+                timeouts = _Timeouts(
+                    timeouts.session_start_retry_timeout_sec,
+                    timeouts.session_start_timeout_sec,
+                    self.timeout_sec,
+                )
             channel = SessionChannel(self.transport, timeouts, name=self.name)
             channel.start()
         except BaseException:
@@ -312,7 +348,8 @@ class Session:
     def close(self) -> None:
         """Release the models, end the session and close the transport if the session opened it."""
         channel = self._channel
-        if channel is not None and channel.established:
+        # After a timeout or a Ctrl-C a reply may still be owed: cleanup would only wait for it.
+        if channel is not None and channel.usable:
             for model in list(self._models.values()):
                 try:
                     model.close(max_wait_sec=CLEANUP_WAIT_SEC)
@@ -358,9 +395,23 @@ class Session:
             self._globals[name] = handle
         return self._globals[name]
 
-    def call(self, name: str, *args: Any) -> Any:
-        """Call device global function ``name``."""
-        return self.rpc.call(self.get_function(name), *args)
+    def call(self, name: str, *args: Any, timeout_sec: float | None = None) -> Any:
+        """Call device global function ``name`` (``timeout_sec`` as for :meth:`Model.run`)."""
+        return self.rpc.call(self.get_function(name), *args, timeout_sec=timeout_sec, what=name)
+
+    @property
+    def usable(self) -> bool:
+        """True while the session is open and in step (no reply timed out or was interrupted)."""
+        return self._channel is not None and self._channel.usable
+
+    def _release_quietly(self, handle: int, type_code: int) -> None:
+        """Free ``handle`` if the session is still in step; never raise (an error path)."""
+        if not self.usable:
+            return
+        try:
+            self.rpc.free_handle(handle, type_code, CLEANUP_WAIT_SEC)
+        except (SessionError, OSError) as err:
+            _LOG.debug("%s: releasing handle %#x failed: %s", self.name, handle, err)
 
     def system_lib(self) -> ModuleHandle:
         if self._syslib is None:
@@ -380,7 +431,11 @@ class Session:
         """The AOT model ``name`` on the device (created once per session)."""
         if name in self._models:
             return self._models[name]
-        module = self.call("tvm.aot_executor.create", self.system_lib(), CPU, name)
+        syslib = self.system_lib()
+        try:
+            module = self.call("tvm.aot_executor.create", syslib, CPU, name)
+        except RPCError as err:
+            raise _create_failed(name, err) from err
         if not isinstance(module, ModuleHandle) or not module:
             raise SessionError(f"the device has no AOT model {name!r}")
         get_function = self.get_function("tvm.rpc.server.ModuleGetFunction")
@@ -395,15 +450,52 @@ class Session:
         return model
 
     def time(
-        self, model: Model, number: int = 10, repeat: int = 3, min_repeat_ms: int = 0
+        self,
+        model: Model,
+        number: int = 10,
+        repeat: int = 3,
+        min_repeat_ms: int = 0,
+        *,
+        timeout_sec: float | None = None,
     ) -> TimingResult:
         """Time ``model.run()`` on the device: ``repeat`` rounds of ``number`` runs each.
 
         The device's own timer measures (``runtime.RPCTimeEvaluator``); link latency is not in
-        the figures. Each result is the mean seconds per run of one round.
+        the figures. Each result is the mean seconds per run of one round. ``number`` may be
+        1..MAX_TIMING_NUMBER and ``repeat`` 1..MAX_TIMING_REPEAT (the device's limits).
+
+        ``timeout_sec`` is how long to wait for the whole measurement (0: forever). By default
+        (and without ``Session(timeout_sec=)``) one run is timed on the device first and the wait
+        is TIMING_WAIT_FACTOR x that per-run time x the runs asked for, plus the usual per-reply
+        wait; so a long measurement does not time out, and a hung device still does.
         """
-        if number < 1 or repeat < 1 or min_repeat_ms < 0:
-            raise SessionError("time(): number and repeat must be >= 1 and min_repeat_ms >= 0")
+        _check_timing(number, repeat, min_repeat_ms)
+        if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
+            raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
+        wait = timeout_sec if timeout_sec is not None else self.timeout_sec
+        if wait is None:
+            wait = self._timing_wait(model, number, repeat, min_repeat_ms)
+        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait))
+
+    def _timing_wait(self, model: Model, number: int, repeat: int, min_repeat_ms: int) -> float:
+        """The wait for a timing call: the work it asks for, from one run measured first."""
+        channel = self._channel
+        base = float(channel.timeouts.session_established_timeout_sec or 0) if channel else 0.0
+        if not base:
+            return 0.0  # the session waits forever anyway
+        (per_run,) = self._evaluate(model, 1, 1, 0, None)
+        per_run = per_run if math.isfinite(per_run) and per_run > 0 else 0.0
+        # One warm-up run, then the rounds; a round lasts at least min_repeat_ms, and its
+        # growing batches may add up to about 2.7 times that (crt time_evaluator.c).
+        work = per_run * (1 + number * repeat) + repeat * 2.7 * min_repeat_ms / 1000.0
+        wait = base + TIMING_WAIT_FACTOR * work
+        _LOG.debug("%s: one run of %r takes %.3gs on the device; waiting up to %.3gs for %d x %d",
+                   self.name, model.name, per_run, wait, repeat, number)
+        return wait
+
+    def _evaluate(
+        self, model: Model, number: int, repeat: int, min_repeat_ms: int, wait: float | None
+    ) -> tuple[float, ...]:
         evaluator = self.call(
             "runtime.RPCTimeEvaluator",
             model.module,
@@ -421,10 +513,44 @@ class Session:
         )
         if not isinstance(evaluator, FunctionHandle) or not evaluator:
             raise SessionError(f"runtime.RPCTimeEvaluator returned {evaluator!r}, not a function")
+        what = f"timing model {model.name!r} ({repeat} x {number} runs)"
         try:
-            raw = self.rpc.call(evaluator)
-        finally:
-            self.rpc.free_handle(evaluator, TypeCode.PACKED_FUNC_HANDLE)
+            raw = self.rpc.call(evaluator, timeout_sec=wait, what=what)
+        except BaseException:
+            # Never let the cleanup's own failure (or its wait) hide why the call failed.
+            self._release_quietly(evaluator, TypeCode.PACKED_FUNC_HANDLE)
+            raise
+        self.rpc.free_handle(evaluator, TypeCode.PACKED_FUNC_HANDLE)
         if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
             raise SessionError(f"the time evaluator returned {raw!r}; expected {repeat} doubles")
-        return TimingResult(struct.unpack(f"<{repeat}d", raw))
+        return struct.unpack(f"<{repeat}d", raw)
+
+
+def _check_timing(number: int, repeat: int, min_repeat_ms: int) -> None:
+    for what, value, top in (("number", number, MAX_TIMING_NUMBER),
+                             ("repeat", repeat, MAX_TIMING_REPEAT)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise SessionError(f"time(): {what} must be an integer; got {value!r}")
+        if not 1 <= int(value) <= top:
+            raise SessionError(
+                f"time(): {what} {value} is out of range; the device's time evaluator takes "
+                f"1 <= {what} <= {top}"
+            )
+    if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, int | np.integer) or (
+        not 0 <= int(min_repeat_ms) < 2**63
+    ):
+        raise SessionError(f"time(): min_repeat_ms must be an integer >= 0; got {min_repeat_ms!r}")
+
+
+def _create_failed(name: str, err: RPCError) -> RPCError:
+    """A clear error for a failed ``tvm.aot_executor.create``."""
+    message = str(getattr(err, "device_message", "") or "").strip()
+    if "no model named" in message:
+        return RPCError(f"the device has no AOT model {name!r} ({message}); check the model name")
+    said = f"it says {message!r}" if message else "it gave no reason"
+    return RPCError(
+        f"the device could not create the AOT executor of model {name!r} ({said}); a device "
+        "running TVM's own C runtime creates it only once per boot, so an earlier session "
+        "probably did (its message may be stale), and the host cannot get that executor's "
+        "handle back safely: reset the device (power-cycle or re-flash it) and open a new session"
+    )

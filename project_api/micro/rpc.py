@@ -14,6 +14,7 @@ Python values map to type codes as follows (both directions)::
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import math
 import struct
@@ -415,6 +416,9 @@ class Channel(Protocol):
 
     def receive(self, max_wait_sec: float | None = None) -> bytes: ...
 
+    # Channels may also take ``timeout_sec=`` and ``what=`` keywords (SessionChannel does);
+    # the client passes them only when a caller asked for a specific wait.
+
     def set_max_payload_bytes(self, n: int) -> None: ...
 
 
@@ -427,6 +431,17 @@ DEFAULT_PIPELINE_DEPTH = 1
 FRAME_OVERHEAD_BYTES = 11
 
 
+def _keywords_of(function: Callable[..., Any]) -> frozenset[str]:
+    """The keyword arguments ``function`` accepts (all of ours when it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return frozenset({"timeout_sec", "what"})
+    return frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
 class RPCClient:
     """Synchronous client for a MinRPC device: one request, one reply.
 
@@ -437,39 +452,64 @@ class RPCClient:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self._max_packet: int | None | bool = False  # False: not asked yet; None: no limit
+        self._receive_keywords = _keywords_of(channel.receive)
 
-    def request(self, packet: bytes, max_wait_sec: float | None = None) -> Reply:
+    def request(
+        self,
+        packet: bytes,
+        max_wait_sec: float | None = None,
+        *,
+        timeout_sec: float | None = None,
+        what: str | None = None,
+    ) -> Reply:
         """Send one request packet and return its decoded reply.
 
-        An exception reply raises :class:`RPCError` with the device's message (or
-        :class:`SessionTimeoutError` when the device reports ``RPCSessionTimeoutError: ...``).
+        ``timeout_sec`` replaces the channel's usual wait for this reply (0: forever) and
+        ``what`` names the request in a timeout message. An exception reply raises
+        :class:`RPCError` with the device's message (or :class:`SessionTimeoutError` when the
+        device reports ``RPCSessionTimeoutError: ...``).
         """
         self.channel.send(packet)
-        if max_wait_sec is None:
-            raw = self.channel.receive()
+        kwargs: dict[str, Any] = {}
+        if timeout_sec is not None:
+            if "timeout_sec" not in self._receive_keywords:
+                raise SessionError(f"{type(self.channel).__name__}.receive takes no timeout_sec")
+            kwargs["timeout_sec"] = timeout_sec
+        if what is not None and "what" in self._receive_keywords:
+            kwargs["what"] = what
+        if max_wait_sec is not None:
+            raw = self.channel.receive(max_wait_sec, **kwargs)
         else:
-            raw = self.channel.receive(max_wait_sec)
+            raw = self.channel.receive(**kwargs)
         return self._checked(raw)
 
     def syscall(
-        self, code: RPCCode, *args: Any, max_wait_sec: float | None = None
+        self, code: RPCCode, *args: Any, max_wait_sec: float | None = None,
+        what: str | None = None,
     ) -> list[tuple[int, Any]]:
-        reply = self.request(syscall_packet(code, args), max_wait_sec)
+        reply = self.request(
+            syscall_packet(code, args), max_wait_sec, what=what or f"the {code.name} syscall"
+        )
         if reply.code != RPCCode.RETURN:
             raise SessionError(f"{code.name}: expected a return, got {reply.code.name}")
         return reply.values
 
     def get_global_func(self, name: str) -> FunctionHandle | None:
         """The handle of global function ``name``, or None if the device has none."""
-        values = self.syscall(RPCCode.GET_GLOBAL_FUNC, name)
+        values = self.syscall(RPCCode.GET_GLOBAL_FUNC, name, what=f"looking up {name}")
         if len(values) != 1 or values[0][0] not in (TypeCode.OPAQUE_HANDLE, TypeCode.NULLPTR):
             raise SessionError(f"malformed kGetGlobalFunc reply: {values!r}")
         handle = values[0][1]
         return FunctionHandle(handle) if handle else None
 
-    def call(self, handle: int, *args: Any) -> Any:
-        """Call a device function; return its value (NDArray, handles, int, str, bytes, None...)."""
-        reply = self.request(call_func_packet(handle, args))
+    def call(
+        self, handle: int, *args: Any, timeout_sec: float | None = None, what: str | None = None
+    ) -> Any:
+        """Call a device function; return its value (NDArray, handles, int, str, bytes, None...).
+
+        ``timeout_sec`` and ``what`` are as for :meth:`request`.
+        """
+        reply = self.request(call_func_packet(handle, args), timeout_sec=timeout_sec, what=what)
         if reply.code != RPCCode.RETURN:
             raise SessionError(f"kCallFunc: expected a return, got {reply.code.name}")
         return return_value(reply.values)
@@ -530,7 +570,9 @@ class RPCClient:
         if reply.code == RPCCode.EXCEPTION:
             if reply.message.startswith("RPCSessionTimeoutError: "):
                 raise SessionTimeoutError(reply.message)
-            raise RPCError(f"Error caught from RPC call:\n{reply.message}")
+            error = RPCError(f"Error caught from RPC call:\n{reply.message}")
+            error.device_message = reply.message  # type: ignore[attr-defined]
+            raise error
         return reply
 
     def _pipelined(self, packets: Iterator[bytes], on_reply: Callable[[Reply], None]) -> None:

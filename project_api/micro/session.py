@@ -306,6 +306,8 @@ class SessionChannel:
         self._inbox: deque[bytes] = deque()
         self._terminated = False
         self._out_of_sync = False
+        #: Why the channel is out of step (the first failure), for the follow-on errors.
+        self._out_of_sync_reason = ""
         self._closed = False
         self._exact_reads = False
         #: Copy requests the RPC client may keep in flight (set by :meth:`start`).
@@ -349,12 +351,17 @@ class SessionChannel:
         try:
             self.transport.write(out, timeout)
         except IoTimeoutError as err:
-            self._out_of_sync = True
+            self._lose_step(f"writing {len(out)} bytes timed out")
             self.protocol.framer.reset()
             raise SessionTimeoutError(
                 f"{self.name}: writing {len(out)} bytes to the device did not finish within "
-                f"{timeout:g}s; the device is not reading"
+                f"{timeout:g}s; the device is not reading (hung or busy): reset it, or raise the "
+                "limit (project-api run --timeout SECONDS; timeout_sec= in Python)"
             ) from err
+        except KeyboardInterrupt:
+            self._lose_step("a write was interrupted")
+            self.protocol.framer.reset()
+            raise
         except TransportClosedError as err:
             self.protocol.framer.reset()
             raise self._link_closed("sending", err) from err
@@ -393,6 +400,7 @@ class SessionChannel:
         start_limit = float(self.timeouts.session_start_timeout_sec or 0)
         self._terminated = False
         self._out_of_sync = False
+        self._out_of_sync_reason = ""
         self._closed = False
         self._inbox.clear()
         self._exact_reads = reads_may_wait_for_n(self.transport)
@@ -435,9 +443,19 @@ class SessionChannel:
             raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
         if self._out_of_sync:
             raise SessionError(
-                f"{self.name}: an earlier reply timed out, so replies may no longer match "
-                "requests; open a new Session"
+                f"{self.name}: the session is out of step ({self._out_of_sync_reason}), so "
+                "replies may no longer match requests; open a new Session"
             )
+
+    @property
+    def usable(self) -> bool:
+        """True while a request sent now would meet its own reply (no earlier failure)."""
+        return self.established and not self._out_of_sync
+
+    def _lose_step(self, reason: str) -> None:
+        if not self._out_of_sync:
+            self._out_of_sync = True
+            self._out_of_sync_reason = reason
 
     def send(self, packet: bytes) -> None:
         """Send one RPC packet (with its u64 length prefix) as one normal message."""
@@ -446,23 +464,44 @@ class SessionChannel:
             self.protocol.send_message(MessageType.NORMAL, packet)
             self._flush()
             return
-        for piece in self.protocol.stream_message(MessageType.NORMAL, packet, STREAM_PIECE_BYTES):
-            self._write(piece)
+        try:
+            for piece in self.protocol.stream_message(
+                MessageType.NORMAL, packet, STREAM_PIECE_BYTES
+            ):
+                self._write(piece)
+        except KeyboardInterrupt:
+            self._lose_step("a request was interrupted while being sent")
+            self.protocol.framer.reset()
+            raise
 
-    def receive(self, max_wait_sec: float | None = None) -> bytes:
+    def receive(
+        self,
+        max_wait_sec: float | None = None,
+        *,
+        timeout_sec: float | None = None,
+        what: str | None = None,
+    ) -> bytes:
         """Wait for the next normal message and return its body (one RPC packet).
 
-        The wait is ``session_established_timeout_sec`` (0: forever), capped at ``max_wait_sec``
-        when given. A timeout leaves the channel unusable: a late reply would answer the wrong
-        request.
+        The wait is ``timeout_sec`` when given (0: forever), else
+        ``session_established_timeout_sec`` (0: forever); ``max_wait_sec`` caps either.
+        ``what`` names the request being answered, for the timeout message. A timeout or a
+        Ctrl-C leaves the channel unusable: a late reply would answer the wrong request.
         """
         if self._inbox:
             return self._inbox.popleft()
         self._check_usable()
-        limit = float(self.timeouts.session_established_timeout_sec or 0)
+        if timeout_sec is not None:
+            limit = float(timeout_sec)
+            source = "timeout_sec"
+        else:
+            limit = float(self.timeouts.session_established_timeout_sec or 0)
+            source = "session_established_timeout_sec"
         if max_wait_sec is not None and (not limit or max_wait_sec < limit):
             limit = max_wait_sec
+            source = "max_wait_sec"
         deadline = time.monotonic() + limit if limit else None
+        waiting_for = what or "a reply"
         while not self._inbox:
             remaining = None if deadline is None else deadline - time.monotonic()
             try:
@@ -470,11 +509,16 @@ class SessionChannel:
                     raise IoTimeoutError()
                 self._pump(remaining)
             except IoTimeoutError as err:
-                self._out_of_sync = True
+                self._lose_step(f"the wait for {waiting_for} timed out after {limit:g}s")
                 raise SessionTimeoutError(
-                    f"{self.name}: no reply from the device within {limit:g}s "
-                    "(session_established_timeout_sec)"
+                    f"{self.name}: no reply from the device within {limit:g}s ({source}) while "
+                    f"waiting for {waiting_for}; the device is still busy or hung: if the call "
+                    "needs longer, raise the limit (project-api run --timeout SECONDS; "
+                    "timeout_sec= in Python), else reset the device"
                 ) from err
+            except KeyboardInterrupt:
+                self._lose_step(f"the wait for {waiting_for} was interrupted")
+                raise
         return self._inbox.popleft()
 
     def close(self, timeout_sec: float = 1.0) -> None:
