@@ -1,7 +1,8 @@
 /*
  * A POSIX implementation of the platform seam for the unit tests: heap memory with a live-block
- * count, a CLOCK_MONOTONIC timer (or a fake clock), /dev/urandom, vsnprintf, and lifecycle hooks
- * that record their calls. Test-only: the host template ships the real host platform.
+ * count, a CLOCK_MONOTONIC timer (or a fake clock), /dev/urandom, and lifecycle hooks that
+ * record their calls. TVMPlatformFormatMessage comes from the platform library
+ * (src/platform/format_message.c). Test-only: the host template ships the real host platform.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -79,19 +80,6 @@ static double now_seconds(void) {
 void TVMPlatformAbort(tvm_crt_error_t error_code) {
   fprintf(stderr, "TVMPlatformAbort(0x%x)\n", (unsigned)error_code);
   abort();
-}
-
-size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes, const char* fmt,
-                                va_list args) {
-  if (out_buf_size_bytes == 0) {
-    return 0;
-  }
-  int n = vsnprintf(out_buf, out_buf_size_bytes, fmt, args);
-  if (n < 0) {
-    out_buf[0] = '\0';
-    return 0;
-  }
-  return (size_t)n < out_buf_size_bytes ? (size_t)n : out_buf_size_bytes - 1;
 }
 
 tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void** out_ptr) {

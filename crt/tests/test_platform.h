@@ -1,6 +1,7 @@
 /*
- * The POSIX test platform (test_platform.c): implements platform.h with malloc, clock_gettime,
- * /dev/urandom and vsnprintf, and adds hooks the unit tests use to observe and perturb it.
+ * The POSIX test platform (test_platform.c): implements platform.h with malloc, clock_gettime
+ * and /dev/urandom (formatting: the platform library), and adds hooks the unit tests use to
+ * observe and perturb it.
  */
 #ifndef CRT_TESTS_TEST_PLATFORM_H_
 #define CRT_TESTS_TEST_PLATFORM_H_

@@ -1,74 +1,30 @@
 /*
  * POSIX platform for the host template: the "device" is a process on the build machine.
  *
- * Memory for the runtime (RPC buffers, NDArrays) comes from one static pool managed by the page
- * allocator; host-driven builds only (TVM_HOST_DRIVEN). The model's own workspace is separate:
- * main.c hands a static buffer to TVMBackendWorkspaceInit. Nothing here calls malloc.
+ * Only the host-specific half of platform.h lives here: abort, the timer, random bytes and the
+ * start-up hook. The generic half (the memory pool behind TVMPlatformMemoryAllocate, message
+ * formatting, the no-op measurement and device hooks) comes from the C runtime's "platform"
+ * library (crt/src/platform), which host-driven builds compile; standalone builds need none of
+ * it. The model's own workspace is separate: main.c hands a static buffer to
+ * TVMBackendWorkspaceInit. Nothing here calls malloc.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/platform.h>
 
-#ifdef TVM_HOST_DRIVEN
-#include <tvm/runtime/crt/page_allocator.h>
-#endif
-
-#ifndef TVM_WORKSPACE_SIZE_BYTES
-#define TVM_WORKSPACE_SIZE_BYTES (2 * 1024 * 1024)
-#endif
-
-/*! Page size of the runtime memory pool, as log2 (the reference host template uses 256 B). */
-#define TVM_HOST_PAGE_SIZE_LOG2 8
-
 void TVMPlatformAbort(tvm_crt_error_t error_code) {
   fprintf(stderr, "TVMPlatformAbort: error 0x%08x\n", (unsigned)error_code);
   fflush(stderr);
   _exit(3);
 }
-
-size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes, const char* fmt,
-                                va_list args) {
-  int n = vsnprintf(out_buf, out_buf_size_bytes, fmt, args);
-  if (n < 0) {
-    if (out_buf_size_bytes > 0) {
-      out_buf[0] = '\0';
-    }
-    return 0;
-  }
-  if ((size_t)n >= out_buf_size_bytes) {
-    return out_buf_size_bytes > 0 ? out_buf_size_bytes - 1 : 0;
-  }
-  return (size_t)n;
-}
-
-#ifdef TVM_HOST_DRIVEN
-static uint8_t g_host_memory_pool[TVM_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
-static MemoryManagerInterface* g_host_memory_manager;
-
-tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void** out_ptr) {
-  if (g_host_memory_manager == NULL) {
-    return kTvmErrorPlatformNoMemory;
-  }
-  return g_host_memory_manager->Allocate(g_host_memory_manager, num_bytes, dev, out_ptr);
-}
-
-tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
-  if (g_host_memory_manager == NULL) {
-    return kTvmErrorPlatformNoMemory;
-  }
-  return g_host_memory_manager->Free(g_host_memory_manager, ptr, dev);
-}
-#endif
 
 static struct timespec g_host_timer_start;
 static int g_host_timer_running;
@@ -136,36 +92,5 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformBeforeMeasurement(void) { return kTvmErrorNoError; }
-
-tvm_crt_error_t TVMPlatformAfterMeasurement(void) { return kTvmErrorNoError; }
-
-/* Device lifecycle hooks: a host CPU has no power states to manage. */
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) {
-  (void)device;
-  return kTvmErrorNoError;
-}
-
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) {
-  (void)device;
-  return kTvmErrorNoError;
-}
-
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) {
-  (void)device;
-  return kTvmErrorNoError;
-}
-
-tvm_crt_error_t TVMDeviceClose(DLDevice device) {
-  (void)device;
-  return kTvmErrorNoError;
-}
-
-tvm_crt_error_t TVMPlatformInitialize(void) {
-#ifdef TVM_HOST_DRIVEN
-  return PageMemoryManagerCreate(&g_host_memory_manager, g_host_memory_pool,
-                                 sizeof(g_host_memory_pool), TVM_HOST_PAGE_SIZE_LOG2);
-#else
-  return kTvmErrorNoError;
-#endif
-}
+/* Nothing to set up: the platform library's memory pool is built on first use. */
+tvm_crt_error_t TVMPlatformInitialize(void) { return kTvmErrorNoError; }

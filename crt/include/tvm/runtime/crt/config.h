@@ -122,6 +122,38 @@
 #define TVM_CRT_RPC_ARENA_SIZE_BYTES (2 * TVM_CRT_MAX_PACKET_SIZE_BYTES)
 #endif
 
+/* ---- Platform library (crt/src/platform, library "platform" in crt/libraries.txt) -------- */
+
+/*!
+ * \brief Bytes of the static pool behind the platform library's TVMPlatformMemoryAllocate: the
+ * tensors and byte arrays the host allocates over RPC (TVM's name for it). Unused without that
+ * library. The page allocator keeps about 88 bytes of bookkeeping per page in the pool.
+ */
+#ifndef TVM_WORKSPACE_SIZE_BYTES
+#define TVM_WORKSPACE_SIZE_BYTES (64 * 1024)
+#endif
+
+/*! \brief log2 of the page size of that pool (8: 256-byte pages; allocations round up to one). */
+#ifndef TVM_CRT_PLATFORM_PAGE_SIZE_LOG2
+#define TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 8
+#endif
+
+/* ---- Application -------------------------------------------------------------------------- */
+
+/*!
+ * \brief Bytes of the model workspace an application hands to TVMBackendWorkspaceInit (a static
+ * buffer in its main.c): the largest workspace_size_bytes of its modules plus allocator slack.
+ * A generated crt_config.h sets it per model; the runtime itself does not read it.
+ * Transition: TVM_HOST_MODEL_WORKSPACE_BYTES, the name older generated crt_config.h files use,
+ * is accepted as a synonym.
+ */
+#if !defined(TVM_MODEL_WORKSPACE_SIZE_BYTES) && defined(TVM_HOST_MODEL_WORKSPACE_BYTES)
+#define TVM_MODEL_WORKSPACE_SIZE_BYTES TVM_HOST_MODEL_WORKSPACE_BYTES
+#endif
+#ifndef TVM_MODEL_WORKSPACE_SIZE_BYTES
+#define TVM_MODEL_WORKSPACE_SIZE_BYTES (16 * 1024)
+#endif
+
 /* ---- Range checks ------------------------------------------------------------------------- */
 
 #if TVM_CRT_LOG_LEVEL < TVM_CRT_LOG_LEVEL_ERROR || TVM_CRT_LOG_LEVEL > TVM_CRT_LOG_LEVEL_DEBUG
@@ -163,6 +195,15 @@
 #endif
 #if TVM_CRT_RPC_ARENA_SIZE_BYTES < 256
 #error "TVM_CRT_RPC_ARENA_SIZE_BYTES must be at least 256"
+#endif
+#if TVM_WORKSPACE_SIZE_BYTES < 1024 || TVM_WORKSPACE_SIZE_BYTES > 0x7fffffff
+#error "TVM_WORKSPACE_SIZE_BYTES must be between 1024 and 2^31 - 1"
+#endif
+#if TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 < 3 || TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 > 20
+#error "TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 must be between 3 and 20 (8 to 1 MiB pages)"
+#endif
+#if TVM_MODEL_WORKSPACE_SIZE_BYTES < 16 || TVM_MODEL_WORKSPACE_SIZE_BYTES > 0x7fffffff
+#error "TVM_MODEL_WORKSPACE_SIZE_BYTES must be between 16 and 2^31 - 1"
 #endif
 
 #endif  /* TVM_RUNTIME_CRT_CONFIG_H_ */

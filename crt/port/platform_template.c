@@ -1,0 +1,125 @@
+/*
+ * platform_template.c: the starting point of a new port of the C runtime. Copy it into the
+ * port as platform.c and fill in every function marked PORT.
+ *
+ * A port implements tvm/runtime/crt/platform.h, the only seam between the runtime and a board.
+ * The generic half of it comes ready-made in the "platform" library (crt/src/platform; see
+ * crt/libraries.txt), which a port builds unless it needs something else there:
+ *
+ *   TVMPlatformMemoryAllocate/Free       a page pool over a static buffer of
+ *                                        TVM_WORKSPACE_SIZE_BYTES (config.h)
+ *   TVMPlatformFormatMessage             vsnprintf
+ *   TVMPlatformBefore/AfterMeasurement   no-ops
+ *   TVMDeviceOpen/Activate/Deactivate/Close   no-ops (a CPU without power states)
+ *
+ * This file is the other half: abort, the timer, random bytes and the start-up hook. Each has
+ * a default that works with any C99 library, so the copy builds and runs at once (the C test
+ * crt/tests/test_port_template.c runs an RPC exchange over this very file), but only the port
+ * knows how to do them well on its board.
+ *
+ * Build: this file, the port's main.c and the model's code, plus the sources of the libraries
+ * crt/libraries.txt lists for the project type (host_driven: runtime platform backend;
+ * standalone: backend, which needs none of platform.h but what main.c calls); -std=c99, include
+ * path crt/include, and the project's crt_config.h (-include it, or -DTVM_CRT_HAVE_CONFIG_H).
+ *
+ * The main loop of a host-driven port (sketch; error handling left out):
+ *
+ *   static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES];
+ *
+ *   static ssize_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
+ *     ...send the bytes, blocking...
+ *     return (ssize_t)num_bytes;
+ *   }
+ *
+ *   int main(void) {
+ *     microtvm_rpc_server_t server;
+ *     TVMPlatformInitialize();
+ *     TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+ *     server = MicroTVMRpcServerInit(UartWrite, NULL);
+ *     for (;;) {
+ *       ...take the bytes the UART interrupt handler queued: data, num_bytes...
+ *       if (MicroTVMRpcServerFeed(server, data, num_bytes, NULL) != kTvmErrorNoError) {
+ *         TVMPlatformAbort(kTvmErrorPlatformShutdown);  // the host said kShutdown: reset
+ *       }
+ *     }
+ *   }
+ *
+ * Feed recovers from line noise by itself; it runs each request before it returns, so call it
+ * from the main loop, not from the interrupt handler (microtvm_rpc_server.h).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/platform.h>
+
+/*
+ * PORT: stop for good after an unrecoverable error. Must not return. On a board, reset it
+ * (NVIC_SystemReset() on Cortex-M) so the host can open a new session, or halt where a debugger
+ * finds it; the code says why. Default: the C library's abort(), which ends a hosted process
+ * and on newlib calls _exit(), whatever the board support package makes of that.
+ */
+void TVMPlatformAbort(tvm_crt_error_t error_code) {
+  (void)error_code;
+  abort();
+}
+
+/*
+ * PORT: one measurement timer for the time evaluator, with the best resolution the board has
+ * (a cycle counter such as DWT->CYCCNT, or a hardware timer). Start fails with
+ * kTvmErrorPlatformTimerBadState while it runs, Stop while it does not.
+ * Default: C99's clock(), processor time in CLOCKS_PER_SEC steps; coarse on many libraries,
+ * and on newlib only as good as the _times() the board provides.
+ */
+static clock_t g_timer_start_ticks;
+static int g_timer_is_running;
+
+tvm_crt_error_t TVMPlatformTimerStart(void) {
+  clock_t now = clock();
+  if (g_timer_is_running || now == (clock_t)-1) {
+    return kTvmErrorPlatformTimerBadState;
+  }
+  g_timer_start_ticks = now;
+  g_timer_is_running = 1;
+  return kTvmErrorNoError;
+}
+
+tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
+  clock_t now = clock();
+  int was_running = g_timer_is_running;
+  g_timer_is_running = 0;
+  if (!was_running) {
+    return kTvmErrorPlatformTimerBadState;
+  }
+  *elapsed_time_seconds = (double)(now - g_timer_start_ticks) / (double)CLOCKS_PER_SEC;
+  return kTvmErrorNoError;
+}
+
+/*
+ * PORT: random bytes. They seed the RPC session nonce, so they must differ from one reset to
+ * the next; cryptographic quality is not needed. Use the board's RNG peripheral, or noise such
+ * as ADC readings or uninitialised RAM at start-up.
+ * Default: a linear congruential generator seeded once from time() and clock(); on a board
+ * without a real-time clock those repeat after every reset, so replace it there.
+ */
+static uint32_t g_random_state;
+
+tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
+  size_t i;
+  if (g_random_state == 0) {
+    g_random_state = ((uint32_t)time(NULL) * 2654435761u) ^ (uint32_t)clock() ^ 0x9e3779b9u;
+  }
+  for (i = 0; i < num_bytes; ++i) {
+    g_random_state = g_random_state * 1664525u + 1013904223u;
+    buffer[i] = (uint8_t)(g_random_state >> 24);
+  }
+  return kTvmErrorNoError;
+}
+
+/*
+ * PORT: the application's set-up hook, which main() calls before anything else (the runtime
+ * never calls it): clocks, caches, the UART, the cycle counter. The platform library's memory
+ * pool needs no set-up. Default: nothing to do.
+ */
+tvm_crt_error_t TVMPlatformInitialize(void) { return kTvmErrorNoError; }

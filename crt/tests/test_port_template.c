@@ -1,0 +1,169 @@
+/*
+ * test_port_template.c: the port template (crt/port/platform_template.c) with the whole
+ * platform library and no test platform, linked as a new port would link it: its defaults
+ * work (pool, formatting, timer, random, hooks) and an RPC server over it answers the §4.8
+ * request fed with MicroTVMRpcServerFeed, with a TVMLogf line reaching the host.
+ */
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_model.h>
+#include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/logging.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "test_rpc_util.h"
+
+/* A port's generated model glue provides this; the template test has no model. */
+const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+  (void)module_name;
+  return NULL;
+}
+
+static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES];
+
+TEST(PoolAllocatesFromTheStaticBuffer) {
+  DLDevice cpu = {kDLCPU, 0};
+  void* a = NULL;
+  void* b = NULL;
+  void* huge = NULL;
+  ASSERT_TRUE(TVMPlatformMemoryAllocate(1000, cpu, &a) == kTvmErrorNoError);
+  ASSERT_TRUE(TVMPlatformMemoryAllocate(10, cpu, &b) == kTvmErrorNoError);
+  EXPECT_TRUE(a != NULL && b != NULL && a != b);
+  EXPECT_TRUE(((uintptr_t)a & 7u) == 0);
+  memset(a, 0x5a, 1000);
+  EXPECT_EQ(kTvmErrorPlatformNoMemory,
+            TVMPlatformMemoryAllocate(TVM_WORKSPACE_SIZE_BYTES, cpu, &huge));
+  EXPECT_TRUE(huge == NULL);
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformMemoryFree(a, cpu));
+  EXPECT_EQ(kTvmErrorPlatformMemoryBadFree, TVMPlatformMemoryFree(a, cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformMemoryFree(b, cpu));
+}
+
+static size_t Format(char* out, size_t size, const char* fmt, ...) {
+  va_list args;
+  size_t n;
+  va_start(args, fmt);
+  n = TVMPlatformFormatMessage(out, size, fmt, args);
+  va_end(args);
+  return n;
+}
+
+TEST(FormatMessageCutsAtTheBuffer) {
+  char out[8];
+  EXPECT_EQ(5u, Format(out, sizeof(out), "%d-%s", 42, "ab"));
+  EXPECT_EQ_STR(out, "42-ab");
+  EXPECT_EQ(7u, Format(out, sizeof(out), "%s", "0123456789"));
+  EXPECT_EQ_STR(out, "0123456");
+  EXPECT_EQ(0u, Format(out, 0, "%s", "x"));
+}
+
+TEST(TimerAndRandomDefaults) {
+  double seconds = -1.0;
+  uint8_t first[16], second[16];
+  EXPECT_EQ(kTvmErrorPlatformTimerBadState, TVMPlatformTimerStop(&seconds));
+  ASSERT_TRUE(TVMPlatformTimerStart() == kTvmErrorNoError);
+  EXPECT_EQ(kTvmErrorPlatformTimerBadState, TVMPlatformTimerStart());
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformTimerStop(&seconds));
+  EXPECT_TRUE(seconds >= 0.0 && seconds < 60.0);
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformGenerateRandom(first, sizeof(first)));
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformGenerateRandom(second, sizeof(second)));
+  EXPECT_TRUE(memcmp(first, second, sizeof(first)) != 0);
+}
+
+TEST(HooksAcceptEveryStep) {
+  DLDevice cpu = {kDLCPU, 0};
+  EXPECT_EQ(kTvmErrorNoError, TVMDeviceOpen(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMDeviceActivate(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformBeforeMeasurement());
+  EXPECT_EQ(kTvmErrorNoError, TVMPlatformAfterMeasurement());
+  EXPECT_EQ(kTvmErrorNoError, TVMDeviceDeactivate(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMDeviceClose(cpu));
+}
+
+/* ---- One RPC exchange ---------------------------------------------------------------------- */
+
+static rpc_test_bytes_t g_to_host;
+static rpc_test_sink_t g_to_device;
+static tvm_session_t g_host;
+static int g_host_replies;
+static int g_host_logs;
+static rpc_test_bytes_t g_host_reply;
+
+static ssize_t PortUartWrite(void* context, const uint8_t* data, size_t num_bytes) {
+  (void)context;
+  if (g_to_host.size + num_bytes > sizeof(g_to_host.data)) return -1;
+  RpcTestAppend(&g_to_host, data, num_bytes);
+  return (ssize_t)num_bytes;
+}
+
+static void HostReceived(void* context, tvm_session_message_type_t type,
+                         tvm_frame_buffer_t* buffer) {
+  (void)context;
+  if (buffer == NULL) return;
+  if (type == kTvmSessionNormal) {
+    g_host_replies++;
+    g_host_reply.size = TVMFrameBufferRead(buffer, g_host_reply.data, sizeof(g_host_reply.data));
+  } else if (type == kTvmSessionLog) {
+    g_host_logs++;
+  }
+  TVMSessionClearReceiveBuffer(&g_host);
+}
+
+TEST(RpcExchangeOverTheTemplate) {
+  static uint8_t host_rx_storage[4096];
+  static tvm_frame_buffer_t host_rx;
+  static tvm_framer_t host_framer;
+  static tvm_unframer_t host_unframer;
+  static const uint8_t kRequest[] = {
+      0x25, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0x0b, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0,
+      'r', 'u', 'n', 't', 'i', 'm', 'e', '.', 'S', 'y', 's', 't', 'e', 'm', 'L', 'i', 'b'};
+  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  microtvm_rpc_server_t server;
+  size_t consumed;
+
+  ASSERT_TRUE(TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace)) == 0);
+  server = MicroTVMRpcServerInit(PortUartWrite, NULL);
+  ASSERT_TRUE(server != NULL);
+
+  RpcTestSinkInit(&g_to_device, RPC_TEST_MAX_WIRE);
+  g_to_device.stream.packet_start = NULL;
+  g_to_device.stream.packet_done = NULL;
+  TVMFrameBufferInit(&host_rx, host_rx_storage, sizeof(host_rx_storage));
+  TVMFramerInit(&host_framer, &g_to_device.stream);
+  TVMSessionInit(&g_host, &host_framer, &host_rx, HostReceived, NULL);
+  TVMUnframerInit(&host_unframer, TVMSessionReceiver(&g_host));
+  TVMSessionReset(&g_host, 0x3c);
+  TVMSessionStart(&g_host);
+  /* The device's boot Terminate, the handshake, then the request, all through Feed. */
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, g_to_device.wire.data,
+                                                    g_to_device.wire.size, &stats));
+  g_to_device.wire.size = 0;
+  TVMUnframerWrite(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
+  g_to_host.size = 0;
+  ASSERT_TRUE(TVMSessionIsEstablished(&g_host));
+
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMSessionSendMessage(&g_host, kTvmSessionNormal, kRequest, sizeof(kRequest)));
+  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, g_to_device.wire.data,
+                                                    g_to_device.wire.size, &stats));
+  TVMLogf("port template says %d", 7);
+  TVMUnframerWrite(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
+  EXPECT_EQ(1, g_host_replies);
+  EXPECT_EQ(1, g_host_logs);
+  /* ReturnHandle (code 4) of the system library module */
+  EXPECT_EQ(28u, g_host_reply.size);
+  EXPECT_EQ(4, g_host_reply.data[8]);
+  EXPECT_EQ(0u, stats.errors_recovered);
+  EXPECT_EQ(0u, stats.bytes_dropped);
+}
+
+int main(void) {
+  RUN_TEST(PoolAllocatesFromTheStaticBuffer);
+  RUN_TEST(FormatMessageCutsAtTheBuffer);
+  RUN_TEST(TimerAndRandomDefaults);
+  RUN_TEST(HooksAcceptEveryStep);
+  RUN_TEST(RpcExchangeOverTheTemplate);
+  return TEST_REPORT();
+}
