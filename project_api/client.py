@@ -34,6 +34,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,11 @@ _EXIT_WAIT_SEC = 2.0
 _STDERR_TAIL_LINES = 40
 # A pipe never holds more than 64 KiB; bigger reads only cost an mmap per call.
 _READ_CHUNK_BYTES = 65536
+
+#: How long a client waits for ``server_info_query`` (the first call, so a server start-up
+#: included) before it gives up on the server; the environment variable overrides it.
+SERVER_START_TIMEOUT_ENV = "PROJECT_API_SERVER_START_TIMEOUT_SEC"
+DEFAULT_SERVER_START_TIMEOUT_SEC = 60.0
 
 _SAFE_METHOD = re.compile(r"[A-Za-z0-9_]+\Z").match
 _LEVEL_PREFIX = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):")
@@ -200,7 +206,9 @@ class ProjectAPIClient:
 
     # -- the exchange
 
-    def _request_reply(self, method: str, params: dict[str, Any]) -> Any:
+    def _request_reply(
+        self, method: str, params: dict[str, Any], timeout_sec: float | None = None
+    ) -> Any:
         request_id = self._send_request(method, params)
         if self._pending is not None:
             try:
@@ -208,7 +216,7 @@ class ProjectAPIClient:
             except BaseException:
                 self._abandoned_ids.add(request_id)
                 raise
-        return self._await_reply(method, request_id)
+        return self._await_reply(method, request_id, timeout_sec)
 
     def _send_request(self, method: str, params: dict[str, Any]) -> int:
         if self._closed:
@@ -228,9 +236,18 @@ class ProjectAPIClient:
                 raise
         return request_id
 
-    def _await_reply(self, method: str, request_id: int) -> Any:
+    def _await_reply(self, method: str, request_id: int, timeout_sec: float | None = None) -> Any:
+        deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
         try:
-            reply = self._recv_reply(method)
+            reply = self._recv_reply(method, deadline)
+        except _ReplyTimeout:
+            self._abandoned_ids.add(request_id)
+            self._kill()
+            raise ClientError(
+                f"the Project API server{self._pid_text()} did not answer {method} within "
+                f"{timeout_sec:g}s; check that its {SERVER_SCRIPT_NAME} starts and serves "
+                f"(-v shows its output), or raise {SERVER_START_TIMEOUT_ENV} (seconds)"
+            ) from None
         except KeyboardInterrupt:
             # The reply will still come; skip it then, so the next call stays in step.
             self._abandoned_ids.add(request_id)
@@ -266,9 +283,25 @@ class ProjectAPIClient:
         if pending is not None:
             self._await_reply("write_transport", pending)
 
-    def _recv_reply(self, method: str) -> Any:
+    def _pid_text(self) -> str:
+        return f" (pid {self._process.pid})" if self._process is not None else ""
+
+    def _kill(self) -> None:
+        """Stop a server that stopped answering: close the pipes and end it at once."""
+        proc = self._process
+        if proc is not None and proc.poll() is None:
+            _LOG.debug("terminating the unresponsive API server pid %d", proc.pid)
+            proc.terminate()
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.shutdown()
+
+    def _recv_reply(self, method: str, deadline: float | None = None) -> Any:
         while True:
-            line = self._recv_line(method)
+            line = self._recv_line(method, deadline)
             if not line:
                 self._eof(method)
             try:
@@ -313,7 +346,7 @@ class ProjectAPIClient:
                 self._pipe_broke(method, exc)
             view = view[written:]
 
-    def _recv_line(self, method: str) -> bytes:
+    def _recv_line(self, method: str, deadline: float | None = None) -> bytes:
         fd = self._read_fd
         if fd is None:
             try:
@@ -333,6 +366,9 @@ class ProjectAPIClient:
                 ready, _, _ = select.select([fd], [], [], _POLL_INTERVAL_SEC)
             if not ready:
                 self._check_alive(method)
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._rbuf = b"".join(parts)
+                    raise _ReplyTimeout
                 continue
             try:
                 chunk = os.read(fd, _READ_CHUNK_BYTES)
@@ -399,9 +435,20 @@ class ProjectAPIClient:
 
     # -- the API (TVM's names and parameters)
 
-    def server_info_query(self, tvm_version: str = TVM_COMPAT_VERSION) -> dict[str, Any]:
-        """Ask the server to describe its project; checks the protocol version."""
-        reply = self._request_reply("server_info_query", {"tvm_version": tvm_version})
+    def server_info_query(
+        self, tvm_version: str = TVM_COMPAT_VERSION, timeout_sec: float | None = None
+    ) -> dict[str, Any]:
+        """Ask the server to describe its project; checks the protocol version.
+
+        As the first call this also waits for the server to start, so it has a limit:
+        ``timeout_sec``, default ``$PROJECT_API_SERVER_START_TIMEOUT_SEC`` or 60 s (0: none). A
+        server that does not answer in time is stopped and :class:`ClientError` raised.
+        """
+        if timeout_sec is None:
+            timeout_sec = server_start_timeout_sec()
+        reply = self._request_reply(
+            "server_info_query", {"tvm_version": tvm_version}, timeout_sec or None
+        )
         if not isinstance(reply, dict):
             raise MalformedReplyError(f"server_info_query: want an object; got {reply!r:.200}")
         version = reply.get("protocol_version")
@@ -480,6 +527,27 @@ class ProjectAPIClient:
             "write_transport",
             {"data": Base85Text(b85encode(data).decode("ascii")), "timeout_sec": timeout_sec},
         )
+
+
+class _ReplyTimeout(Exception):
+    """No reply line arrived before the deadline (internal)."""
+
+
+def server_start_timeout_sec() -> float:
+    """``$PROJECT_API_SERVER_START_TIMEOUT_SEC`` (seconds, 0 = no limit), else 60."""
+    text = os.environ.get(SERVER_START_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_SERVER_START_TIMEOUT_SEC
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value != float("inf")):
+        raise ClientError(
+            f"{SERVER_START_TIMEOUT_ENV}={text!r} is not a number of seconds; set it to e.g. 120 "
+            "(0: no limit)"
+        )
+    return value
 
 
 def _raw_fd(file: Any) -> int | None:

@@ -969,7 +969,10 @@ class FifoEndpoint:
     ``rx`` and a spare writer on ``tx`` open, so neither side sees a false end-of-file before the
     other connects; the client still sees EOF when the device's write end closes.
     Return :meth:`to_json` (or the endpoint itself) as ``"endpoint"`` from ``open_transport``,
-    and call :meth:`close` from ``close_transport``.
+    and call :meth:`close` from ``close_transport``. Its ``"remove_after_open": true`` lets our
+    client unlink the pipes and their folder once it has opened them (open ends keep working),
+    so nothing is left in the temporary directory even if this server is killed; the server
+    must open any ends of its own before it replies.
     """
 
     def __init__(
@@ -999,7 +1002,8 @@ class FifoEndpoint:
 
     def to_json(self) -> dict[str, str]:
         """The ``"endpoint"`` value for the ``open_transport`` reply."""
-        return {"type": "fifo", "rx_path": str(self.rx_path), "tx_path": str(self.tx_path)}
+        return {"type": "fifo", "rx_path": str(self.rx_path), "tx_path": str(self.tx_path),
+                "remove_after_open": True}
 
     def close(self) -> None:
         """Close the spare ends and remove the pipes and their directory."""

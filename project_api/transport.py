@@ -19,6 +19,7 @@ import abc
 import logging
 import os
 import select
+import stat
 import string
 import threading
 import time
@@ -245,7 +246,9 @@ class FdTransport(Transport):
     """Raw file descriptors: a pipe pair, two FIFOs, or one descriptor for both directions.
 
     The transport owns the fds once opened and closes them in :meth:`close`. ``read_path`` /
-    ``write_path`` variants (:meth:`for_fifos`) open the FIFOs in :meth:`open`.
+    ``write_path`` variants (:meth:`for_fifos`) open the FIFOs in :meth:`open`; with
+    ``remove_after_open`` they then unlink both FIFOs and remove their folder when it is left
+    empty, so nothing stays behind even if the server that made them is killed.
     """
 
     def __init__(
@@ -256,7 +259,9 @@ class FdTransport(Transport):
         *,
         read_path: str | os.PathLike[str] | None = None,
         write_path: str | os.PathLike[str] | None = None,
+        remove_after_open: bool = False,
     ):
+        self._remove_after_open = remove_after_open
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._read_path = read_path
@@ -272,9 +277,12 @@ class FdTransport(Transport):
         rx_path: str | os.PathLike[str],
         tx_path: str | os.PathLike[str],
         timeouts: TransportTimeouts | None = None,
+        *,
+        remove_after_open: bool = False,
     ) -> FdTransport:
         """A transport reading device output from FIFO ``rx_path`` and writing to ``tx_path``."""
-        return cls(None, None, timeouts, read_path=rx_path, write_path=tx_path)
+        return cls(None, None, timeouts, read_path=rx_path, write_path=tx_path,
+                   remove_after_open=remove_after_open)
 
     def _prepare(self) -> None:
         assert self._read_fd is not None and self._write_fd is not None
@@ -306,6 +314,8 @@ class FdTransport(Transport):
             ) from exc
         self._open = True
         self._prepare()
+        if self._remove_after_open:
+            _remove_fifos(self._read_path, self._write_path)
 
     def close(self) -> None:
         if not self._open:
@@ -366,6 +376,23 @@ class FdTransport(Transport):
             if written == 0:
                 raise TransportClosedError()
             view = view[written:]
+
+
+def _remove_fifos(*paths: str | os.PathLike[str]) -> None:
+    """Unlink the FIFOs among ``paths`` (open ends keep working) and rmdir their folders if empty."""
+    folders = set()
+    for path in paths:
+        try:
+            if stat.S_ISFIFO(os.lstat(path).st_mode):
+                os.unlink(path)
+                folders.add(os.path.dirname(os.path.abspath(path)))
+        except OSError as exc:
+            _LOG.debug("could not remove FIFO %s: %s", path, exc)
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError as exc:  # not empty, or not ours to remove: leave it
+            _LOG.debug("left FIFO folder %s: %s", folder, exc)
 
 
 class LoopTransport(Transport):
@@ -554,7 +581,10 @@ class ProjectTransport(Transport):
     def _direct_transport(self, endpoint: dict[str, Any]) -> Transport | None:
         kind = endpoint.get("type")
         if kind == "fifo":
-            return FdTransport.for_fifos(endpoint["rx_path"], endpoint["tx_path"], self._timeouts)
+            return FdTransport.for_fifos(
+                endpoint["rx_path"], endpoint["tx_path"], self._timeouts,
+                remove_after_open=bool(endpoint.get("remove_after_open")),
+            )
         if kind == "serial":
             return SerialTransport(
                 endpoint["port"], endpoint.get("baudrate", 115200), self._timeouts

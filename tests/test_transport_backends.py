@@ -161,6 +161,7 @@ def test_fifo_endpoint_round_trip_with_a_device_thread(tmp_path):
         "type": "fifo",
         "rx_path": str(endpoint.rx_path),
         "tx_path": str(endpoint.tx_path),
+        "remove_after_open": True,
     }
     dev_read, dev_write = endpoint.open_device_fds()
 
