@@ -1217,6 +1217,8 @@ class _ModuleParser:
             r = relay_table.get(c)
             name = (m.name if m else None) or (r.name if r else None) or names.get(c) or c
             spec = self._spec_for(name, c)
+            if spec is not None and name == c and sanitize_c_name(spec.name) == c:
+                name = spec.name  # the archive knows only the C name; the user gave the real one
             tensors.append(self._tensor(kind, name, c, m, r, spec, header_sizes.get(c)))
         return tensors
 

@@ -1,0 +1,407 @@
+"""Real TVM archives (tests/tvm_corpus.py) through info, generate, build and run; leniency rules.
+
+Every corpus archive is written as one TVM release wrote it; the host-template round trip checks
+its outputs against numpy computing the same network. The Cortex-M archive is Arm-only C: it must
+pass info and generate, and its build on this (x86) host must fail naming Arm Cortex-M.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+from tvm_corpus import CORPUS, CorpusArchive, build_archive, save_param_dict
+
+from project_api.cli import format_error, main
+from project_api.errors import MLFError
+from project_api.mlf import (
+    open_mlf,
+    parse_input_spec,
+    read_param_names,
+    write_mlf_with_specs,
+)
+
+HOST_KEYS = [k for k in CORPUS if k != "tvm-0.13-cortex-m"]
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("corpus")
+
+
+def _archive(key: str, corpus_dir: Path) -> CorpusArchive:
+    return build_archive(key, corpus_dir)
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    capsys.readouterr()
+    rc = main([*argv, "--json", "-q"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+def _feeds(entry: CorpusArchive, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for t in entry.model.inputs:
+        if t.dtype == "int8":
+            feeds[t.name] = rng.integers(-128, 128, t.shape).astype(np.int8)
+        else:
+            feeds[t.name] = rng.uniform(-1, 1, t.shape).astype(np.float32)
+    return feeds
+
+
+def _generate_build_run(entry: CorpusArchive, work: Path, capsys: pytest.CaptureFixture[str],
+                        model: Path | None = None, specs: tuple[str, ...] = ()) -> None:
+    prj = work / f"{entry.key}-prj"
+    spec_args = [a for s in specs for a in ("--input-spec", s)]
+    _cli_json(capsys, "generate", "--template", "host", "--model", str(model or entry.path),
+              "--out", str(prj), *spec_args)
+    _cli_json(capsys, "build", str(prj))
+    feeds = _feeds(entry, seed=CORPUS.index(entry.key) + 1)
+    args = []
+    for i, t in enumerate(entry.model.inputs):
+        np.save(work / f"{entry.key}-in{i}.npy", feeds[t.name])
+        args += ["--input", f"{t.name}={work / f'{entry.key}-in{i}.npy'}"]
+    out = work / f"{entry.key}-out.npz"
+    _cli_json(capsys, "run", str(prj), *args, "--output", str(out), "--repeat", "1",
+              "--number", "1")
+    got = np.load(out)
+    want = entry.model.reference(feeds)
+    assert len(got.files) == len(want)
+    assert all(np.count_nonzero(w) >= 2 for w in want)  # a check that can fail
+    with open_mlf(prj / "model.tar") as lib:
+        c_names = [t.c_name for t in lib.module().outputs]
+    for c, w in zip(c_names, want, strict=True):
+        g = got[c].reshape(w.shape)
+        assert g.dtype == w.dtype
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+# --- the archives are what the releases wrote ---------------------------------------------------
+
+
+@pytest.mark.parametrize("key", CORPUS)
+def test_archive_bytes_follow_the_release(key: str, corpus_dir: Path) -> None:
+    entry = _archive(key, corpus_dir)
+    r = entry.release
+    with tarfile.open(entry.path) as tar:
+        members = tar.getmembers()
+    # Python < 3.8 (TVM 0.8's) wrote GNU tar ("ustar  \\0"), later ones POSIX ("ustar\\x0000").
+    magic = entry.path.read_bytes()[257:265]
+    assert magic == (b"ustar  \x00" if r.tar_format == tarfile.GNU_FORMAT else b"ustar\x0000")
+    names = [m.name for m in members]
+    assert names[0] == "." and all(n == "." or n.startswith("./") for n in names)
+    core = [m for m in members if not m.name.startswith(("./runtime", "./templates"))]
+    assert all((m.uid, m.gid, m.uname, m.gname) == (0, 0, "root", "root") for m in core)
+    # tarfile.add walks each folder in sorted order, depth first.
+    assert [m.name for m in core] == sorted((m.name for m in core),
+                                             key=lambda n: n.split("/"))
+    extra = [m for m in members if m not in core]
+    assert bool(extra) == r.runtime_dir
+    assert all(m.uid == 1000 for m in extra)  # added without the reset filter
+    assert ("./templates" in names) is False  # template files come without a folder member
+    assert any(n.startswith("./templates/") for n in names) == r.templates_dir
+
+    meta_text = entry.files["metadata.json"].decode()
+    meta = json.loads(meta_text)
+    assert meta_text == json.dumps(meta, indent=2, sort_keys=True)
+    assert meta["version"] == r.mlf_version
+    assert ("modules" in meta) == (r.mlf_version == 7)
+    if r.mlf_version == 5:
+        assert isinstance(meta["target"], dict) and "src/relay.txt" in entry.files
+    header = entry.files[f"codegen/host/include/tvmgen_{r.mod}.h"].decode()
+    assert header.startswith(f"#ifndef TVMGEN_{r.mod.upper()}_H_\n")
+    assert ("_WORKSPACE_SIZE" in header) == r.header_workspace_macro
+    assert ("size (in bytes)" in header) == r.header_size_macros
+    relay = next(v for k, v in entry.files.items() if k.startswith("src/")).decode()
+    assert "%v_param_1:" in relay  # the weights are @main parameters
+    assert ("output_tensor_names=[" in relay) == r.output_tensor_names_attr
+    assert ("span=" in relay) == r.spans
+    names_in_params = read_param_names(_write(corpus_dir / f"{key}.params",
+                                              entry.files[f"parameters/{r.mod}.params"]))
+    assert names_in_params == list(entry.model.params)
+    lib1 = entry.files[f"codegen/host/src/{r.mod}_lib1.c"].decode()
+    assert "static const" in lib1 and ".rodata.tvm" in lib1  # -link-params=0: weights in C too
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# --- info -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", CORPUS)
+def test_info_reads_every_release(key: str, corpus_dir: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    entry = _archive(key, corpus_dir)
+    r, m = entry.release, entry.model
+    data = _cli_json(capsys, "info", str(entry.path))
+    mod = data["modules"][r.mod]
+    assert [(t["name"], t["dtype"], t["shape"]) for t in mod["inputs"]] == [
+        (t.name, t.dtype, list(t.shape)) for t in m.inputs]
+    out_names = ["output"] if not r.output_tensor_names_attr else m.output_tensor_names
+    assert [(t["name"], t["dtype"], t["shape"]) for t in mod["outputs"]] == [
+        (n, t.dtype, list(t.shape)) for n, t in zip(out_names, m.outputs, strict=True)]
+    assert mod["param_names"] == list(m.params)
+    assert mod["run_function"] == (f"tvmgen_{r.mod}_run_model" if r.flat_run_model
+                                   else f"tvmgen_{r.mod}_run")
+    assert data["has_bundled_runtime"] == r.runtime_dir
+    assert (mod["internal_workspace_bytes"] > 0) == r.usmp
+    if r.usmp:
+        assert mod["workspace_size_bytes"] == 0 and mod["internal_workspace_bytes"] == 16
+    if r.cortex_m:
+        assert (mod["target_cpu"], mod["target_family"]) == ("cortex-m7", "cortex-m")
+        assert "-mcpu=cortex-m7" in mod["target_evidence"]
+    else:
+        assert mod["target_family"] is None
+
+
+# --- generate, build, run on the host template ---------------------------------------------------
+
+
+@pytest.mark.parametrize("key", HOST_KEYS)
+def test_generate_build_run_matches_numpy(key: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    _generate_build_run(_archive(key, tmp_path), tmp_path, capsys)
+
+
+def test_cortex_m_archive_generates_but_does_not_build_here(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = _archive("tvm-0.13-cortex-m", tmp_path)
+    _cli_json(capsys, "info", str(entry.path))
+    prj = tmp_path / "prj"
+    _cli_json(capsys, "generate", "--template", "host", "--model", str(entry.path), "--out",
+              str(prj))
+    capsys.readouterr()
+    assert main(["build", "-q", str(prj)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    # Depends on the lead's "targets Arm Cortex-M" check in the template build.
+    assert "Arm Cortex-M" in err
+
+
+def test_cortex_m_archive_is_real_arm_code(tmp_path: Path) -> None:
+    """The Arm-only C compiles for a Cortex-M7 (so the corpus does not fake it) and not for x86."""
+    gcc = shutil.which("arm-none-eabi-gcc")
+    if gcc is None:
+        pytest.skip("arm-none-eabi-gcc is not installed")
+    entry = _archive("tvm-0.13-cortex-m", tmp_path)
+    src = tmp_path / "default_lib1.c"
+    src.write_bytes(entry.files["codegen/host/src/default_lib1.c"])
+    inc = ["-I", str(REPO_ROOT / "crt" / "include")]
+    arm = subprocess.run([gcc, "-mcpu=cortex-m7", "-mthumb", "-O2", "-c", str(src), "-o",
+                          str(tmp_path / "arm.o"), *inc], capture_output=True, text=True)
+    assert arm.returncode == 0, arm.stderr
+    host = subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / "host.o"), *inc],
+                          capture_output=True, text=True)
+    assert host.returncode != 0 and "arm_acle.h" in host.stderr
+
+
+# --- leniency rules -------------------------------------------------------------------------------
+
+
+def _rewrite(entry: CorpusArchive, dest: Path, changes: dict[str, bytes | None]) -> Path:
+    """The archive with members replaced (bytes) or removed (None)."""
+    with tarfile.open(entry.path) as src, tarfile.open(dest, "w") as out:
+        for m in src.getmembers():
+            rel = m.name[2:] if m.name.startswith("./") else m.name
+            if rel in changes:
+                data = changes[rel]
+                if data is None:
+                    continue
+                m.size = len(data)
+                out.addfile(m, io.BytesIO(data))
+            elif m.isfile():
+                out.addfile(m, src.extractfile(m))
+            else:
+                out.addfile(m)
+    return dest
+
+
+def test_unreadable_relay_never_rejects_a_described_archive(tmp_path: Path, caplog) -> None:
+    entry = _archive("tvm-0.12-int8", tmp_path)
+    garbage = b"def @main(%serving_default_input_1:0: Tensor[(1, 6), int8 /* unterminated\n"
+    path = _rewrite(entry, tmp_path / "bad-relay.tar", {"src/default.relay": garbage})
+    with caplog.at_level(logging.DEBUG, logger="project_api.mlf"), open_mlf(path) as lib:
+        mod = lib.module()
+        assert [(t.name, t.dtype, t.size_bytes, t.shape) for t in mod.inputs] == [
+            ("serving_default_input_1:0", "int8", 6, None)]
+        assert [(t.name, t.dtype, t.size_bytes) for t in mod.outputs] == [
+            ("StatefulPartitionedCall_0", "int8", 4)]
+    assert "unbalanced brackets" in caplog.text
+
+
+def test_unknown_relay_syntax_keeps_what_can_be_read(tmp_path: Path) -> None:
+    entry = _archive("tvm-0.13-float2", tmp_path)
+    relay = entry.files["src/default.relay"].decode()
+    relay = relay.replace("%serving_default_x:0: Tensor[(1, 4), float32]",
+                          '%"serving_default_x:0" {virtual_device=meta[VirtualDevice][0]}: '
+                          "Tensor[(1, 4), float32]")
+    relay = relay.replace("%serving_default_y:0: Tensor[(1, 4), float32]",
+                          "%serving_default_y:0: Tensor[(?, 4), float32]")
+    relay = relay.replace('output_tensor_names=["Identity", "Identity_1"]',
+                          'output_tensor_names=["Identity", "Identity_1"], '
+                          'some_future_attr={"a": [1, 2]}, weird thing')
+    path = _rewrite(entry, tmp_path / "odd.tar", {"src/default.relay": relay.encode()})
+    with open_mlf(path) as lib:
+        ins = lib.module().inputs
+        # y: a dynamic dimension leaves the shape unknown, the dtype known; x: read in full.
+        assert [(t.name, t.dtype, t.shape) for t in ins] == [
+            ("serving_default_y:0", "float32", None), ("serving_default_x:0", "float32", (1, 4))]
+    # TVM 0.9 records no size anywhere but in the Relay types: then the missing fact is named.
+    old = _archive("tvm-0.9-float2", tmp_path)
+    odd = old.files["src/default.relay"].decode().replace(
+        "%serving_default_y:0: Tensor[(1, 4), float32]", "%serving_default_y:0: Tensor[(?, 4), float32]")
+    path = _rewrite(old, tmp_path / "odd09.tar", {"src/default.relay": odd.encode()})
+    with pytest.raises(MLFError, match=r"input 'serving_default_y:0': no size recorded.*"
+                                       r"--input-spec serving_default_y:0:float32:"):
+        open_mlf(path)
+
+
+def test_weights_dropped_by_params_file_without_header(tmp_path: Path) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _rewrite(entry, tmp_path / "no-header.tar",
+                    {"codegen/host/include/tvmgen_default.h": None})
+    with open_mlf(path) as lib:
+        mod = lib.module()
+        assert [t.name for t in mod.inputs] == ["serving_default_input_1:0"]
+        assert mod.run_function == "tvmgen_default_run_model"
+
+
+def test_weights_dropped_by_header_when_params_file_is_corrupt(tmp_path: Path, caplog) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _rewrite(entry, tmp_path / "bad-params.tar",
+                    {"parameters/default.params": b"\x00" * 40})
+    with caplog.at_level(logging.DEBUG, logger="project_api.mlf"), open_mlf(path) as lib:
+        mod = lib.module()
+        assert mod.param_names is None
+        assert [t.name for t in mod.inputs] == ["serving_default_input_1:0"]
+    assert "not a readable TVM param dict" in caplog.text
+
+
+def test_without_params_file_or_header_every_relay_parameter_is_an_input(tmp_path: Path) -> None:
+    """Nothing tells weights from inputs then: the rule is documented, not guessed."""
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _rewrite(entry, tmp_path / "bare.tar", {
+        "codegen/host/include/tvmgen_default.h": None, "parameters/default.params": None})
+    with open_mlf(path) as lib:
+        assert len(lib.module().inputs) == 5
+
+
+def test_output_names_come_from_output_tensor_names(tmp_path: Path) -> None:
+    entry = _archive("tvm-v6-int8", tmp_path)
+    path = _rewrite(entry, tmp_path / "v6-no-header.tar",
+                    {"codegen/host/include/tvmgen_default.h": None})
+    with open_mlf(path) as lib:
+        (out,) = lib.module().outputs
+        assert (out.name, out.dtype, out.shape) == ("StatefulPartitionedCall_0", "int8", (1, 4))
+
+
+def test_tvm_011_output_names_are_matched_by_position(tmp_path: Path) -> None:
+    entry = _archive("tvm-0.11-float", tmp_path)
+    meta = json.loads(entry.files["metadata.json"])
+    assert list(meta["modules"]["default"]["memory"]["functions"]["main"][0]["outputs"]) == [
+        "output"]
+    with open_mlf(entry.path) as lib:
+        (out,) = lib.module().outputs
+        assert (out.name, out.c_name, out.size_bytes) == (
+            "StatefulPartitionedCall_0", "StatefulPartitionedCall_0", 12)
+
+
+def _no_relay_v08(entry: CorpusArchive, tmp_path: Path) -> Path:
+    return _rewrite(entry, tmp_path / "no-relay.tar", {"src/relay.txt": b"not relay at all\n"})
+
+
+def test_missing_dtype_names_the_fact_and_input_spec(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _no_relay_v08(entry, tmp_path)
+    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no dtype recorded.*"
+                                       r"--input-spec serving_default_input_1_0:DTYPE:SHAPE"):
+        open_mlf(path)
+    capsys.readouterr()
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "--input-spec" in err and "pass a Model Library Format" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_input_spec_supplies_missing_facts_end_to_end(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _no_relay_v08(entry, tmp_path)
+    specs = ("serving_default_input_1:0:float32:1x8", "output:float32:1x3")
+    data = _cli_json(capsys, "info", str(path), *[a for s in specs for a in ("--input-spec", s)])
+    mod = data["modules"]["default"]
+    assert [(t["dtype"], t["shape"]) for t in mod["inputs"] + mod["outputs"]] == [
+        ("float32", [1, 8]), ("float32", [1, 3])]
+    # The server sees the facts too: generate hands it a copy whose metadata.json records them.
+    _generate_build_run(entry, tmp_path, capsys, model=path, specs=specs)
+
+
+def test_write_mlf_with_specs_records_the_facts(tmp_path: Path) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _no_relay_v08(entry, tmp_path)
+    out = write_mlf_with_specs(path, ["serving_default_input_1_0:float32:1x8",
+                                      "output:float32:1x3"], tmp_path / "fixed.tar")
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        meta = json.load(tar.extractfile("./metadata.json"))
+    assert all(n.startswith("./") for n in names)
+    main_entry = meta["memory"]["functions"]["main"][0]
+    assert main_entry["inputs"] == {"serving_default_input_1_0": {
+        "size": 32, "dtype": "float32", "shape": [1, 8]}}
+    with open_mlf(out) as lib:
+        assert lib.module().inputs[0].shape == (1, 8)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("serving_default_input_1:0:int8:1x8", r"--input-spec says int8 but metadata.json records float32"),
+    ("serving_default_input_1:0:float32:1x9", r"size 32 from metadata.json disagrees with 36"),
+    ("nope:int8:1", r"names 'nope', which is no input or output"),
+])
+def test_input_spec_must_agree_with_the_authorities(tmp_path: Path, spec: str,
+                                                    message: str) -> None:
+    entry = _archive("tvm-0.11-float", tmp_path)
+    with pytest.raises(MLFError, match=message):
+        open_mlf(entry.path, input_specs=[spec])
+
+
+def test_parse_input_spec() -> None:
+    s = parse_input_spec("serving_default_input_1:0:int8:1x49x10x1")
+    assert (s.name, s.dtype, s.shape, s.size_bytes) == (
+        "serving_default_input_1:0", "int8", (1, 49, 10, 1), 490)
+    assert parse_input_spec("scale:float32:").shape == ()
+    for bad, msg in [("x:int8", "want NAME:DTYPE:SHAPE"), ("x:int7x:1", "unknown dtype"),
+                     ("x:int8:1xa", "not D0xD1x")]:
+        with pytest.raises(MLFError, match=msg):
+            parse_input_spec(bad)
+
+
+def test_params_reader_names_and_tolerance(tmp_path: Path) -> None:
+    good = _write(tmp_path / "p.params", save_param_dict({"_param_1": np.zeros(3, np.int8)}))
+    assert read_param_names(good) == ["_param_1"]
+    assert read_param_names(_write(tmp_path / "short.params", good.read_bytes()[:30])) is None
+    assert read_param_names(tmp_path / "missing.params") is None
+
+
+def test_mlf_error_hint_fits_the_error() -> None:
+    not_tar = format_error(MLFError("x.tar: not a readable tar archive (bad)"))
+    assert "pass a Model Library Format .tar" in not_tar
+    other = format_error(MLFError("m.tar: module 'default': something odd"))
+    assert "pass a Model Library Format" not in other and other.count(";") == 1
