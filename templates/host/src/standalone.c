@@ -18,13 +18,14 @@
 
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/crt/aot_model.h>
+#include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/platform.h>
 
-#define TVM_HOST_MAX_TENSORS 64
-#define TVM_HOST_PATH_BYTES 4096
+#define TVM_STANDALONE_MAX_TENSORS 64
+#define TVM_STANDALONE_PATH_BYTES 4096
 
-static uint8_t g_host_model_workspace[TVM_HOST_MODEL_WORKSPACE_BYTES] __attribute__((aligned(16)));
+static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 
 static void usage(const char* argv0) {
   fprintf(stderr, "usage: %s [-m MODULE] [-r REPEAT] [-o OUT_DIR] [INPUT.bin ...]\n", argv0);
@@ -70,9 +71,9 @@ int main(int argc, char** argv) {
   int i;
   size_t k;
   const TVMAotModel* model;
-  void* inputs[TVM_HOST_MAX_TENSORS];
-  void* outputs[TVM_HOST_MAX_TENSORS];
-  char path[TVM_HOST_PATH_BYTES];
+  void* inputs[TVM_STANDALONE_MAX_TENSORS];
+  void* outputs[TVM_STANDALONE_MAX_TENSORS];
+  char path[TVM_STANDALONE_PATH_BYTES];
   double total_seconds = 0.0;
   double best_seconds = 0.0;
   tvm_crt_error_t err;
@@ -103,9 +104,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "error: this build holds no model module named '%s'\n", module_name);
     return 1;
   }
-  if (model->num_inputs > TVM_HOST_MAX_TENSORS || model->num_outputs > TVM_HOST_MAX_TENSORS) {
+  if (model->num_inputs > TVM_STANDALONE_MAX_TENSORS || model->num_outputs > TVM_STANDALONE_MAX_TENSORS) {
     fprintf(stderr, "error: model %s has more than %d inputs or outputs\n", model->name,
-            TVM_HOST_MAX_TENSORS);
+            TVM_STANDALONE_MAX_TENSORS);
     return 1;
   }
   if (first_input < argc && (size_t)(argc - first_input) != model->num_inputs) {
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
 
   err = TVMPlatformInitialize();
   if (err == kTvmErrorNoError) {
-    err = TVMBackendWorkspaceInit(g_host_model_workspace, sizeof(g_host_model_workspace));
+    err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
   }
   if (err != kTvmErrorNoError) {
     fprintf(stderr, "error: platform/workspace init failed: 0x%08x\n", (unsigned)err);
