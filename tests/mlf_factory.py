@@ -14,6 +14,8 @@ Layouts by version:
   ``executor-config/graph/graph.json``; ``flat_api=True`` gives the early
   ``tvmgen_<mod>_run_model(inputs..., outputs...)`` entry and no interface header.
 * 6: ``"modules"``; ``src/<mod>.relay``; ``executor-config/graph/<mod>.graph``; no per-tensor facts.
+  (Our reading, kept for the tests built on it: the real v6 of TVM's May-June 2022 nightlies
+  still had one top-level module and ``src/relay.txt``; ``tests/tvm_corpus.py`` writes that.)
 * 7: as 6, plus ``inputs``/``outputs`` (size, dtype; ``extended=True`` adds our emitter's
   ``shape`` and ``quantization``) in ``memory.functions.main[0]``.
 """

@@ -405,3 +405,36 @@ def test_mlf_error_hint_fits_the_error() -> None:
     assert "pass a Model Library Format .tar" in not_tar
     other = format_error(MLFError("m.tar: module 'default': something odd"))
     assert "pass a Model Library Format" not in other and other.count(";") == 1
+
+
+def test_run_one_go_takes_input_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = _archive("tvm-0.8-float", tmp_path)
+    path = _no_relay_v08(entry, tmp_path)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8)
+    np.save(tmp_path / "x.npy", x)
+    data = _cli_json(capsys, "run", "--template", "host", "--model", str(path),
+                     "--input-spec", "serving_default_input_1:0:float32:1x8",
+                     "--input-spec", "output:float32:1x3",
+                     "--input", f"serving_default_input_1:0={tmp_path / 'x.npy'}",
+                     "--repeat", "1", "--number", "1")
+    (want,) = entry.model.reference({"serving_default_input_1:0": x})
+    np.testing.assert_allclose(np.array(data["outputs"]["output"], np.float32).reshape(1, 3),
+                               want, rtol=1e-5, atol=1e-6)
+    capsys.readouterr()
+    assert main(["run", str(tmp_path), "--input-spec", "x:int8:1"]) == 2
+    assert "--input-spec goes with --template/--model" in capsys.readouterr().err
+
+
+def test_generate_notes_a_missing_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the Relay text a TVM 0.11 archive has dtypes and sizes but no shapes."""
+    entry = _archive("tvm-0.11-float", tmp_path)
+    path = _rewrite(entry, tmp_path / "no-relay.tar", {"src/default.relay": None})
+    capsys.readouterr()
+    main(["generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj")])
+    err = capsys.readouterr().err
+    assert ("records no shape for 'serving_default_input_1:0'; if the template needs it, add "
+            "--input-spec serving_default_input_1:0:float32:") in err
+    # With the shapes supplied the same archive generates.
+    _cli_json(capsys, "generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj2"),
+              "--input-spec", "serving_default_input_1:0:float32:1x8",
+              "--input-spec", "StatefulPartitionedCall_0:float32:1x3")

@@ -30,7 +30,8 @@ tvm-0.8-float          5        top-level module, ``target`` a dict ``{"1": ...}
                                 ``_run(struct ...)``; Relay ``@main`` lists the unbound weights
                                 ``%v_param_1..4`` (frontend/common.py ``ExprTable.new_const``,
                                 printer/relay_text_printer.cc ``AllocVar`` adds ``v``); no
-                                ``output_tensor_names`` yet; GNU tar format (Python 3.6/3.7)
+                                ``output_tensor_names`` yet; GNU tar format (tarfile's default before
+                                Python 3.8, which TVM 0.8 ran on)
 tvm-v6-int8            6        nightly of May-June 2022 (commit d1467777c6, "Finish support for
                                 list-of-targets"): still one top-level module, ``target`` a list,
                                 ``external_dependencies`` at top level, ``src/relay.txt``,
@@ -55,9 +56,11 @@ tvm-0.12-int8          7        metadata outputs named from ``output_tensor_name
                                 member (mlf.py ``_make_tar``); Relay spans
                                 ``/* ty=... span=NAME:0:0 */`` (frontend/tflite.py ``set_span``,
                                 relay_text_printer.cc ``PrintSpan``)
-tvm-0.13-float2        7        as 0.12; the lib0.c prototype types inputs (``float*``) and
-                                sanitizes their names (source_module.cc
-                                ``GenerateCInterfaceEntrypoint``, v0.13.0)
+tvm-0.13-float2        7        as 0.12. lib0.c's prototype of ``__tvm_main__`` prints each
+                                input's TIR type annotation and sanitized name (source_module.cc
+                                ``GenerateCInterfaceEntrypoint``, same since 0.9): the 2022 MLPerf
+                                Tiny code shows ``void*``; the 0.13+ archives here use typed
+                                pointers (``float*``) to cover the other outcome
 tvm-0.15-int8          7        as 0.13, module named ``kws`` (``tvmgen_kws.h``, ``kws_lib0.c``,
                                 ``src/kws.relay``, ``parameters/kws.params``)
 tvm-0.13-usmp          7        USMP internal pool in lib0.c, ``static uint8_t
@@ -590,11 +593,11 @@ def _lib0(r: Release) -> str:
         if r.typed_lib0_inputs:
             ins = [f"{_ctype(t.dtype)}* {t.c_name}" for t in m.inputs]
         else:
-            ins = [f"void* {t.name if r.tvm == 'v6-nightly' else t.c_name}" for t in m.inputs]
+            ins = [f"void* {t.c_name}" for t in m.inputs]
         params = ins + [f"void* output{i}" for i in range(n_out)]
         if r.usmp:
             params.append("uint8_t* global_workspace_0_var")
-        out.append(f"TVM_DLL int32_t {main}({','.join(params).replace(':', '_')});\n")
+        out.append(f"TVM_DLL int32_t {main}({','.join(params)});\n")
         call = [f"inputs->{t.c_name}" for t in m.inputs] + [
             f"outputs->{n}" for n in _output_names(r)]
         if r.usmp:
