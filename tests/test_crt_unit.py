@@ -136,3 +136,39 @@ def test_lifo_check_knob(tmp_path: Path, flags: tuple[str, ...], expected_on: in
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+PORT_SOURCES = [CRT_DIR / "port" / "platform_template.c", *sorted((CRT_DIR / "src" / "platform").glob("*.c"))]
+
+
+@pytest.mark.parametrize("source", PORT_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("compiler", ["cc", "arm-none-eabi-gcc"])
+def test_port_template_and_platform_library_compile(tmp_path: Path, source: Path,
+                                                    compiler: str) -> None:
+    """The port template and the platform library build with -pedantic -Werror on the host and
+    for a Cortex-M4 (newlib); test_port_template links and runs them under the sanitizers."""
+    target = ["-mcpu=cortex-m4", "-mthumb", "-Os"] if compiler.startswith("arm") else ["-O2"]
+    proc = subprocess.run(
+        [require_tool(compiler), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", *target,
+         f"-I{CRT_DIR / 'include'}", "-c", str(source), "-o", str(tmp_path / "out.o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("-DTVM_WORKSPACE_SIZE_BYTES=100", "TVM_WORKSPACE_SIZE_BYTES must be between"),
+        ("-DTVM_CRT_PLATFORM_PAGE_SIZE_LOG2=2", "TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 must be between"),
+        ("-DTVM_MODEL_WORKSPACE_SIZE_BYTES=8", "TVM_MODEL_WORKSPACE_SIZE_BYTES must be between"),
+        ("-DTVM_HOST_MODEL_WORKSPACE_BYTES=8", "TVM_MODEL_WORKSPACE_SIZE_BYTES must be between"),
+    ],
+)
+def test_config_rejects_bad_platform_and_workspace_sizes(tmp_path: Path, flag: str,
+                                                         message: str) -> None:
+    proc = _compile_config(tmp_path, flag)
+    assert proc.returncode != 0
+    assert message in proc.stderr

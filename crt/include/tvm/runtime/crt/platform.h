@@ -1,9 +1,12 @@
 /*
  * tvm/runtime/crt/platform.h: the port seam. These are the only functions a port implements;
- * the runtime calls nothing else that is platform-specific. A port must define every function
- * below (there are no weak defaults); a hook that has nothing to do on a board simply returns
- * kTvmErrorNoError. All results go through out-parameters; every function that can fail returns
- * a tvm_crt_error_t. Nothing here may be called from an interrupt handler.
+ * the runtime calls nothing else that is platform-specific. Every function below must be
+ * defined once (there are no weak defaults); a hook that has nothing to do on a board simply
+ * returns kTvmErrorNoError. The "platform" library (crt/src/platform, see crt/libraries.txt)
+ * defines the generic ones: memory from a static page pool, vsnprintf formatting, no-op
+ * measurement and device hooks. crt/port/platform_template.c is the rest, documented function
+ * by function, for a new port to copy. All results go through out-parameters; every function
+ * that can fail returns a tvm_crt_error_t. Nothing here may be called from an interrupt handler.
  */
 #ifndef TVM_RUNTIME_CRT_PLATFORM_H_
 #define TVM_RUNTIME_CRT_PLATFORM_H_
