@@ -45,7 +45,10 @@ Besides the tensors, :class:`ModuleInfo` records for the template build:
   ``// tvm target:`` line of generated sources, and Arm headers the C includes
   (``<arm_math.h>``, ``<arm_nnsupportfunctions.h>``, ``<arm_nnfunctions.h>``: Cortex-M;
   ``<arm_acle.h>``: Arm);
-* ``param_names``: the names in ``parameters/<mod>.params`` (None when it is missing or corrupt).
+* ``param_names``: the names in ``parameters/<mod>.params`` (None when it is missing or corrupt);
+* ``external_pools`` (pool -> bytes), ``devices`` and ``io_in_pools``: what the header's
+  ``tvmgen_<mod>_run`` takes besides inputs and outputs (USMP pools the caller provides,
+  device contexts), and whether the tensors live inside those pools.
 
 Extraction is defensive: :func:`safe_extract` checks every member before it writes anything and
 refuses absolute paths, ``..``, links that leave the archive, device files, FIFOs and members over
@@ -437,6 +440,15 @@ class ModuleInfo:
     #: Where :attr:`target_cpu` / :attr:`target_family` were read, e.g. ``metadata.json target
     #: 'c -keys=arm_cpu,cpu -mcpu=cortex-m4'`` or ``default_lib1.c includes <arm_acle.h>``.
     target_evidence: str | None = None
+    #: USMP pools the caller must provide (header ``struct tvmgen_<mod>_workspace_pools``):
+    #: member name -> bytes from ``..._<POOL>_WORKSPACE_POOL_SIZE`` (None if not stated). The
+    #: struct entry point then takes a third ``workspace_pools`` argument.
+    external_pools: dict[str, int | None] = field(default_factory=dict)
+    #: Members of the header's ``struct tvmgen_<mod>_devices`` (an argument of ``_run`` too).
+    devices: list[str] = field(default_factory=list)
+    #: True when the inputs and outputs live inside the pools (USMP ``io_pool_allocations``:
+    #: the header declares ``tvmgen_<mod>_map_inputs`` and ``_run`` takes no tensors).
+    io_in_pools: bool = False
 
     @property
     def run_api(self) -> str | None:
@@ -476,6 +488,9 @@ class ModuleInfo:
             "target_cpu": self.target_cpu,
             "target_family": self.target_family,
             "target_evidence": self.target_evidence,
+            "external_pools": dict(self.external_pools),
+            "devices": list(self.devices),
+            "io_in_pools": self.io_in_pools,
         }
 
 
@@ -808,6 +823,9 @@ class _Header:
     output_names: dict[str, str]
     workspace_size: int | None
     has_run: bool
+    pools: dict[str, int | None] = field(default_factory=dict)
+    devices: list[str] = field(default_factory=list)
+    io_in_pools: bool = False
 
 
 @dataclass
@@ -913,6 +931,9 @@ class _ModuleParser:
             graph_json_path=graph, params_path=params, param_names=param_names,
             internal_workspace_bytes=_internal_pool_bytes(texts),
             target_cpu=cpu, target_family=family, target_evidence=evidence,
+            external_pools=dict(header.pools) if header else {},
+            devices=list(header.devices) if header else [],
+            io_in_pools=header.io_in_pools if header else False,
         )
 
     @property
@@ -1054,10 +1075,15 @@ class _ModuleParser:
         in_sizes, in_names = size_table("Input", ins)
         out_sizes, out_names = size_table("Output", outs)
         has_run = re.search(r"\b" + re.escape(prefix) + r"_run\s*\(", plain) is not None
+        pools = {p: all_macros.get(f"{macro}_{sanitize_c_name(p).upper()}_WORKSPACE_POOL_SIZE")
+                 for p in members("workspace_pools")}
         return _Header(
             path=path, inputs=ins, outputs=outs, input_sizes=in_sizes, output_sizes=out_sizes,
             input_names=in_names, output_names=out_names,
             workspace_size=all_macros.get(f"{macro}_WORKSPACE_SIZE"), has_run=has_run,
+            pools=pools, devices=members("devices"),
+            io_in_pools=re.search(r"\b" + re.escape(prefix) + r"_map_inputs\s*\(", plain)
+            is not None,
         )
 
     def _run_function(self, header: _Header | None, texts: dict[Path, str]) -> str | None:

@@ -438,3 +438,28 @@ def test_generate_notes_a_missing_shape(tmp_path: Path, capsys: pytest.CaptureFi
     _cli_json(capsys, "generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj2"),
               "--input-spec", "serving_default_input_1:0:float32:1x8",
               "--input-spec", "StatefulPartitionedCall_0:float32:1x3")
+
+
+def test_external_pools_and_devices_are_recorded(tmp_path: Path) -> None:
+    """A USMP build with a pool the caller provides (interface_c.cc EmitStruct workspace_pools,
+    ..._WORKSPACE_POOL_SIZE) and a device context: _run takes them as extra arguments."""
+    entry = _archive("tvm-0.13-float2", tmp_path)
+    header = entry.files["codegen/host/include/tvmgen_default.h"].decode()
+    extra = ('/*!\n * \\brief Device context pointers for TVM module "default" \n */\n'
+             "struct tvmgen_default_devices {\n  void* ethos_u;\n};\n\n"
+             '/*!\n * \\brief Workspace pool pointers for TVM module "default" \n */\n'
+             "struct tvmgen_default_workspace_pools {\n  void* sram;\n};\n\n")
+    header = header.replace("/*!\n * \\brief entrypoint", extra + "/*!\n * \\brief entrypoint")
+    header = header.replace("#define TVMGEN_DEFAULT_WORKSPACE_SIZE 0\n",
+                            "#define TVMGEN_DEFAULT_WORKSPACE_SIZE 0\n/*!\n * \\brief sram size"
+                            ' for TVM module "default" \n */\n'
+                            "#define TVMGEN_DEFAULT_SRAM_WORKSPACE_POOL_SIZE 4096\n")
+    path = _rewrite(entry, tmp_path / "pools.tar",
+                    {"codegen/host/include/tvmgen_default.h": header.encode()})
+    with open_mlf(path) as lib:
+        mod = lib.module()
+        assert (mod.external_pools, mod.devices, mod.io_in_pools) == ({"sram": 4096}, ["ethos_u"],
+                                                                       False)
+    with open_mlf(entry.path) as lib:
+        mod = lib.module()
+        assert (mod.external_pools, mod.devices, mod.io_in_pools) == ({}, [], False)
