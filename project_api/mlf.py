@@ -962,15 +962,15 @@ class _ModuleParser:
         before a name that does not start with a letter)."""
         if relay_inputs is None:
             return None
+        kept = list(relay_inputs)
         if param_names:
+            # Names as the frontend gave them (``_param_1``); a graph-executor or bound export
+            # may name its params ``p0``.. instead, which then match nothing here.
             weights = set(param_names)
-            kept = [f for f in relay_inputs
-                    if not (f.name in weights or _unprinted_name(f.name) in weights)]
-        elif header is not None and header.inputs:
+            kept = [f for f in kept if not (f.name in weights or _unprinted_name(f.name) in weights)]
+        if header is not None and header.inputs:
             wanted = {c.lower() for c in header.inputs}
-            kept = [f for f in relay_inputs if sanitize_c_name(f.name).lower() in wanted]
-        else:
-            kept = list(relay_inputs)
+            kept = [f for f in kept if sanitize_c_name(f.name).lower() in wanted]
         dropped = [f.name for f in relay_inputs if f not in kept]
         if dropped:
             _LOG.debug("%s: Relay parameters %s are weights, not inputs", self.where, dropped)

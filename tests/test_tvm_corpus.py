@@ -463,3 +463,35 @@ def test_external_pools_and_devices_are_recorded(tmp_path: Path) -> None:
     with open_mlf(entry.path) as lib:
         mod = lib.module()
         assert (mod.external_pools, mod.devices, mod.io_in_pools) == ({}, [], False)
+
+
+def test_partitioned_relay_with_bound_weights(tmp_path: Path) -> None:
+    """partition_for_cmsisnn binds the weights first: @main then has only the real inputs, and
+    the partitioned functions (printed before it) carry their own parameters."""
+    entry = _archive("tvm-0.12-int8", tmp_path)
+    relay = ('#[version = "0.0.5"]\n'
+             'def @tvmgen_default_cmsis_nn_main_0(%cmsis_nn_input: Tensor[(1, 6), int8], '
+             'Inline=1, Compiler="cmsis-nn", global_symbol="tvmgen_default_cmsis_nn_main_0", '
+             'Primitive=1) -> Tensor[(1, 4), int8] {\n  %cmsis_nn_input\n}\n\n'
+             'def @main(%serving_default_input_1:0: Tensor[(1, 6), int8] /* ty=Tensor[(1, 6), '
+             'int8] span=serving_default_input_1:0:0:0 */, output_tensor_names='
+             '["StatefulPartitionedCall_0"]) -> Tensor[(1, 4), int8] {\n'
+             '  @tvmgen_default_cmsis_nn_main_0(%serving_default_input_1:0) /* ty=Tensor[(1, 4), '
+             'int8] */\n}\n\n#[metadata]\n{"root": 1, "nodes": [{"type_key": ""}]}\n')
+    path = _rewrite(entry, tmp_path / "partitioned.tar", {"src/default.relay": relay.encode()})
+    with open_mlf(path) as lib:
+        mod = lib.module()
+        assert [(t.name, t.shape) for t in mod.inputs] == [("serving_default_input_1:0", (1, 6))]
+        assert [(t.name, t.shape) for t in mod.outputs] == [("StatefulPartitionedCall_0", (1, 4))]
+
+
+def test_lowered_param_names_fall_back_to_the_header(tmp_path: Path) -> None:
+    """Exports whose params file holds lowered names (p0, p1, ...) still lose the weights."""
+    entry = _archive("tvm-0.8-float", tmp_path)
+    lowered = {f"p{i}": a for i, a in enumerate(entry.model.params.values())}
+    path = _rewrite(entry, tmp_path / "p0.tar", {"parameters/default.params":
+                                                  save_param_dict(lowered)})
+    with open_mlf(path) as lib:
+        mod = lib.module()
+        assert mod.param_names == ["p0", "p1", "p2", "p3"]
+        assert [t.name for t in mod.inputs] == ["serving_default_input_1:0"]
