@@ -728,6 +728,7 @@ def write_mlf_with_specs(
                 info.uname = info.gname = "root"
                 return info
 
+            tar.add(str(lib.root), arcname=".", recursive=False, filter=reset)
             for item in sorted(lib.root.iterdir()):
                 if item.name != "metadata.json":
                     tar.add(str(item), arcname=f"./{item.name}", filter=reset)

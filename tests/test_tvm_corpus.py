@@ -362,7 +362,7 @@ def test_write_mlf_with_specs_records_the_facts(tmp_path: Path) -> None:
     with tarfile.open(out) as tar:
         names = tar.getnames()
         meta = json.load(tar.extractfile("./metadata.json"))
-    assert all(n.startswith("./") for n in names)
+    assert names[0] == "." and all(n.startswith("./") for n in names[1:])
     main_entry = meta["memory"]["functions"]["main"][0]
     assert main_entry["inputs"] == {"serving_default_input_1_0": {
         "size": 32, "dtype": "float32", "shape": [1, 8]}}
