@@ -144,12 +144,7 @@
  * \brief Bytes of the model workspace an application hands to TVMBackendWorkspaceInit (a static
  * buffer in its main.c): the largest workspace_size_bytes of its modules plus allocator slack.
  * A generated crt_config.h sets it per model; the runtime itself does not read it.
- * Transition: TVM_HOST_MODEL_WORKSPACE_BYTES, the name older generated crt_config.h files use,
- * is accepted as a synonym.
  */
-#if !defined(TVM_MODEL_WORKSPACE_SIZE_BYTES) && defined(TVM_HOST_MODEL_WORKSPACE_BYTES)
-#define TVM_MODEL_WORKSPACE_SIZE_BYTES TVM_HOST_MODEL_WORKSPACE_BYTES
-#endif
 #ifndef TVM_MODEL_WORKSPACE_SIZE_BYTES
 #define TVM_MODEL_WORKSPACE_SIZE_BYTES (16 * 1024)
 #endif
