@@ -495,3 +495,15 @@ def test_lowered_param_names_fall_back_to_the_header(tmp_path: Path) -> None:
         mod = lib.module()
         assert mod.param_names == ["p0", "p1", "p2", "p3"]
         assert [t.name for t in mod.inputs] == ["serving_default_input_1:0"]
+
+
+def test_tflite_names_with_slash_and_colon(tmp_path: Path) -> None:
+    from mlf_factory import Module, Tensor, make_mlf
+
+    mod = Module(inputs=[Tensor("model/input_1:0", "int8", (1, 5))],
+                 outputs=[Tensor("StatefulPartitionedCall_0", "int8", (1, 2))])
+    path = make_mlf(tmp_path / "slash.tar", 6, [mod])
+    with open_mlf(path) as lib:
+        (t,) = lib.module().inputs
+        assert (t.name, t.c_name, t.dtype, t.shape) == (
+            "model/input_1:0", "model_input_1_0", "int8", (1, 5))
