@@ -90,6 +90,10 @@ def test_module_context_errors_name_the_fix() -> None:
                         [TensorInfo("in:0", "in_0", "int8", 4, None)], [], 0)
     with pytest.raises(ServerError, match=r"--input-spec in:0:int8:"):
         glue.module_context(shapeless, "host")
+    pooled = _modules()[0]
+    pooled.external_pools = {"sram": 1024}
+    with pytest.raises(ServerError, match="takes external workspace pools sram, which the host"):
+        glue.module_context(pooled, "host")
     odd = _module("m", "tvmgen_m_run", [TensorInfo("a", "a", "posit8", 1, (1,))], [], 0)
     with pytest.raises(ServerError, match="dtype 'posit8' is not supported by the host template"):
         glue.module_context(odd, "host")

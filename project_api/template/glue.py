@@ -91,6 +91,19 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
     prefix = mod.run_function[: -len("_run_model" if api == "flat" else "_run")]
     if api == "struct" and mod.interface_header is None:
         raise _fail(f"{where}: {mod.run_function} needs the interface header tvmgen_<name>.h")
+    extra = [what for what, present in (
+        ("external workspace pools " + ", ".join(getattr(mod, "external_pools", {}) or {}),
+         bool(getattr(mod, "external_pools", None))),
+        ("device contexts " + ", ".join(getattr(mod, "devices", []) or []),
+         bool(getattr(mod, "devices", None))),
+        ("inputs and outputs inside its pools", bool(getattr(mod, "io_in_pools", False))),
+    ) if present]
+    if extra:
+        raise _fail(
+            f"{where}: {mod.run_function} takes {' and '.join(extra)}, which the {platform} "
+            "template does not provide; re-export without USMP external pools / devices "
+            "(tir.usmp.use_workspace_io=0, no external pools)"
+        )
 
     def tensors(items: Iterable[Any], kind: str) -> list[dict[str, Any]]:
         out = []

@@ -94,7 +94,8 @@ class NewProject:
 
     def copy_crt(self, sources: Iterable[str], dest: str = "crt") -> None:
         """Copy the runtime's ``include/`` and the given sources (paths relative to the runtime
-        directory, e.g. ``src/backend``), so the project builds without project-api installed."""
+        directory, e.g. from :mod:`project_api.crt_manifest`), with the private headers beside
+        them, so the project builds without project-api installed."""
         if not (self.crt_dir / "include").is_dir():
             raise ServerError(message=f"standalone_crt_dir {self.crt_dir} holds no include/ "
                                       "directory; reinstall project-api")
@@ -106,7 +107,11 @@ class NewProject:
                 shutil.copytree(src, root / rel)
             elif src.is_file():
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, root / rel)
+                for path in (src, *sorted(src.parent.glob("*.h"))):
+                    dest_path = root / rel.rsplit("/", 1)[0] / path.name if "/" in rel \
+                        else root / path.name
+                    if not dest_path.exists():
+                        shutil.copy2(path, dest_path)
             else:
                 raise ServerError(message=f"the C runtime at {self.crt_dir} lacks {rel}; "
                                           "reinstall project-api")

@@ -14,6 +14,7 @@ import os
 import shlex
 
 from project_api import server
+from project_api.crt_manifest import read_manifest
 from project_api.errors import FlashError, ServerError
 from project_api.template import (
     DeviceProcess,
@@ -36,11 +37,7 @@ TIMEOUTS = server.TransportTimeouts(
 )
 # Speed knobs of the C runtime this template sets unless compile_definitions names them.
 FAST_DEFINES = {"TVM_CRT_CRC16_TABLE_SLICES": 8}
-# C runtime sources (relative to the runtime directory) and our sources, per project type.
-CRT_SOURCES = {
-    "host_driven": ("src",),
-    "standalone": ("src/backend", "src/memory/stack_allocator.c"),
-}
+# Our sources per project type (the runtime's come from its manifest, crt/libraries.txt).
 APP_SOURCES = {
     "host_driven": ("src/main.c", "src/platform.c"),
     "standalone": ("src/standalone.c", "src/platform.c"),
@@ -76,7 +73,8 @@ class Handler(TransportMixin, TemplateHandler):
 
     def render(self, project: NewProject) -> None:
         kind = project.options["project_type"]
-        project.copy_crt(CRT_SOURCES[kind])
+        crt_sources = [str(p) for p in read_manifest(project.crt_dir).project_sources(kind)]
+        project.copy_crt(crt_sources)
         project.copy(*APP_SOURCES[kind])
         project.write_model_glue()
         project.write_crt_config({
@@ -88,7 +86,8 @@ class Handler(TransportMixin, TemplateHandler):
         }, title=f'host template, project type "{kind}"')
         flags = compile_definitions(project.options["compile_definitions"], FAST_DEFINES)
         project.render("Makefile.j2", "Makefile", compile_definition_flags=flags,
-                       app_sources=(*APP_SOURCES[kind], "src/model_glue.c"))
+                       app_sources=(*APP_SOURCES[kind], "src/model_glue.c"),
+                       crt_sources=[f"crt/{s}" for s in crt_sources])
 
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
