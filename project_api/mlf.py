@@ -76,6 +76,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from project_api import dtypes
 from project_api.errors import MLFError
 
 _LOG = logging.getLogger(__name__)
@@ -101,17 +102,13 @@ def sanitize_c_name(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z]", "_", name)
 
 
-_DTYPE_RE = re.compile(r"^(?:u?int|float|bfloat)(\d+)$")
-
-
 def dtype_bits(dtype: str) -> int:
-    """Storage bits of one element of ``dtype`` (``bool`` is stored as a byte)."""
-    if dtype == "bool":
-        return 8
-    m = _DTYPE_RE.match(dtype)
-    if m is None or int(m.group(1)) == 0:
-        raise MLFError(f"unknown dtype {dtype!r}; expected e.g. int8, uint8, int32, float32")
-    return int(m.group(1))
+    """Storage bits of one element of ``dtype`` (``bool`` is stored as a byte; lanes included)."""
+    try:
+        dt = dtypes.parse(dtype)
+    except dtypes.DTypeError as exc:
+        raise MLFError(str(exc)) from None
+    return dt.bits * dt.lanes
 
 
 def tensor_size_bytes(shape: Iterable[int], dtype: str) -> int:
