@@ -19,12 +19,15 @@ import importlib
 import json
 import logging
 import re
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from project_api import __version__
-from project_api.cli.base import Subcommand, UsageError
+from project_api.cli.base import Subcommand, UsageError, is_tflite_file, tflite_not_mlf_error
 from project_api.errors import (
     ClientError,
     JSONRPCError,
@@ -224,6 +227,18 @@ def _mlf_hint(message: str) -> str:
     return "run again with -v to see what was read from the archive"
 
 
+def _tflite_instead_of_mlf(cls: type[Subcommand], args: argparse.Namespace,
+                          exc: Exception) -> Exception:
+    """An MLF error about a file that is a TFLite model becomes the hint to emit it first."""
+    if not isinstance(exc, MLFError):
+        return exc
+    for name in ("model", "path"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and is_tflite_file(value):
+            return tflite_not_mlf_error(value, cls.NAMES[0] if cls.NAMES else "this command")
+    return exc
+
+
 def _exit_code(exc: BaseException) -> int:
     return 2 if isinstance(exc, (UsageError, OptionError)) else 1
 
@@ -242,7 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        sys.stderr.write(f"error: {format_error(exc)}\n")
+        line = format_error(exc)
+        if "--json" in (argv[: argv.index("--")] if "--" in argv else argv):
+            sys.stdout.write(json.dumps({"error": line}) + "\n")
+        sys.stderr.write(f"error: {line}\n")
         return 2
     except SystemExit as exc:  # argparse after --help / --version
         return int(exc.code) if isinstance(exc.code, int) else 2
@@ -261,14 +279,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         root.setLevel(saved[0])
 
 
+class _InterruptWatch:
+    """While active, notes that SIGINT arrived (then raises KeyboardInterrupt as Python does).
+
+    A Ctrl-C reaches the whole process group: the device and the project's server may die of it
+    and make the command fail in some other way (a closed link, say) before or while its own
+    KeyboardInterrupt unwinds. The note lets such a failure still be reported as an interrupt.
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self._saved: Any = None
+
+    def __enter__(self) -> _InterruptWatch:
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._saved = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
+            self._saved = None
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def _interrupted(json_mode: bool) -> int:
+    line = "interrupted; run the command again to finish"
+    if json_mode:
+        sys.stdout.write(json.dumps({"error": line}) + "\n")
+    sys.stderr.write(f"error: {line}\n")
+    return 130
+
+
 def _invoke(cls: type[Subcommand], args: argparse.Namespace, verbosity: int) -> int:
     json_mode = bool(getattr(args, "json", False))
+    watch = _InterruptWatch()
     try:
-        return int(cls(args).invoke() or 0)
+        with watch:
+            return int(cls(args).invoke() or 0)
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted; run the command again to finish\n")
-        return 130
+        return _interrupted(json_mode)
     except Exception as exc:
+        if watch.interrupted or _caused_by_interrupt(exc):
+            _LOG.debug("failed after an interrupt", exc_info=True)
+            return _interrupted(json_mode)
+        exc = _tflite_instead_of_mlf(cls, args, exc)
         _LOG.debug("command failed", exc_info=True)
         if verbosity and isinstance(exc, JSONRPCError) and isinstance(exc.data, dict):
             tb = exc.data.get("traceback")

@@ -29,6 +29,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 
@@ -122,3 +123,23 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
         help="set a project option (repeatable); the value is typed by the option's type "
              "(bool: true/false, int, str)",
     )
+
+
+def is_tflite_file(path: str | Path) -> bool:
+    """True for a TFLite flatbuffer: its file identifier ``TFL3`` at bytes 4..8."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and head[4:8] == b"TFL3"
+
+
+def tflite_not_mlf_error(path: str | Path, verb: str) -> UsageError:
+    """The error for a TFLite file given where a Model Library Format archive belongs."""
+    return UsageError(
+        f"{path} is a TFLite model, not a Model Library Format archive, so '{verb}' cannot read "
+        f"it; compile it with 'project-api emit {path} --out model.tar', or run it in one go "
+        f"with 'project-api run --template host --model {path}'"
+    )
+

@@ -1,4 +1,4 @@
-"""``project-api emit MODEL.tflite -o MODEL.tar``: compile a TFLite model to an MLF archive."""
+"""``project-api emit MODEL.tflite --out MODEL.tar``: compile a TFLite model to an MLF archive."""
 
 from __future__ import annotations
 
@@ -19,15 +19,19 @@ class EmitCommand(Subcommand):
     )
     EPILOG = """\
 examples:
-  project-api emit model.tflite -o model.tar
-  project-api emit kws.tflite -o kws.tar --name kws --force
-  project-api emit model.tflite -o model.tar --json"""
+  project-api emit model.tflite --out model.tar
+  project-api emit kws.tflite --out kws.tar --name kws --force
+  project-api emit model.tflite --out model.tar --json
+
+-o FILE still names the archive, but -o NAME=VALUE (a project option in 'generate' and
+'run') is refused: emit has no project options."""
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("model", metavar="MODEL.tflite", help="TFLite flatbuffer to compile")
-        parser.add_argument("-o", "--output", required=True, metavar="OUT.tar",
-                            help="Model Library Format archive to write")
+        parser.add_argument("--out", "--output", dest="output", metavar="OUT.tar",
+                            help="Model Library Format archive to write (required)")
+        parser.add_argument("-o", dest="o_output", metavar="OUT.tar", help=argparse.SUPPRESS)
         parser.add_argument("--name", default="default",
                             help="module name: C symbols are tvmgen_<name>_* (default: default)")
         parser.add_argument("--force", action="store_true", help="overwrite OUT.tar if it exists")
@@ -35,6 +39,19 @@ examples:
     def invoke(self) -> int:
         from project_api.emit import emit
 
+        a = self.args
+        o_output = getattr(a, "o_output", None)
+        if o_output is not None:
+            if "=" in o_output:
+                raise UsageError(
+                    f"-o {o_output}: -o NAME=VALUE is a project option (for 'generate' and "
+                    "'run'), and emit has none; name the archive with --out FILE.tar"
+                )
+            if a.output is not None:
+                raise UsageError("give the archive once: --out FILE.tar")
+            a.output = o_output
+        if a.output is None:
+            raise UsageError("name the archive to write: --out FILE.tar")
         model = Path(self.args.model)
         if not model.is_file():
             raise UsageError(f"model {model} does not exist or is not a file")

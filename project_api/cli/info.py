@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from project_api import TVM_COMPAT_VERSION
-from project_api.cli.base import Subcommand, UsageError, format_options
+from project_api.cli.base import (
+    Subcommand,
+    UsageError,
+    format_options,
+    is_tflite_file,
+    tflite_not_mlf_error,
+)
 from project_api.mlf import ModelLibrary, open_mlf
 from project_api.project import OPTIONS_FILE, SERVER_SCRIPT, _load_options
 
@@ -43,12 +49,15 @@ class InfoCommand(Subcommand):
 examples:
   project-api info prj
   project-api info templates/host
+  project-api info host                    # a built-in template, by name
   project-api info model.tar
   project-api info prj --json"""
 
     @classmethod
     def add_arguments(cls, parser) -> None:
-        parser.add_argument("path", metavar="DIR", help="project directory, or an MLF .tar/directory")
+        parser.add_argument("path", metavar="DIR",
+                            help="project directory, built-in template name, or an MLF "
+                                 ".tar/directory")
         from project_api.cli.generate import add_input_spec_argument
 
         add_input_spec_argument(parser)
@@ -56,7 +65,15 @@ examples:
     def invoke(self) -> int:
         path = Path(self.args.path)
         if not path.exists():
-            raise UsageError(f"{path} does not exist")
+            from project_api.project import builtin_templates
+
+            builtin = builtin_templates().get(str(self.args.path))
+            if builtin is None:
+                raise UsageError(f"{path} does not exist, and is not a built-in template "
+                                 f"({', '.join(builtin_templates()) or 'none'})")
+            path = builtin
+        if path.is_file() and is_tflite_file(path):
+            raise tflite_not_mlf_error(path, "info")
         if path.is_file() or (path / "metadata.json").is_file() and not (path / SERVER_SCRIPT).exists():
             with open_mlf(path, input_specs=getattr(self.args, "input_specs", None)) as lib:
                 data = lib.to_json()

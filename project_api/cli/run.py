@@ -19,6 +19,7 @@ import numpy as np
 
 from project_api.cli.base import Subcommand, UsageError, add_option_argument
 from project_api.errors import ProjectError
+from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
 
 _LOG = logging.getLogger(__name__)
 
@@ -43,14 +44,45 @@ def _find(tensors: list[Any], key: str, kind: str) -> tuple[int, Any]:
     raise UsageError(f"the model has no {kind} {key!r}; its {kind}s: {names}")
 
 
-def _load_input(path: Path, tensor: Any) -> np.ndarray:
-    """An input array from ``.npy`` or raw ``.bin``, checked against the model's tensor."""
+def _read_npy(path: Path) -> np.ndarray:
+    """``np.load`` of one .npy file, every way it can fail as a one-line ProjectError."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise ProjectError(
+                f"{path} holds Python objects (a pickled object array), not numbers; save a "
+                "numeric array, e.g. np.save(path, np.asarray(x, dtype=np.int8))"
+            ) from None
+        raise ProjectError(
+            f"{path} is not a readable .npy file ({' '.join(str(exc).split())}); write it again "
+            "with np.save"
+        ) from None
+    except (EOFError, OSError, UnicodeDecodeError, SyntaxError) as exc:
+        raise ProjectError(
+            f"{path} is not a readable .npy file ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split()) or 'truncated'}); write it again with np.save"
+        ) from None
+    if not isinstance(arr, np.ndarray):  # an .npz under a .npy name
+        if hasattr(arr, "close"):
+            arr.close()
+        raise ProjectError(f"{path} is an .npz archive, not one .npy array; save one array "
+                           "per input with np.save")
+    return arr
+
+
+def _load_input(path: Path, tensor: Any, reshape: bool = False) -> np.ndarray:
+    """An input array from ``.npy`` or raw ``.bin``, checked against the model's tensor.
+
+    A ``.npy`` of another shape with the right number of elements is refused unless ``reshape``.
+    """
     if not path.is_file():
-        raise ProjectError(f"input file {path} does not exist")
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ProjectError(f"input file {path} {what}; pass NAME=FILE with a .npy or raw .bin file")
     want = np.dtype(tensor.dtype)
     shape = tensor.require_shape()
     if path.suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
+        arr = _read_npy(path)
         if arr.dtype != want:
             raise ProjectError(
                 f"{path} holds {arr.dtype}; input {tensor.name!r} wants {want} "
@@ -59,6 +91,11 @@ def _load_input(path: Path, tensor: Any) -> np.ndarray:
         if arr.size != int(np.prod(shape)):
             raise ProjectError(
                 f"{path} holds shape {list(arr.shape)}; input {tensor.name!r} wants {list(shape)}"
+            )
+        if tuple(arr.shape) != tuple(shape) and not reshape:
+            raise ProjectError(
+                f"{path} holds shape {list(arr.shape)}; input {tensor.name!r} wants "
+                f"{list(shape)} (same size): save it in that shape, or pass --reshape"
             )
         return arr.reshape(shape)
     data = path.read_bytes()
@@ -110,12 +147,23 @@ examples:
         parser.add_argument("project_dir", nargs="?", help="a generated and built project")
         parser.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE",
                             help="an input: NAME (or index) = .npy file or raw .bin (repeatable)")
-        parser.add_argument("--output", metavar="FILE.npz", help="save the outputs to an .npz")
+        parser.add_argument("--reshape", action="store_true",
+                            help="accept a .npy input of another shape with the right number of "
+                                 "elements (reshaped to the model's)")
+        parser.add_argument("--output", metavar="FILE.npz",
+                            help="save the outputs to exactly FILE (an .npz archive)")
         parser.add_argument("--module", default=None, help="model module name (default: the only one)")
-        parser.add_argument("--repeat", type=int, default=3, help="timing rounds (default 3)")
-        parser.add_argument("--number", type=int, default=10, help="runs per timing round (default 10)")
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                            help=f"seed of the random inputs (default {DEFAULT_SEED})")
+        parser.add_argument("--repeat", type=_bounded("--repeat", MAX_TIMING_REPEAT), default=3,
+                            help=f"timing rounds, 1..{MAX_TIMING_REPEAT} (default 3)")
+        parser.add_argument("--number", type=_bounded("--number", MAX_TIMING_NUMBER), default=10,
+                            help=f"runs per timing round, 1..{MAX_TIMING_NUMBER} (default 10)")
+        parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                            help="wait at most SECONDS for each reply of the device, the whole "
+                                 "timing measurement included (0: forever; default: the "
+                                 "template's per-reply limit, and for timing a limit from one "
+                                 "run measured first)")
+        parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED,
+                            help=f"seed of the random inputs, >= 0 (default {DEFAULT_SEED})")
         parser.add_argument("--force", action="store_true",
                             help="overwrite --output / replace --out if they exist")
         one_go = parser.add_argument_group("generate + build + run in one go")
@@ -132,8 +180,8 @@ examples:
 
     def invoke(self) -> int:
         a = self.args
-        if a.repeat < 1 or a.number < 1:
-            raise UsageError("--repeat and --number must be at least 1")
+        if a.output and Path(a.output).is_dir():
+            raise UsageError(f"--output {a.output} is a directory; name a file, e.g. y.npz")
         if a.output and Path(a.output).exists() and not a.force:
             raise ProjectError(f"{a.output} already exists; pass --force to overwrite it")
         if a.project_dir and (a.template or a.model):
@@ -208,7 +256,7 @@ examples:
         given = {}
         for key, path in _parse_inputs(a.input):
             idx, tensor = _find(module.inputs, key, "input")
-            given[idx] = _load_input(path, tensor)
+            given[idx] = _load_input(path, tensor, reshape=bool(a.reshape))
         inputs = []
         rng = np.random.default_rng(a.seed)
         for i, tensor in enumerate(module.inputs):
@@ -222,7 +270,7 @@ examples:
                           f"(seed {a.seed})")
 
         self.progress("opening a session with the device")
-        with project.session(debug=self.verbosity > 1) as session:
+        with project.session(debug=self.verbosity > 1, timeout_sec=a.timeout) as session:
             model = session.model(module.name)
             for i, value in enumerate(inputs):
                 model.set_input(i, value)
@@ -235,7 +283,8 @@ examples:
         if a.__dict__.get("check") and tflite is not None:
             status, check_lines = _check(tflite, inputs, outputs)
         if a.output:
-            np.savez(a.output, **{t.c_name: o for t, o in zip(module.outputs, outputs, strict=True)})
+            _save_outputs(Path(a.output), {t.c_name: o for t, o in zip(module.outputs, outputs,
+                                                                         strict=True)}, a.force)
 
         data = {
             "module": module.name,
@@ -263,6 +312,52 @@ examples:
         return status
 
 
+def _bounded(flag: str, top: int) -> Any:
+    """An argparse type: an integer in 1..top (the device time evaluator's limits)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} wants an integer; got {text!r}") from None
+        if not 1 <= value <= top:
+            raise argparse.ArgumentTypeError(
+                f"{flag} {value} is out of range: the device's time evaluator takes 1..{top}"
+            )
+        return value
+
+    return parse
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--seed wants an integer >= 0; got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"--timeout wants seconds >= 0 (0: forever); got {text!r}")
+    return value
+
+
+def _save_outputs(path: Path, arrays: dict[str, np.ndarray], force: bool) -> None:
+    """Write ``arrays`` as an .npz to exactly ``path`` (np.savez would append .npz to a name)."""
+    try:
+        with open(path, "wb" if force else "xb") as f:
+            np.savez(f, **arrays)
+    except FileExistsError:
+        raise ProjectError(f"{path} already exists; pass --force to overwrite it") from None
+
+
 def _emit(tflite_path: Path, out_tar: Path) -> None:
     try:
         from project_api.emit import emit
@@ -275,11 +370,37 @@ def _emit(tflite_path: Path, out_tar: Path) -> None:
 
 
 def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[int, list[str]]:
-    from project_api.emit.reference import run_tflm
+    from project_api.emit import reference
 
-    ref = run_tflm(tflite, inputs)
+    try:
+        with reference._captured_fds() as printed:  # TFLM's C code says why it fails
+            try:
+                ref = reference.run_tflm(tflite, inputs)
+            except (RuntimeError, ValueError, TypeError, IndexError, KeyError) as exc:
+                failure: Exception | None = exc
+            else:
+                failure = None
+    except OSError:  # no descriptors to redirect: run it plainly
+        printed, failure = [], None
+        try:
+            ref = reference.run_tflm(tflite, inputs)
+        except (RuntimeError, ValueError, TypeError, IndexError, KeyError) as exc:
+            failure = exc
+    said = "".join(printed)
+    if said.strip():
+        _LOG.debug("TFLite Micro printed:\n%s", said.rstrip())
+    if failure is not None:
+        raise ProjectError(
+            f"TFLite Micro cannot run this model as the --check reference "
+            f"({_tflm_reason(said, failure)}); run without --check (the device ran it)"
+        ) from None
     lines, status = [], 0
     for i, (got, want) in enumerate(zip(outputs, ref, strict=True)):
+        if got.size != want.size:
+            lines.append(f"check output {i} against TFLite Micro: MISMATCH (device shape "
+                         f"{list(got.shape)}, reference shape {list(want.shape)})")
+            status = 1
+            continue
         got = got.reshape(want.shape)
         if want.dtype.kind == "f":
             ok = bool(np.allclose(got, want, rtol=1e-4, atol=1e-5))
@@ -290,6 +411,16 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
                      f"(max abs difference {diff:g})")
         status = status or (0 if ok else 1)
     return status, lines
+
+
+def _tflm_reason(printed: str, exc: Exception) -> str:
+    """The most telling line TFLM printed (without its source file), else the exception."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    best = next((line for line in lines if "not supported" in line.lower()), None)
+    best = best or (lines[0] if lines else f"{type(exc).__name__}: {exc}")
+    if best.startswith("tensorflow/") and " " in best:
+        best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
+    return " ".join(best.split()).rstrip(".")
 
 
 class DemoCommand(Subcommand):
@@ -316,7 +447,7 @@ examples:
                                  "mlp: float32 MLP checked against numpy")
         parser.add_argument("--force", action="store_true",
                             help="replace --out even if an earlier demo did not write it")
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of weights and inputs")
+        parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, help="seed of weights and inputs (>= 0)")
 
     def invoke(self) -> int:
         from project_api.demo import run_demo
