@@ -1,0 +1,167 @@
+"""QEMU for template servers: a serial line our client reaches directly, and an emulator that
+never outlives the server that started it.
+
+A template whose boards include emulated ones (the stm32 template; a future Zephyr template)
+builds the same firmware as for hardware and runs it under ``qemu-system-arm``::
+
+    line = QemuSerialLine()                              # FIFOs <dir>/uart.in, <dir>/uart.out
+    qemu = start_qemu(["qemu-system-arm", "-M", "netduinoplus2", "-kernel", "build/firmware.elf",
+                       *line.qemu_args("uart"), "-serial", "chardev:uart"],
+                      cwd=project_dir, log_path=project_dir / "build" / "qemu.log")
+    transport = line.transport(timeouts)
+    self.attach(transport, qemu, line)                   # TransportMixin: closed in this order
+    wait_for_banner(transport, b"ready", 10.0, qemu)     # before the host sends a byte
+    return {"timeouts": timeouts, "endpoint": line.to_json()}
+
+The serial line is QEMU's ``pipe`` chardev on two FIFOs, so the ``"fifo"`` endpoint our client
+already understands reaches the UART without a JSON-RPC round trip; microTVM's client goes
+through ``read_transport``/``write_transport`` on the server's own ends. No byte is lost: QEMU
+opens both FIFOs itself (read-write) before the machine runs, the firmware's output waits in
+the pipe until someone reads it, and the host's bytes wait until the emulated UART takes them.
+Emulated UARTs drop what arrives before the firmware enables the receiver, which is why the
+server waits for the firmware's ready line before it replies.
+
+Lifetime: :func:`start_qemu` runs QEMU through a tiny exec wrapper that asks Linux to kill it
+(``PR_SET_PDEATHSIG``) when the server process dies, however it dies (SIGKILL included), and
+refuses to start if the server is already gone; :class:`~project_api.template.DeviceProcess`
+stops it on ``close_transport`` and at exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from project_api.errors import IoTimeoutError, ServerError
+from project_api.server import TransportTimeouts
+from project_api.template.transport import DeviceProcess
+from project_api.transport import FdTransport
+
+_LOG = logging.getLogger(__name__)
+
+#: Runs argv[2:] with PR_SET_PDEATHSIG=SIGKILL, unless the parent (argv[1]) is already gone.
+_PDEATHSIG_WRAPPER = (
+    "import ctypes, os, signal, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:\n"
+    "    sys.exit('prctl(PR_SET_PDEATHSIG) failed: errno %d' % ctypes.get_errno())\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit('the server that started QEMU is gone')\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def start_qemu(argv: Sequence[str | os.PathLike[str]], *, cwd: Path, log_path: Path,
+               stop_wait_sec: float = 2.0) -> DeviceProcess:
+    """Start QEMU (``argv[0]`` a program name or path) with stdin from /dev/null and its
+    stdout/stderr (semihosting output included) in ``log_path``; it dies with this process."""
+    program = shutil.which(str(argv[0]))
+    if program is None:
+        raise ServerError(message=f"'{argv[0]}' is not installed (not found on PATH); install "
+                                  "QEMU, e.g. 'apt-get install qemu-system-arm'")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        wrapped = [sys.executable, "-c", _PDEATHSIG_WRAPPER, str(os.getpid()), program,
+                   *map(str, argv[1:])]
+        proc = DeviceProcess(wrapped, cwd=cwd, stdin=open(os.devnull, "rb"), stdout=log,
+                             stderr=log, stop_wait_sec=stop_wait_sec)
+    _LOG.info("QEMU: %s (log %s)", " ".join(map(str, argv)), log_path)
+    return proc
+
+
+def log_tail(log_path: Path, lines: int = 5) -> str:
+    """The last ``lines`` lines of a QEMU log, joined with ' | ' (empty if there is none)."""
+    try:
+        text = Path(log_path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+
+
+class QemuSerialLine:
+    """Two FIFOs for QEMU's ``pipe`` chardev: ``<dir>/uart.in`` (host to device) and
+    ``<dir>/uart.out`` (device to host), in a fresh temporary folder."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 prefix: str = "project-api-qemu-") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+        self.base = self.dir / "uart"
+        self.tx_path = self.dir / "uart.in"
+        self.rx_path = self.dir / "uart.out"
+        os.mkfifo(self.tx_path, 0o600)
+        os.mkfifo(self.rx_path, 0o600)
+        # Spare ends until QEMU has opened the FIFOs (release_spares): the server's writer can
+        # open uart.in, and its reader sees no end of file on uart.out, before QEMU runs.
+        self._spare_fds = [os.open(p, os.O_RDWR | os.O_NONBLOCK)
+                           for p in (self.tx_path, self.rx_path)]
+
+    def qemu_args(self, chardev_id: str) -> list[str]:
+        """``-chardev pipe,...`` defining ``chardev_id``; pass ``-serial chardev:<id>`` too."""
+        return ["-chardev", f"pipe,id={chardev_id},path={self.base}"]
+
+    def transport(self, timeouts: TransportTimeouts | None = None) -> FdTransport:
+        """The server's own ends (for clients that ignore the endpoint), opened by attach()."""
+        return FdTransport.for_fifos(self.rx_path, self.tx_path, timeouts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``"fifo"`` endpoint for the ``open_transport`` reply; our client removes the
+        FIFOs once it has opened them, so nothing stays behind if the server is killed."""
+        return {"type": "fifo", "rx_path": str(self.rx_path), "tx_path": str(self.tx_path),
+                "remove_after_open": True}
+
+    def release_spares(self) -> None:
+        """Close the spare ends once QEMU holds its own (after the firmware's first output), so
+        the host sees end of file and broken pipe when QEMU exits."""
+        while self._spare_fds:
+            os.close(self._spare_fds.pop())
+
+    def close(self) -> None:
+        self.release_spares()
+        for path in (self.tx_path, self.rx_path):
+            try:
+                if stat.S_ISFIFO(path.lstat().st_mode):
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,
+                    process: DeviceProcess | None = None,
+                    log_path: Path | None = None,
+                    line_owner: QemuSerialLine | None = None) -> bytes:
+    """Read from ``transport`` until a line containing ``banner`` has arrived; return that line.
+
+    Then ``line_owner``'s spare ends are released. Raises ServerError naming what was seen when the emulator exits or ``timeout_sec`` passes.
+    Bytes after the banner line are not read (the firmware sends none before the host does).
+    """
+    seen = b""
+    deadline = time.monotonic() + timeout_sec
+    while True:
+        if banner in seen and seen.endswith(b"\n"):
+            line = seen[seen.rfind(b"\n", 0, seen.index(banner)) + 1:]
+            _LOG.info("device ready: %s", line.decode(errors="replace").strip())
+            if line_owner is not None:
+                line_owner.release_spares()
+            return line
+        left = deadline - time.monotonic()
+        status = process.poll() if process is not None else None
+        if left <= 0 or status is not None:
+            what = (f"the emulator exited with status {status}" if status is not None
+                    else f"no ready line within {timeout_sec:g} s")
+            tail = log_tail(log_path) if log_path is not None else ""
+            raise ServerError(message=f"open_transport: {what} (waiting for {banner!r}; got "
+                                      f"{seen[-80:]!r}){'; log: ' + tail if tail else ''}")
+        try:
+            seen += transport.read(1, min(left, 0.2))
+        except IoTimeoutError:
+            continue  # poll the process again

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Project API server of the stm32 template: our own firmware (no vendor HAL) for the boards of
+``boards.yaml``, built with arm-none-eabi-gcc, driven by the host over the board's UART.
+
+What makes this platform different (everything else is project_api.template): the board data
+renders ``board.h``, the linker script and the Makefile; every build ends with a memory report
+(``build/memory.txt``) and a firmware that does not fit fails in one line saying by how much;
+emulated boards are "flashed" by recording the image and run under QEMU (project_api.template.
+qemu), whose UART our client reaches through a FIFO endpoint. Flashing hardware (pyOCD) is not
+implemented yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from project_api import server
+from project_api.crt_manifest import read_manifest
+from project_api.errors import BuildError, FlashError, ServerError
+from project_api.template import (
+    NewProject,
+    TemplateHandler,
+    TransportMixin,
+    compile_definitions,
+    option,
+    require,
+    run_logged,
+)
+from project_api.template.qemu import QemuSerialLine, start_qemu, wait_for_banner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stm32_memory  # noqa: E402  (beside this script, in the template and in every project)
+
+_LOG = logging.getLogger("stm32")
+BOARDS = yaml.safe_load((Path(__file__).resolve().parent / "boards.yaml").read_text())["boards"]
+ELF, FLASHED = "build/firmware.elf", "build/flashed.json"
+BANNER = b"project-api stm32 ready"
+APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c",
+               "src/model_glue.c")
+# QEMU runs instructions at about 1e8/s here; a model run of a few seconds is normal.
+TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
+                                    session_start_timeout_sec=20.0,
+                                    session_established_timeout_sec=120.0)
+_PPRE = {1: 0, 2: 4, 4: 5, 8: 6, 16: 7}
+_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+
+
+def clock_registers(board: dict[str, Any]) -> dict[str, int]:
+    """PLLCFGR, the APB divider codes and the reset SYSCLK of a board's clock tree."""
+    clock, pll = board["clock"], board["clock"]["pll"]
+    if board["family"] == "l4":
+        src = 3 if clock["source"] == "hse" else 2
+        pllcfgr = (src | (pll["m"] - 1) << 4 | pll["n"] << 8 | 1 << 24
+                   | (pll["r"] // 2 - 1) << 25)
+        reset_hz = 4_000_000  # MSI
+    else:
+        pllcfgr = (pll["m"] | pll["n"] << 6 | (pll["p"] // 2 - 1) << 16
+                   | (1 << 22 if clock["source"] == "hse" else 0) | pll["q"] << 24)
+        reset_hz = 16_000_000  # HSI
+    return {"pllcfgr": pllcfgr, "ppre1": _PPRE[clock["apb1_div"]],
+            "ppre2": _PPRE[clock["apb2_div"]], "reset_sysclk_hz": reset_hz}
+
+
+class Handler(TransportMixin, TemplateHandler):
+    """The stm32 template's Project API handler."""
+
+    PLATFORM_NAME = "stm32"
+    BUILDS_FOR = ("cortex-m",)
+    OPTIONS = [
+        option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
+               optional=["generate_project", "open_transport"],
+               help="Board of boards.yaml (qemu_* boards run under QEMU)."),
+        option("project_type", "str", choices=["host_driven"], default="host_driven",
+               optional=["generate_project"], help="host_driven: an RPC server on the UART."),
+        option("opt_level", "str", choices=["0", "1", "2", "3", "s", "z", "g"], default="s",
+               optional=["generate_project"], help="GCC optimisation level (-O<level>)."),
+        option("workspace_size_bytes", "int", default=32 * 1024, minimum=4096, maximum=1 << 24,
+               optional=["generate_project"],
+               help="TVM_WORKSPACE_SIZE_BYTES: the pool for tensors the host allocates."),
+        option("stack_size_bytes", "int", default=8192, minimum=1024, maximum=1 << 20,
+               optional=["generate_project"], help="Main stack reserved at the end of RAM."),
+        option("max_packet_size_bytes", "int", default=2048, minimum=256, maximum=1 << 20,
+               optional=["generate_project"],
+               help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet."),
+        option("libc", "str", choices=["newlib-nano", "picolibc"], default="newlib-nano",
+               optional=["generate_project"], help="C library."),
+        option("warning_as_error", "bool", default=False, optional=["generate_project"],
+               help="Treat warnings as errors (-Werror) in the runtime and model code too."),
+        option("compile_definitions", "str", optional=["generate_project"],
+               help="Extra -D/-U flags for every C file, e.g. \"-DFOO=1 -UBAR\"."),
+        option("verbose", "bool", default=False, optional=["build"],
+               help="Run make with verbose output."),
+    ]
+
+    def render(self, project: NewProject) -> None:
+        opts = project.options
+        name, board = opts["board"], BOARDS[opts["board"]]
+        crt = [str(p) for p in read_manifest(project.crt_dir).project_sources("host_driven")]
+        project.copy_crt(crt)
+        project.copy("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
+                     "src/main.c", "src/firmware.h", "src/stm32_regs.h", "boards.yaml",
+                     "stm32_memory.py")
+        project.write_model_glue()
+        packet = opts["max_packet_size_bytes"]
+        project.write_crt_config({
+            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (packet, "Largest RPC packet, header included."),
+            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
+                                               "Model workspace given to TVMBackendWorkspaceInit."),
+        }, title=f"stm32 template, board {name}")
+        bus_div = board["clock"][f"{board['uart']['bus']}_div"]
+        enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
+        context = dict(board_name=name, board=board, baudrate=115200,
+                       rx_ring_bytes=max(1024, 1 << (2 * packet - 1).bit_length()),
+                       uart_enr=f"RCC_{enr.upper()}", uart_apb_div=bus_div,
+                       **clock_registers(board))
+        project.render("board.h.j2", "src/board.h", **context)
+        project.render("firmware.ld.j2", "firmware.ld", **context)
+        specs = "nano.specs" if opts["libc"] == "newlib-nano" else "picolibc.specs"
+        project.render("Makefile.j2", "Makefile", libc_specs=specs, crt_sources=[f"crt/{p}" for p in crt],
+                       app_sources=APP_SOURCES, **context,
+                       compile_definition_flags=compile_definitions(opts["compile_definitions"]))
+
+    def _board(self) -> tuple[str, dict[str, Any]]:
+        name = self.require_generated("board")["board"]
+        return name, BOARDS[name]
+
+    def build(self, options: dict) -> None:
+        values = self.options_for("build", options)
+        self.check_targets()
+        make = require("make", "install make, e.g. 'apt-get install make'")
+        require("arm-none-eabi-gcc", "install the Arm GNU toolchain, e.g. 'apt-get install "
+                "gcc-arm-none-eabi libnewlib-arm-none-eabi'")
+        name, board = self._board()
+        log = self.project_dir / "build" / "build.log"
+        cmd = [make, "-C", str(self.project_dir), f"-j{max(1, min(4, os.cpu_count() or 1))}"]
+        try:
+            run_logged(cmd + (["V=1"] if values["verbose"] else []), cwd=self.project_dir,
+                       log_path=log)
+        except BuildError:
+            over = _OVERFLOW.findall(log.read_text(errors="replace")) if log.is_file() else []
+            if over:
+                parts = ", ".join(f"{region} by {n} bytes" for region, n in over)
+                raise BuildError(f"build failed: the firmware does not fit {name}: {parts} "
+                                 f"(RAM {board['memory']['ram']['length']} bytes, flash "
+                                 f"{board['memory']['flash']['length']}); lower "
+                                 f"workspace_size_bytes or pick a larger board; full log: {log}",
+                                 log=str(log)) from None
+            raise
+        report = stm32_memory.parse_map(self.project_dir / "build" / "firmware.map")
+        line = report.line(name, board["memory"]["flash"]["length"],
+                           board["memory"]["ram"]["length"])
+        (self.project_dir / "build" / "memory.txt").write_text(line + "\n")
+        (self.project_dir / "build" / "memory.json").write_text(
+            json.dumps({"flash": report.flash, "ram": report.ram}, indent=2) + "\n")
+        _LOG.info("%s", line)
+
+    def flash(self, options: dict) -> None:
+        name, board = self._board()
+        elf = self.project_dir / ELF
+        if not elf.is_file():
+            raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build' "
+                             "first")
+        if not board["emulated"]:
+            raise FlashError(f"flashing {name} is not implemented yet (pyOCD target "
+                             f"{board['pyocd_target']}); flash {elf} with your own tool")
+        digest = hashlib.sha256(elf.read_bytes()).hexdigest()
+        (self.project_dir / FLASHED).write_text(json.dumps({"board": name, "image": ELF,
+                                                            "sha256": digest}) + "\n")
+
+    def open_transport(self, options: dict) -> dict:
+        name, board = self._board()
+        if not board["emulated"]:
+            raise ServerError(message=f"open_transport: {name} is real hardware; its UART "
+                                      "transport (pyOCD flashing, serial port) is not implemented yet")
+        elf = self.project_dir / ELF
+        if not elf.is_file():
+            raise ServerError(message=f"open_transport: {elf} does not exist; build the project "
+                                      "first ('project-api build')")
+        self.close_transport()
+        line = QemuSerialLine()
+        log = self.project_dir / "build" / "qemu.log"
+        try:
+            qemu = start_qemu(
+                ["qemu-system-arm", "-M", board["qemu"]["machine"], "-nographic", "-monitor",
+                 "none", "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
+                 "-kernel", str(elf), *line.qemu_args("uart"), "-serial", "chardev:uart"],
+                cwd=self.project_dir, log_path=log)
+            self.attach(line.transport(TIMEOUTS), qemu, line)
+            wait_for_banner(self._transport, BANNER, 30.0, qemu, log, line)
+        except BaseException:
+            self.close_transport()
+            line.close()
+            raise
+        return {"timeouts": TIMEOUTS, "endpoint": line.to_json()}
+
+
+if __name__ == "__main__":
+    server.main(Handler())

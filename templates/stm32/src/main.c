@@ -1,0 +1,73 @@
+/*
+ * Host-driven firmware: the C runtime's RPC server on the board's UART. Received bytes are
+ * queued by the UART interrupt handler (uart.c) and fed to MicroTVMRpcServerFeed from this
+ * loop; replies go out through a blocking write. After set-up the firmware sends one ready
+ * line (STM32_READY_BANNER) before any RPC byte, so the host knows the UART receives.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/logging.h>
+#include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/platform.h>
+
+#include "board.h"
+#include "firmware.h"
+
+#define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME "\n"
+/*! Bytes taken from the receive ring per Feed call. */
+#define STM32_FEED_CHUNK_BYTES 256u
+
+static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
+
+static ssize_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
+  (void)context;
+  UartWrite(data, num_bytes);
+  return (ssize_t)num_bytes;
+}
+
+int main(void) {
+  static const char banner[] = STM32_READY_BANNER;
+  static uint8_t chunk[STM32_FEED_CHUNK_BYTES];
+  microtvm_rpc_server_t server;
+  microtvm_rpc_server_stats_t stats = {0};
+  uint32_t lost_reported = 0;
+  tvm_crt_error_t err;
+
+  if (TVMPlatformInitialize() != kTvmErrorNoError) {
+    FirmwareStop("platform initialisation failed", 1);
+  }
+  UartInit();
+  err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+  if (err != kTvmErrorNoError) {
+    TVMPlatformAbort(err);
+  }
+  UartWrite((const uint8_t*)banner, sizeof(banner) - 1u);
+  server = MicroTVMRpcServerInit(ChannelWrite, NULL);
+  if (server == NULL) {
+    FirmwareStop("RPC server initialisation failed", 1);
+  }
+
+  for (;;) {
+    size_t n = UartRead(chunk, sizeof(chunk));
+    uint32_t lost = UartBytesLost();
+    if (lost != lost_reported) {
+      TVMLogf("stm32: UART receive lost %lu bytes (ring of %u bytes full or overrun)",
+              (unsigned long)(lost - lost_reported), (unsigned)BOARD_UART_RX_RING_BYTES);
+      lost_reported = lost;
+    }
+    if (n == 0) {
+      UartWaitForInput();
+      continue;
+    }
+    err = MicroTVMRpcServerFeed(server, chunk, n, &stats);
+    if (err == kTvmErrorPlatformShutdown) {
+      FirmwareStop("shutdown requested by the host", 0);
+    }
+    if (err != kTvmErrorNoError) {
+      TVMPlatformAbort(err);
+    }
+  }
+}

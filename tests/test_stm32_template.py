@@ -1,0 +1,207 @@
+"""stm32 template: generate and build for every board of boards.yaml; on the emulated STM32F405
+(QEMU netduinoplus2) run models host-driven over the UART, bit-exact with TFLite Micro; one-line
+errors; no QEMU left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import require_tool
+
+from project_api import paths
+from project_api.emit import emit
+from project_api.emit.reference import run_tflm
+from project_api.errors import ProjectAPIError
+from project_api.project import generate_project
+
+BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text())["boards"]
+QEMU_BOARD = "qemu_netduinoplus2"
+
+
+def _qemu_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-x", "qemu-system-arm"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toolchain_and_no_qemu_left():
+    require_tool("make")
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    before = _qemu_pids()
+    yield
+    deadline = time.monotonic() + 5
+    while _qemu_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _qemu_pids() - before, "a qemu-system-arm process was left running"
+
+
+@pytest.fixture(scope="module")
+def models(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    out = tmp_path_factory.mktemp("stm32_models")
+    result = {}
+    for name in ("hello_world_int8", "micro_speech_int8"):
+        tflite = models_dir / f"{name}.tflite"
+        result[name] = (tflite, emit(tflite, out / f"{name}.tar", name="default"))
+    return result
+
+
+def _project(models: dict, name: str, where: Path, board: str = QEMU_BOARD, **options):
+    project = generate_project("stm32", models[name][1].path, where,
+                               {"board": board, "warning_as_error": True, **options})
+    try:
+        project.build()
+    except BaseException:
+        project.close()
+        raise
+    return project
+
+
+@pytest.fixture(scope="module")
+def qemu_projects(models: dict, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("stm32_qemu")
+    projects = {name: _project(models, name, root / name) for name in models}
+    yield projects
+    for project in projects.values():
+        project.close()
+
+
+@pytest.mark.parametrize("board", [b for b in BOARDS if b != QEMU_BOARD])
+def test_build_every_board(models: dict, tmp_path: Path, board: str) -> None:
+    with _project(models, "hello_world_int8", tmp_path / "prj", board=board,
+                  opt_level="2") as project:
+        project.build()  # a second build does nothing and succeeds
+    prj = tmp_path / "prj"
+    spec = BOARDS[board]
+    assert (prj / "build/firmware.elf").is_file() and (prj / "build/firmware.bin").is_file()
+    assert f"-mcpu={spec['cpu']}" in (prj / "Makefile").read_text()
+    assert "-O2" in (prj / "Makefile").read_text()
+    ld = (prj / "firmware.ld").read_text()
+    assert f"LENGTH = {spec['memory']['ram']['length']}" in ld
+    report = (prj / "build/memory.txt").read_text()
+    assert f"of {spec['memory']['ram']['length']} bytes" in report
+    used = json.loads((prj / "build/memory.json").read_text())
+    assert used["flash"]["rpc server"] > 0 and used["ram"]["runtime"] > 0
+    with pytest.raises(ProjectAPIError, match="not implemented yet"):
+        with generate_project_dir(prj) as project:
+            project.flash()
+
+
+def generate_project_dir(prj: Path):
+    from project_api.project import GeneratedProject
+
+    return GeneratedProject.from_directory(prj)
+
+
+def test_qemu_build_and_memory_report(qemu_projects: dict) -> None:
+    prj = Path(qemu_projects["micro_speech_int8"].directory)
+    used = json.loads((prj / "build/memory.json").read_text())
+    assert used["flash"]["model weights"] > 10_000  # micro_speech's weights
+    assert used["ram"]["activations"] > 0
+    size = subprocess.run(["arm-none-eabi-size", str(prj / "build/firmware.elf")],
+                          capture_output=True, text=True, check=True).stdout.split("\n")[1]
+    text, data, _ = (int(v) for v in size.split()[:3])
+    assert abs(sum(used["flash"].values()) - (text + data)) < 256
+
+
+def _check_bit_exact(project, tflite: Path, inputs: list[np.ndarray]) -> list[float]:
+    model_bytes = tflite.read_bytes()
+    with project.session() as session:
+        model = session.model()
+        for x in inputs:
+            model.set_input(0, x)
+            model.run()
+            want = run_tflm(model_bytes, [x])[0]
+            got = model.get_output(0)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
+        timing = session.time(model, number=3, repeat=2)
+    assert len(timing.results) == 2 and all(t > 0 for t in timing.results)
+    return list(timing.results)
+
+
+def test_hello_world_on_qemu(qemu_projects: dict, models: dict) -> None:
+    project = qemu_projects["hello_world_int8"]
+    project.flash()
+    flashed = json.loads((Path(project.directory) / "build/flashed.json").read_text())
+    assert flashed["board"] == QEMU_BOARD and len(flashed["sha256"]) == 64
+    tensor = models["hello_world_int8"][1].inputs[0]
+    xs = [np.full(tensor.shape, v, dtype=tensor.dtype) for v in (-128, -20, 0, 37, 127)]
+    _check_bit_exact(project, models["hello_world_int8"][0], xs)
+
+
+def test_micro_speech_on_qemu(qemu_projects: dict, models: dict) -> None:
+    project = qemu_projects["micro_speech_int8"]
+    project.flash()
+    tensor = models["micro_speech_int8"][1].inputs[0]
+    rng = np.random.default_rng(7)
+    xs = [rng.integers(-128, 127, tensor.shape, dtype=np.int8, endpoint=True) for _ in range(3)]
+    times = _check_bit_exact(project, models["micro_speech_int8"][0], xs)
+    # -icount shift=0: SysTick counts instructions, so the device time is the same every run.
+    assert max(times) - min(times) <= 1e-3 * max(times)
+
+
+def test_project_api_run_cli(qemu_projects: dict, models: dict, tmp_path: Path) -> None:
+    prj = Path(qemu_projects["hello_world_int8"].directory)
+    tensor = models["hello_world_int8"][1].inputs[0]
+    x = np.full(tensor.shape, 42, dtype=tensor.dtype)
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([sys.executable, "-m", "project_api", "run", str(prj), "--input",
+                    f"{tensor.name}=" + str(tmp_path / "x.npy"), "--output",
+                    str(tmp_path / "y.npz"), "--repeat", "1", "--number", "1"],
+                   check=True, capture_output=True, text=True, timeout=120)
+    want = run_tflm(models["hello_world_int8"][0].read_bytes(), [x])[0]
+    got = np.load(tmp_path / "y.npz")
+    np.testing.assert_array_equal(got[got.files[0]].reshape(want.shape), want)
+
+
+def test_unknown_board(models: dict, tmp_path: Path) -> None:
+    with pytest.raises(ProjectAPIError) as info:
+        generate_project("stm32", models["hello_world_int8"][1].path, tmp_path / "prj",
+                         {"board": "nucleo_nope"})
+    message = str(info.value).splitlines()[0]
+    assert "nucleo_nope" in message and "nucleo_f429zi" in message and QEMU_BOARD in message
+    assert not (tmp_path / "prj").exists()
+
+
+def test_firmware_too_big(models: dict, tmp_path: Path) -> None:
+    with pytest.raises(ProjectAPIError) as info:
+        _project(models, "hello_world_int8", tmp_path / "prj", board="nucleo_l432kc",
+                 workspace_size_bytes=128 * 1024)
+    message = str(info.value).strip().splitlines()[-1]
+    assert "does not fit nucleo_l432kc" in message and "overflowed" not in message
+    assert "RAM by " in message and "bytes" in message
+
+
+def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
+    """SIGKILL the server mid-session: the emulator goes with it (PR_SET_PDEATHSIG)."""
+    prj = Path(qemu_projects["hello_world_int8"].directory)
+    before = _qemu_pids()
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]);"
+            "import microtvm_api_server as s; h = s.Handler();"
+            "h.open_transport({}); print('open', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(prj)], cwd=prj,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "open"
+        started = _qemu_pids() - before
+        assert started, "no QEMU was started"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while _qemu_pids() & started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _qemu_pids() & started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
