@@ -73,8 +73,14 @@ def test_bad_npy_inputs_are_one_line_errors(built, tmp_path, capsys) -> None:
     (tmp_path / "truncated.npy").write_bytes(data[:-1])
     (tmp_path / "header.npy").write_bytes(data[:20])
     np.save(tmp_path / "objects.npy", np.array([1, "a"], dtype=object), allow_pickle=True)
-    cases = {"truncated.npy": "not a readable .npy file", "header.npy": "not a readable .npy file",
-             "objects.npy": "holds Python objects"}
+    with open(tmp_path / "huge.npy", "wb") as f:  # a header promising 1 TB: refused unread
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "|i1", "fortran_order": False, "shape": (10**12,)})
+        f.write(b"x")
+    (tmp_path / "nomagic.npy").write_bytes(b"hello world")
+    cases = {"truncated.npy": "is truncated", "header.npy": "not a readable .npy file",
+             "objects.npy": "holds Python objects", "huge.npy": "is truncated",
+             "nomagic.npy": "not a readable .npy file"}
     for name, expected in cases.items():
         status, _, err = _run(capsys, "run", str(built["project"]), "--input",
                               f"0={tmp_path / name}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -44,8 +45,38 @@ def _find(tensors: list[Any], key: str, kind: str) -> tuple[int, Any]:
     raise UsageError(f"the model has no {kind} {key!r}; its {kind}s: {names}")
 
 
+def _check_npy_header(path: Path) -> None:
+    """Refuse a .npy whose header promises more data than the file holds (before allocating)."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as f:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = fmt.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = fmt.read_array_header_2_0(f)
+            else:
+                return  # np.load reports what it makes of other versions
+            data_start = f.tell()
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
+        raise ProjectError(
+            f"{path} is not a readable .npy file ({' '.join(str(exc).split()) or 'bad header'}); "
+            "write it again with np.save"
+        ) from None
+    if dtype.hasobject:
+        return  # np.load refuses it with allow_pickle=False, below
+    want = math.prod(shape) * dtype.itemsize
+    have = path.stat().st_size - data_start
+    if have < want:
+        raise ProjectError(
+            f"{path} is truncated: its header says {dtype}{list(shape)} ({want} bytes of data) "
+            f"but it holds {have}; write it again with np.save"
+        )
+
+
 def _read_npy(path: Path) -> np.ndarray:
     """``np.load`` of one .npy file, every way it can fail as a one-line ProjectError."""
+    _check_npy_header(path)
     try:
         arr = np.load(path, allow_pickle=False)
     except ValueError as exc:
