@@ -205,3 +205,34 @@ def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def busy_project(models: dict, tmp_path_factory: pytest.TempPathFactory):
+    """hello_world on firmware that stays busy 5 ms after every Feed (test hook)."""
+    project = _project(models, "hello_world_int8", tmp_path_factory.mktemp("busy") / "prj",
+                       compile_definitions="-DSTM32_TEST_BUSY_MS=5")
+    yield project
+    project.close()
+
+
+def test_busy_device_loses_no_byte(busy_project, models: dict) -> None:
+    """Requests arrive while the device is busy: the interrupt-driven ring keeps every byte."""
+    tensor = models["hello_world_int8"][1].inputs[0]
+    xs = [np.full(tensor.shape, v, dtype=tensor.dtype) for v in (-77, 5, 99)]
+    _check_bit_exact(busy_project, models["hello_world_int8"][0], xs)
+
+
+def test_uart_receive_overflow_is_reported(busy_project) -> None:
+    """The host sends more than the receive ring holds while the device is busy: the interrupt
+    handler counts what it drops and the firmware says so in a device log frame."""
+    prj = Path(busy_project.directory)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]);"
+            "import microtvm_api_server as s; h = s.Handler();"
+            "h.open_transport({}); h.write_transport(bytes(20000), 10.0); seen = b'';\n"
+            "while b'overrun)' not in seen: seen += h.read_transport(4096, 20.0)\n"
+            "h.close_transport(); print(seen[seen.index(b'stm32: '):].decode(errors='replace'))")
+    out = subprocess.run([sys.executable, "-c", code, str(prj)], cwd=prj, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "stm32: UART receive lost" in out.stdout and "ring of 4096 bytes" in out.stdout

@@ -130,8 +130,7 @@ class Handler(TransportMixin, TemplateHandler):
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
 
     def _board(self) -> tuple[str, dict[str, Any]]:
-        name = self.require_generated("board")["board"]
-        return name, BOARDS[name]
+        return (name := self.require_generated("board")["board"]), BOARDS[name]
 
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
@@ -155,20 +154,13 @@ class Handler(TransportMixin, TemplateHandler):
                                  f"workspace_size_bytes or pick a larger board; full log: {log}",
                                  log=str(log)) from None
             raise
-        report = stm32_memory.parse_map(self.project_dir / "build" / "firmware.map")
-        line = report.line(name, board["memory"]["flash"]["length"],
-                           board["memory"]["ram"]["length"])
-        (self.project_dir / "build" / "memory.txt").write_text(line + "\n")
-        (self.project_dir / "build" / "memory.json").write_text(
-            json.dumps({"flash": report.flash, "ram": report.ram}, indent=2) + "\n")
-        _LOG.info("%s", line)
+        _LOG.info("%s", stm32_memory.write_report(self.project_dir / "build", name, board))
 
     def flash(self, options: dict) -> None:
         name, board = self._board()
         elf = self.project_dir / ELF
         if not elf.is_file():
-            raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build' "
-                             "first")
+            raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
         if not board["emulated"]:
             raise FlashError(f"flashing {name} is not implemented yet (pyOCD target "
                              f"{board['pyocd_target']}); flash {elf} with your own tool")

@@ -4,6 +4,7 @@ board's regions. Copied into every generated project beside its server script.""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,3 +88,14 @@ def parse_map(map_path: Path) -> MemoryReport:
         if output in _BOTH or output in _RAM:
             report.ram[kind] += size
     return report
+
+
+def write_report(build_dir: Path, board_name: str, board: dict) -> str:
+    """Parse ``build_dir/firmware.map``, write ``memory.txt`` and ``memory.json``; the line."""
+    report = parse_map(Path(build_dir) / "firmware.map")
+    line = report.line(board_name, board["memory"]["flash"]["length"],
+                       board["memory"]["ram"]["length"])
+    (Path(build_dir) / "memory.txt").write_text(line + "\n")
+    (Path(build_dir) / "memory.json").write_text(
+        json.dumps({"flash": report.flash, "ram": report.ram}, indent=2) + "\n")
+    return line

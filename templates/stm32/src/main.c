@@ -19,6 +19,11 @@
 #define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME "\n"
 /*! Bytes taken from the receive ring per Feed call. */
 #define STM32_FEED_CHUNK_BYTES 256u
+/*! Test hook: milliseconds the loop stays busy after each Feed (0: none), to prove that the
+ *  interrupt-driven receive keeps bytes while the device computes, and reports what it loses. */
+#ifndef STM32_TEST_BUSY_MS
+#define STM32_TEST_BUSY_MS 0
+#endif
 
 static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 
@@ -69,5 +74,12 @@ int main(void) {
     if (err != kTvmErrorNoError) {
       TVMPlatformAbort(err);
     }
+#if STM32_TEST_BUSY_MS > 0
+    {
+      uint64_t until = SysTickCycles() + (uint64_t)g_sysclk_hz / 1000u * STM32_TEST_BUSY_MS;
+      while (SysTickCycles() < until) {
+      }
+    }
+#endif
   }
 }
