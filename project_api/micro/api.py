@@ -473,9 +473,10 @@ class Session:
         if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
             raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
         wait = timeout_sec if timeout_sec is not None else self.timeout_sec
+        derived = wait is None
         if wait is None:
             wait = self._timing_wait(model, number, repeat, min_repeat_ms)
-        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait))
+        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait, derived))
 
     def _timing_wait(self, model: Model, number: int, repeat: int, min_repeat_ms: int) -> float:
         """The wait for a timing call: the work it asks for, from one run measured first."""
@@ -494,7 +495,8 @@ class Session:
         return wait
 
     def _evaluate(
-        self, model: Model, number: int, repeat: int, min_repeat_ms: int, wait: float | None
+        self, model: Model, number: int, repeat: int, min_repeat_ms: int, wait: float | None,
+        derived: bool = False,
     ) -> tuple[float, ...]:
         evaluator = self.call(
             "runtime.RPCTimeEvaluator",
@@ -514,6 +516,8 @@ class Session:
         if not isinstance(evaluator, FunctionHandle) or not evaluator:
             raise SessionError(f"runtime.RPCTimeEvaluator returned {evaluator!r}, not a function")
         what = f"timing model {model.name!r} ({repeat} x {number} runs)"
+        if derived:
+            what += " (the limit allows for one run timed first)"
         try:
             raw = self.rpc.call(evaluator, timeout_sec=wait, what=what)
         except BaseException:

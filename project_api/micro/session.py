@@ -493,10 +493,10 @@ class SessionChannel:
         self._check_usable()
         if timeout_sec is not None:
             limit = float(timeout_sec)
-            source = "timeout_sec"
+            source = "the limit asked for this call"
         else:
             limit = float(self.timeouts.session_established_timeout_sec or 0)
-            source = "session_established_timeout_sec"
+            source = "session_established_timeout_sec, the per-reply limit"
         if max_wait_sec is not None and (not limit or max_wait_sec < limit):
             limit = max_wait_sec
             source = "max_wait_sec"
