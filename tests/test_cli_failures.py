@@ -245,3 +245,24 @@ def test_ctrl_c_during_run_exits_130_and_leaves_nothing(built, tmp_path, group) 
     assert "crashed" not in err and "timed out" not in err and "no reply" not in err
     assert device_pids(binary) == []
     assert list(tmp.iterdir()) == []
+
+
+def test_hung_real_device_gets_the_clear_message_first(built) -> None:
+    from project_api.errors import SessionError, SessionTimeoutError
+    from project_api.project import GeneratedProject
+
+    binary = built["project"] / "build" / "main"
+    with GeneratedProject.from_directory(built["project"]) as project:
+        with project.session(timeout_sec=1.0) as session:
+            model = session.model()
+            model.run()
+            (pid,) = device_pids(binary)
+            os.kill(pid, signal.SIGSTOP)  # hung: alive, but never answers
+            with pytest.raises(SessionTimeoutError) as info:
+                model.run()
+            message = str(info.value)
+            assert "within 1s" in message and "run of model 'default'" in message
+            assert "--timeout" in message and "earlier" not in message
+            with pytest.raises(SessionError, match="out of step"):
+                model.run()
+    assert device_pids(binary) == []

@@ -237,7 +237,8 @@ examples:
         a = self.args
         model = Path(a.model)
         if not model.is_file():
-            raise ProjectError(f"model {model} does not exist")
+            what = "is not a file" if model.exists() else "does not exist"
+            raise ProjectError(f"model {model} {what}; pass an MLF .tar or a .tflite file")
         tflite = model.read_bytes() if model.suffix == ".tflite" else None
         if a.check and tflite is None:
             raise UsageError("--check needs a .tflite model: its reference is TFLite Micro")

@@ -286,6 +286,8 @@ class _Timeouts:
     session_start_retry_timeout_sec: float
     session_start_timeout_sec: float
     session_established_timeout_sec: float
+    #: How a late reply's message names the per-reply limit.
+    established_limit_name: str = "Session timeout_sec, the per-reply limit"
 
 
 class Session:

@@ -496,7 +496,9 @@ class SessionChannel:
             source = "the limit asked for this call"
         else:
             limit = float(self.timeouts.session_established_timeout_sec or 0)
-            source = "session_established_timeout_sec, the per-reply limit"
+            source = getattr(self.timeouts, "established_limit_name", None) or (
+                "session_established_timeout_sec, the per-reply limit"
+            )
         if max_wait_sec is not None and (not limit or max_wait_sec < limit):
             limit = max_wait_sec
             source = "max_wait_sec"
