@@ -13,7 +13,9 @@ its ``PYTHONPATH`` starts with this package's location, so ``from project_api im
 works in any template. Other differences: a relative ``project_dir`` works (the reference
 launches a path relative to the wrong directory); a call interrupted by Ctrl-C does not leave
 the next call reading the stale reply; :meth:`ProjectAPIClient.write_transport_nowait` can
-pipeline a write with the following call.
+pipeline a write with the following call; a server that never answers ``server_info_query``
+(one stuck at start-up) is stopped after ``$PROJECT_API_SERVER_START_TIMEOUT_SEC`` (default 60 s)
+with a :class:`~project_api.errors.ClientError`, where the reference waits forever.
 
 Launching needs POSIX (``pass_fds`` and ``select`` on pipes). On Windows the launcher would be
 ``launch_microtvm_api_server.bat`` and the pipe ends would have to travel as inheritable handles;
