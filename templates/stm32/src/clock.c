@@ -67,11 +67,24 @@ uint32_t ClockInit(void) {
   if (!WaitFor(&FLASH_ACR, 0xFu, BOARD_FLASH_LATENCY)) {
     return g_sysclk_hz;
   }
+#if BOARD_CLOCK_BOOST
+  /* Above 80 MHz the switch goes through AHB/2 for at least 1 us (RM0432, 6.2.9 / 5.1.8). */
+  RCC_CFGR = BOARD_CLOCK_CFGR_PPRE | RCC_CFGR_HPRE_DIV2 | RCC_CFGR_SW_PLL;
+#else
   RCC_CFGR = BOARD_CLOCK_CFGR_PPRE | RCC_CFGR_SW_PLL;
+#endif
   if (!WaitFor(&RCC_CFGR, 3u << 2, RCC_CFGR_SW_PLL << 2)) {
     RCC_CFGR = 0; /* back to the reset clock, dividers included */
     return g_sysclk_hz;
   }
+#if BOARD_CLOCK_BOOST
+  {
+    volatile uint32_t spin;
+    for (spin = 0; spin < BOARD_SYSCLK_HZ / 2u / 1000000u * 2u; ++spin) {
+    }
+    RCC_CFGR = BOARD_CLOCK_CFGR_PPRE | RCC_CFGR_SW_PLL;
+  }
+#endif
   g_sysclk_hz = BOARD_SYSCLK_HZ;
   g_uart_clock_hz = BOARD_SYSCLK_HZ / BOARD_UART_APB_DIV;
   return g_sysclk_hz;

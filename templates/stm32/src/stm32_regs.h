@@ -74,6 +74,7 @@
 #define RCC_CR REG32(RCC_BASE + 0x00u)
 #define RCC_PLLCFGR REG32(RCC_BASE + RCC_PLLCFGR_OFFSET)
 #define RCC_CFGR REG32(RCC_BASE + 0x08u)
+#define RCC_CFGR_HPRE_DIV2 (8u << 4)
 #define RCC_CR_HSION (1u << 8)
 #define RCC_CR_HSIRDY (1u << 10)
 #define RCC_CR_HSEON (1u << 16)
