@@ -150,6 +150,25 @@ def test_micro_speech_on_qemu(qemu_projects: dict, models: dict) -> None:
     assert max(times) - min(times) <= 1e-3 * max(times)
 
 
+def test_micro_speech_through_json_rpc(qemu_projects: dict, models: dict) -> None:
+    """Every byte through read_transport/write_transport, as microTVM's client does it."""
+    from project_api.micro import Session
+    from project_api.transport import ProjectTransport
+
+    project = qemu_projects["micro_speech_int8"]
+    tensor = models["micro_speech_int8"][1].inputs[0]
+    x = np.random.default_rng(11).integers(-128, 127, tensor.shape, dtype=np.int8, endpoint=True)
+    transport = ProjectTransport(project.client, project.options, use_endpoint=False,
+                                 shutdown_client=False)
+    with Session(transport) as session:
+        assert transport.endpoint is None
+        model = session.model()
+        model.set_input(0, x)
+        model.run()
+        want = run_tflm(models["micro_speech_int8"][0].read_bytes(), [x])[0]
+        np.testing.assert_array_equal(model.get_output(0).reshape(want.shape), want)
+
+
 def test_project_api_run_cli(qemu_projects: dict, models: dict, tmp_path: Path) -> None:
     prj = Path(qemu_projects["hello_world_int8"].directory)
     tensor = models["hello_world_int8"][1].inputs[0]

@@ -77,7 +77,7 @@ class Handler(TransportMixin, TemplateHandler):
     BUILDS_FOR = ("cortex-m",)
     OPTIONS = [
         option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
-               optional=["generate_project", "open_transport"],
+               optional=["generate_project"],
                help="Board of boards.yaml (qemu_* boards run under QEMU)."),
         option("project_type", "str", choices=["host_driven"], default="host_driven",
                optional=["generate_project"], help="host_driven: an RPC server on the UART."),
