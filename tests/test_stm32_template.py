@@ -91,9 +91,26 @@ def test_build_every_board(models: dict, tmp_path: Path, board: str) -> None:
     assert f"of {spec['memory']['ram']['length']} bytes" in report
     used = json.loads((prj / "build/memory.json").read_text())
     assert used["flash"]["rpc server"] > 0 and used["ram"]["runtime"] > 0
+    _check_vector_table(prj, spec)
     with pytest.raises(ProjectAPIError, match="not implemented yet"):
         with generate_project_dir(prj) as project:
             project.flash()
+
+
+def _check_vector_table(prj: Path, spec: dict) -> None:
+    """The image starts with the initial stack (end of RAM), Reset_Handler and, at the UART's
+    IRQ, its handler (Thumb addresses)."""
+    nm = subprocess.run(["arm-none-eabi-nm", str(prj / "build/firmware.elf")],
+                        capture_output=True, text=True, check=True).stdout
+    symbols = {f[2]: int(f[0], 16) for f in (line.split() for line in nm.splitlines())
+               if len(f) == 3}
+    image = (prj / "build/firmware.bin").read_bytes()
+    words = np.frombuffer(image[: 4 * (16 + spec["irq_count"])], dtype="<u4")
+    ram = spec["memory"]["ram"]
+    assert words[0] == ram["origin"] + ram["length"]
+    assert words[1] == symbols["Reset_Handler"] | 1
+    assert words[15] == symbols["SysTick_Handler"] | 1
+    assert words[16 + spec["uart"]["irq"]] == symbols["UartIrqHandler"] | 1
 
 
 def generate_project_dir(prj: Path):
@@ -111,6 +128,7 @@ def test_qemu_build_and_memory_report(qemu_projects: dict) -> None:
                           capture_output=True, text=True, check=True).stdout.split("\n")[1]
     text, data, _ = (int(v) for v in size.split()[:3])
     assert abs(sum(used["flash"].values()) - (text + data)) < 256
+    _check_vector_table(prj, BOARDS[QEMU_BOARD])
 
 
 def _check_bit_exact(project, tflite: Path, inputs: list[np.ndarray]) -> list[float]:
