@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from project_api import dtypes
 from project_api.errors import RPCError, SessionError, SessionTimeoutError
 
 _LOG = logging.getLogger(__name__)
@@ -97,19 +98,17 @@ class DataType(NamedTuple):
 
     @classmethod
     def from_numpy(cls, dtype: Any) -> DataType:
-        dt = np.dtype(dtype)
-        kinds = {"i": 0, "u": 1, "f": 2}
-        if dt.kind not in kinds:
-            raise SessionError(
-                f"dtype {dt} has no DLPack equivalent; use an int, uint or float type"
-            )
-        return cls(kinds[dt.kind], dt.itemsize * 8, 1)
+        try:
+            dt = dtypes.from_numpy(dtype)
+        except dtypes.DTypeError as exc:
+            raise SessionError(str(exc)) from None
+        return cls(dt.code, dt.bits, dt.lanes)
 
     def to_numpy(self) -> np.dtype:
-        kinds = {0: "i", 1: "u", 2: "f"}
-        if self.code not in kinds or self.lanes != 1 or self.bits % 8 or self.bits == 0:
-            raise SessionError(f"device tensor has unsupported DLPack dtype {tuple(self)}")
-        return np.dtype(f"<{kinds[self.code]}{self.bits // 8}")
+        try:
+            return dtypes.from_dlpack(self.code, self.bits, self.lanes).to_numpy()
+        except dtypes.DTypeError:
+            raise SessionError(f"device tensor has unsupported DLPack dtype {tuple(self)}") from None
 
     @property
     def itemsize(self) -> int:
