@@ -27,6 +27,11 @@ def describe_library(lib: ModelLibrary) -> str:
             f"{mod.run_function or '-'}, workspace {mod.workspace_size_bytes} B, "
             f"constants {mod.constants_size_bytes} B"
         )
+        if mod.internal_workspace_bytes:
+            lines.append(f"    carries its own memory pool ({mod.internal_workspace_bytes} B in its C)")
+        if mod.target_family or mod.target_cpu:
+            lines.append(f"    built for {mod.target_cpu or mod.target_family}"
+                         + (f" ({mod.target_evidence})" if mod.target_evidence else ""))
         for kind, tensors in (("input", mod.inputs), ("output", mod.outputs)):
             for i, t in enumerate(tensors):
                 shape = "x".join(map(str, t.shape)) if t.shape is not None else "?"
