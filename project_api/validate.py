@@ -15,7 +15,7 @@ What ``project-api validate`` does, as a library independent of the command line
 **Data.** Samples are arrays whose first axis is the sample index, one per model input, keyed by
 the input's name, its C name or its index (``"0"``): a mapping, an ``.npz`` file, or a folder of
 ``<name>.npy`` files. Every input must have the same number of samples; each sample must have
-the input's dtype and shape (a size-1 batch axis may be left out, as with ``Model.set_input``).
+the input's dtype and shape (each sample may leave out size-1 axes, e.g. the batch axis; any other shape is refused).
 
 **References.** A reference is a mapping (or ``.npz`` / folder) keyed by output name in the same
 layout, or is computed from a ``.tflite`` model by TFLite Micro (the bit-exact reference for
