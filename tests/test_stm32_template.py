@@ -27,16 +27,23 @@ BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text(
 QEMU_BOARD = "qemu_netduinoplus2"
 
 
+_OURS: list[str] = []  # the pytest base directory: QEMUs of other users' tests do not count
+
+
 def _qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-x", "qemu-system-arm"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    """qemu-system-arm processes (pgrep) running a firmware of this test session."""
+    out = subprocess.run(["pgrep", "-a", "-x", "qemu-system-arm"], capture_output=True,
+                         text=True)
+    return {int(line.split()[0]) for line in out.stdout.splitlines()
+            if all(mark in line for mark in _OURS)}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _toolchain_and_no_qemu_left():
+def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
     require_tool("make")
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
+    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
     before = _qemu_pids()
     yield
     deadline = time.monotonic() + 5
@@ -273,3 +280,24 @@ def test_uart_receive_overflow_is_reported(busy_project) -> None:
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "stm32: UART receive lost" in out.stdout and "ring of 4096 bytes" in out.stdout
+
+
+def test_shutdown_exits_qemu_through_semihosting(qemu_projects: dict) -> None:
+    """kShutdown from the host: the firmware leaves QEMU with semihosting SYS_EXIT (status 0),
+    which QEMU honours under -semihosting-config enable=on,target=native."""
+    from project_api.micro.rpc import RPCCode, make_packet
+
+    project = qemu_projects["hello_world_int8"]
+    log = Path(project.directory) / "build/qemu.log"
+    with project.session() as session:
+        session.model()
+        started = _qemu_pids()
+        session.rpc.channel.send(make_packet(RPCCode.SHUTDOWN, b""))
+        deadline = time.monotonic() + 10
+        while "shutdown requested" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while _qemu_pids() & started and time.monotonic() < deadline:
+            time.sleep(0.05)
+    text = log.read_text()
+    assert "stm32 firmware: shutdown requested by the host" in text
+    assert "terminating on signal" not in text  # it exited by itself, before close_transport
