@@ -119,7 +119,7 @@ class Handler(TransportMixin, TemplateHandler):
         bus_div = board["clock"][f"{board['uart']['bus']}_div"]
         enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
         context = dict(board_name=name, board=board, baudrate=115200,
-                       rx_ring_bytes=max(1024, 1 << (2 * packet - 1).bit_length()),
+                       rx_ring_bytes=max(1024, 1 << (packet + 64).bit_length()),
                        uart_enr=f"RCC_{enr.upper()}", uart_apb_div=bus_div,
                        **clock_registers(board))
         project.render("board.h.j2", "src/board.h", **context)

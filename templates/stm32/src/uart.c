@@ -48,7 +48,7 @@ void UartInit(void) {
 #endif
   UART_CR1 = UART_CR1_TE | UART_CR1_RE | UART_CR1_RXNEIE;
   UART_CR1 |= UART_CR1_UE;
-  NVIC_IPR8(BOARD_UART_IRQ) = 0x40u; /* above SysTick, which keeps the reset priority 0 */
+  NVIC_IPR8(BOARD_UART_IRQ) = 0x40u; /* below SysTick (0), whose handler is a few instructions */
   NVIC_ISER(BOARD_UART_IRQ / 32u) = 1u << (BOARD_UART_IRQ % 32u);
 }
 
