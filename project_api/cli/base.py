@@ -25,10 +25,13 @@ and exit status 1 (2 for usage errors).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -94,6 +97,65 @@ class Subcommand:
 
     def elapsed(self) -> float:
         return time.monotonic() - self._started
+
+    @contextlib.contextmanager
+    def one_go_project(self, model: Path, work_prefix: str) -> Iterator[Any]:
+        """A project generated, built and flashed from ``--template``, ``model`` (an MLF or a
+        ``.tflite``, emitted first), ``-o`` and ``--input-spec``; kept in ``--out`` (replaced
+        only with ``--force``) or in a temporary folder removed afterwards."""
+        from project_api.errors import ProjectError
+        from project_api.project import (
+            TemplateProject,
+            generate_project,
+            parse_option_assignments,
+            resolve_template,
+        )
+
+        a = self.args
+        keep = a.out is not None
+        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix=work_prefix))
+        try:
+            if keep and work.exists():
+                if not a.force:
+                    raise ProjectError(f"{work} already exists; pass --force to replace it")
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            mlf_path = model
+            if model.suffix == ".tflite":
+                mlf_path = work / "model.tar"
+                self.progress(f"emitting {model} -> {mlf_path}")
+                _emit(model, mlf_path)
+            if getattr(a, "input_specs", None):
+                from project_api.cli.generate import model_with_specs
+
+                mlf_path = model_with_specs(mlf_path, a.input_specs, work)
+            template = resolve_template(a.template)
+            with TemplateProject.from_directory(template) as tpl:
+                options = parse_option_assignments(a.options, tpl.project_options)
+            project_dir = work / "project"
+            self.progress(f"generating {project_dir} from template {a.template}")
+            with generate_project(template, mlf_path, project_dir, options,
+                                  debug=self.verbosity > 1) as project:
+                self.progress("building")
+                project.build()
+                project.flash()
+                yield project
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+
+
+def _emit(tflite_path: Path, out_tar: Path) -> None:
+    from project_api.errors import ProjectError
+
+    try:
+        from project_api.emit import emit
+    except ImportError as exc:
+        raise ProjectError(
+            f"the TFLite emitter is not available ({exc}); emit the model with a project-api "
+            "that has it, or pass an MLF .tar"
+        ) from None
+    emit(str(tflite_path), str(out_tar), name="default")
 
 
 def format_options(options: Iterable[Mapping[str, Any]], indent: str = "  ") -> str:

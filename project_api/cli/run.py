@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +230,6 @@ examples:
         return self._one_go()
 
     def _one_go(self) -> int:
-        from project_api.project import generate_project, parse_option_assignments, resolve_template
 
         a = self.args
         model = Path(a.model)
@@ -242,39 +239,8 @@ examples:
         tflite = model.read_bytes() if model.suffix == ".tflite" else None
         if a.check and tflite is None:
             raise UsageError("--check needs a .tflite model: its reference is TFLite Micro")
-        keep = a.out is not None
-        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-run-"))
-        try:
-            if keep and work.exists():
-                if not a.force:
-                    raise ProjectError(f"{work} already exists; pass --force to replace it")
-                shutil.rmtree(work)
-            work.mkdir(parents=True, exist_ok=True)
-            mlf_path = model
-            if tflite is not None:
-                mlf_path = work / "model.tar"
-                self.progress(f"emitting {model} -> {mlf_path}")
-                _emit(model, mlf_path)
-            if getattr(a, "input_specs", None):
-                from project_api.cli.generate import model_with_specs
-
-                mlf_path = model_with_specs(mlf_path, a.input_specs, work)
-            template = resolve_template(a.template)
-            from project_api.project import TemplateProject
-
-            with TemplateProject.from_directory(template) as tpl:
-                options = parse_option_assignments(a.options, tpl.project_options)
-            project_dir = work / "project"
-            self.progress(f"generating {project_dir} from template {a.template}")
-            with generate_project(template, mlf_path, project_dir, options,
-                                  debug=self.verbosity > 1) as project:
-                self.progress("building")
-                project.build()
-                project.flash()
-                return self._run(project, tflite)
-        finally:
-            if not keep:
-                shutil.rmtree(work, ignore_errors=True)
+        with self.one_go_project(model, "project-api-run-") as project:
+            return self._run(project, tflite)
 
     def _run(self, project: Any, tflite: bytes | None) -> int:
         from project_api import mlf
@@ -388,17 +354,6 @@ def _save_outputs(path: Path, arrays: dict[str, np.ndarray], force: bool) -> Non
             np.savez(f, **arrays)
     except FileExistsError:
         raise ProjectError(f"{path} already exists; pass --force to overwrite it") from None
-
-
-def _emit(tflite_path: Path, out_tar: Path) -> None:
-    try:
-        from project_api.emit import emit
-    except ImportError as exc:
-        raise ProjectError(
-            f"the TFLite emitter is not available ({exc}); emit the model with a project-api "
-            "that has it, or pass an MLF .tar"
-        ) from None
-    emit(str(tflite_path), str(out_tar), name="default")
 
 
 def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[int, list[str]]:

@@ -8,9 +8,7 @@ progress bar (``tqdm``, on stderr) and prints a table (or ``--json``). Threshold
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -159,43 +157,8 @@ examples:
         return self._one_go(model, is_tflite, thresholds)
 
     def _one_go(self, model: Path, is_tflite: bool, thresholds: list[Any]) -> int:
-        from project_api.project import (
-            TemplateProject,
-            generate_project,
-            parse_option_assignments,
-            resolve_template,
-        )
-
-        a = self.args
-        keep = a.out is not None
-        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-validate-"))
-        try:
-            if keep and work.exists():
-                if not a.force:
-                    raise ProjectError(f"{work} already exists; pass --force to replace it")
-                shutil.rmtree(work)
-            work.mkdir(parents=True, exist_ok=True)
-            mlf_path = model
-            if is_tflite:
-                from project_api.emit import emit
-
-                mlf_path = work / "model.tar"
-                self.progress(f"emitting {model} -> {mlf_path}")
-                emit(str(model), str(mlf_path), name="default")
-            template = resolve_template(a.template)
-            with TemplateProject.from_directory(template) as tpl:
-                options = parse_option_assignments(a.options, tpl.project_options)
-            project_dir = work / "project"
-            self.progress(f"generating {project_dir} from template {a.template}")
-            with generate_project(template, mlf_path, project_dir, options,
-                                  debug=self.verbosity > 1) as project:
-                self.progress("building")
-                project.build()
-                project.flash()
-                return self._validate(project, model if is_tflite else None, thresholds)
-        finally:
-            if not keep:
-                shutil.rmtree(work, ignore_errors=True)
+        with self.one_go_project(model, "project-api-validate-") as project:
+            return self._validate(project, model if is_tflite else None, thresholds)
 
     # --- the run ---------------------------------------------------------------------------------
 
