@@ -301,3 +301,34 @@ def test_shutdown_exits_qemu_through_semihosting(qemu_projects: dict) -> None:
     text = log.read_text()
     assert "stm32 firmware: shutdown requested by the host" in text
     assert "terminating on signal" not in text  # it exited by itself, before close_transport
+
+
+def test_warning_as_error(tmp_path: Path) -> None:
+    from mlf_kernels import warning_module, write_mlf
+
+    mlf = write_mlf(tmp_path / "warn.tar", [warning_module()])
+    with pytest.raises(ProjectAPIError) as info:
+        with generate_project("stm32", mlf, tmp_path / "strict", {"warning_as_error": True}) as p:
+            p.build()
+    message = str(info.value).strip().splitlines()[-1]
+    assert "build failed: model/codegen/host/src/" in message and "build/build.log" in message
+    with generate_project("stm32", mlf, tmp_path / "lax", {"warning_as_error": False}) as p:
+        p.build()
+    assert (tmp_path / "lax/build/firmware.elf").is_file()
+
+
+def test_float32_dense_on_qemu_uses_the_fpu(tmp_path: Path) -> None:
+    """float32 code with the hard-float ABI: the start-up code must have enabled the FPU."""
+    from mlf_kernels import dense_mlf
+
+    mlf, weight, bias = dense_mlf(tmp_path / "dense.tar", in_features=32, out_features=12)
+    x = np.random.default_rng(2).standard_normal((1, 32)).astype(np.float32)
+    with generate_project("stm32", mlf, tmp_path / "prj", {"warning_as_error": True}) as project:
+        project.build()
+        with project.session() as session:
+            model = session.model()
+            model.set_input(0, x)
+            model.run()
+            out = model.get_output(0)
+    assert "-mfloat-abi=hard" in (tmp_path / "prj/Makefile").read_text()
+    np.testing.assert_allclose(out, np.maximum(x @ weight.T + bias, 0.0), rtol=1e-5, atol=1e-6)
