@@ -31,7 +31,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -126,8 +126,6 @@ class Subcommand:
                 self.progress(f"emitting {model} -> {mlf_path}")
                 _emit(model, mlf_path)
             if getattr(a, "input_specs", None):
-                from project_api.cli.generate import model_with_specs
-
                 mlf_path = model_with_specs(mlf_path, a.input_specs, work)
             template = resolve_template(a.template)
             with TemplateProject.from_directory(template) as tpl:
@@ -143,6 +141,16 @@ class Subcommand:
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
+
+
+def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Path) -> Path:
+    """``model`` itself without specs; else a copy in ``workdir`` whose metadata.json records the
+    supplied facts (so the template server sees them too)."""
+    if not specs:
+        return Path(model)
+    from project_api.mlf import write_mlf_with_specs
+
+    return write_mlf_with_specs(model, specs, Path(workdir) / "model-with-input-specs.tar")
 
 
 def _emit(tflite_path: Path, out_tar: Path) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
-from project_api.cli.base import Subcommand, add_option_argument, format_options
+from project_api.cli.base import Subcommand, add_option_argument, format_options, model_with_specs
 from project_api.errors import ProjectAPIError
 from project_api.project import TemplateProject, parse_option_assignments, resolve_template
 
@@ -24,16 +23,6 @@ def add_input_spec_argument(parser: argparse.ArgumentParser | argparse._Argument
              "without a readable Relay text), e.g. input_1:int8:1x49x10x1 (repeatable; an "
              "output's name works too)",
     )
-
-
-def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Path) -> Path:
-    """``model`` itself without specs; else a copy in ``workdir`` whose metadata.json records the
-    supplied facts (so the template server sees them too)."""
-    if not specs:
-        return Path(model)
-    from project_api.mlf import write_mlf_with_specs
-
-    return write_mlf_with_specs(model, specs, Path(workdir) / "model-with-input-specs.tar")
 
 
 class GenerateCommand(Subcommand):
