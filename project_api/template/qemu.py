@@ -141,7 +141,8 @@ def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,
                     line_owner: QemuSerialLine | None = None) -> bytes:
     """Read from ``transport`` until a line containing ``banner`` has arrived; return that line.
 
-    Then ``line_owner``'s spare ends are released. Raises ServerError naming what was seen when the emulator exits or ``timeout_sec`` passes.
+    Then ``line_owner``'s spare ends are released. Raises ServerError naming what was seen
+    when the emulator exits or ``timeout_sec`` passes.
     Bytes after the banner line are not read (the firmware sends none before the host does).
     """
     seen = b""

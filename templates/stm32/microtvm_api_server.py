@@ -5,9 +5,8 @@
 What makes this platform different (everything else is project_api.template): the board data
 renders ``board.h``, the linker script and the Makefile; every build ends with a memory report
 (``build/memory.txt``) and a firmware that does not fit fails in one line saying by how much;
-emulated boards are "flashed" by recording the image and run under QEMU (project_api.template.
-qemu), whose UART our client reaches through a FIFO endpoint. Flashing hardware (pyOCD) is not
-implemented yet.
+emulated boards are "flashed" by recording the image and run under QEMU (template.qemu), whose
+UART our client reaches through a FIFO endpoint. Flashing hardware (pyOCD) is not implemented.
 """
 
 from __future__ import annotations
@@ -125,13 +124,12 @@ class Handler(TransportMixin, TemplateHandler):
         project.render("board.h.j2", "src/board.h", **context)
         project.render("firmware.ld.j2", "firmware.ld", **context)
         specs = "nano.specs" if opts["libc"] == "newlib-nano" else "picolibc.specs"
-        project.render("Makefile.j2", "Makefile", libc_specs=specs, crt_sources=[f"crt/{p}" for p in crt],
-                       app_sources=APP_SOURCES, **context,
+        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=APP_SOURCES,
+                       crt_sources=[f"crt/{p}" for p in crt], **context,
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
 
     def _board(self) -> tuple[str, dict[str, Any]]:
         return (name := self.require_generated("board")["board"]), BOARDS[name]
-
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
         self.check_targets()
@@ -164,19 +162,21 @@ class Handler(TransportMixin, TemplateHandler):
         if not board["emulated"]:
             raise FlashError(f"flashing {name} is not implemented yet (pyOCD target "
                              f"{board['pyocd_target']}); flash {elf} with your own tool")
-        digest = hashlib.sha256(elf.read_bytes()).hexdigest()
+        if (image := elf.read_bytes())[:4] != b"\x7fELF" or image[18:20] != b"\x28\x00":
+            raise FlashError(f"{elf} is not an Arm ELF image; rebuild with 'project-api build'")
+        digest = hashlib.sha256(image).hexdigest()
         (self.project_dir / FLASHED).write_text(json.dumps({"board": name, "image": ELF,
                                                             "sha256": digest}) + "\n")
 
     def open_transport(self, options: dict) -> dict:
         name, board = self._board()
         if not board["emulated"]:
-            raise ServerError(message=f"open_transport: {name} is real hardware; its UART "
-                                      "transport (pyOCD flashing, serial port) is not implemented yet")
+            raise ServerError(message=f"open_transport: {name} is real hardware; its serial "
+                                      "transport is not implemented yet")
         elf = self.project_dir / ELF
         if not elf.is_file():
-            raise ServerError(message=f"open_transport: {elf} does not exist; build the project "
-                                      "first ('project-api build')")
+            raise ServerError(message=f"open_transport: {elf} does not exist; run 'project-api "
+                                      "build' first")
         self.close_transport()
         line = QemuSerialLine()
         log = self.project_dir / "build" / "qemu.log"
