@@ -33,6 +33,7 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +73,7 @@ def start_qemu(argv: Sequence[str | os.PathLike[str]], *, cwd: Path, log_path: P
     with open(log_path, "wb") as log:
         wrapped = [sys.executable, "-c", _PDEATHSIG_WRAPPER, str(os.getpid()), program,
                    *map(str, argv[1:])]
-        proc = DeviceProcess(wrapped, cwd=cwd, stdin=open(os.devnull, "rb"), stdout=log,
+        proc = DeviceProcess(wrapped, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
                              stderr=log, stop_wait_sec=stop_wait_sec)
     _LOG.info("QEMU: %s (log %s)", " ".join(map(str, argv)), log_path)
     return proc
