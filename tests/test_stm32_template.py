@@ -249,6 +249,7 @@ def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
