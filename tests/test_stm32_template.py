@@ -333,3 +333,12 @@ def test_float32_dense_on_qemu_uses_the_fpu(tmp_path: Path) -> None:
             out = model.get_output(0)
     assert "-mfloat-abi=hard" in (tmp_path / "prj/Makefile").read_text()
     np.testing.assert_allclose(out, np.maximum(x @ weight.T + bias, 0.0), rtol=1e-5, atol=1e-6)
+
+
+def test_picolibc_on_qemu(models: dict, tmp_path: Path) -> None:
+    with _project(models, "hello_world_int8", tmp_path / "prj", libc="picolibc",
+                  opt_level="z") as project:
+        tensor = models["hello_world_int8"][1].inputs[0]
+        xs = [np.full(tensor.shape, v, dtype=tensor.dtype) for v in (-3, 64)]
+        _check_bit_exact(project, models["hello_world_int8"][0], xs)
+    assert "picolibc" in (tmp_path / "prj/build/firmware.map").read_text()
