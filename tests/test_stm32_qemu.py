@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,11 +58,11 @@ def test_qemu_refuses_to_start_when_its_parent_is_gone(tmp_path: Path) -> None:
     import project_api.template.qemu as qemu_mod
 
     out = subprocess.run(
-        ["python3", "-c", qemu_mod._PDEATHSIG_WRAPPER, str(os.getpid() + 999999), "/bin/true"],
+        [sys.executable, "-c", qemu_mod._PDEATHSIG_WRAPPER, str(os.getpid() + 999999), "/bin/true"],
         capture_output=True, text=True, timeout=30)
     assert out.returncode != 0 and "gone" in out.stderr
     started = time.monotonic()
     out = subprocess.run(
-        ["python3", "-c", qemu_mod._PDEATHSIG_WRAPPER, str(os.getpid()), "/bin/true"],
+        [sys.executable, "-c", qemu_mod._PDEATHSIG_WRAPPER, str(os.getpid()), "/bin/true"],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and time.monotonic() - started < 30

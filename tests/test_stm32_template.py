@@ -43,6 +43,7 @@ def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
     require_tool("make")
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
+    require_tool("pgrep")
     _OURS[:] = [str(tmp_path_factory.getbasetemp())]
     before = _qemu_pids()
     yield
