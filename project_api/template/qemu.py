@@ -63,7 +63,10 @@ _PDEATHSIG_WRAPPER = (
 def start_qemu(argv: Sequence[str | os.PathLike[str]], *, cwd: Path, log_path: Path,
                stop_wait_sec: float = 2.0) -> DeviceProcess:
     """Start QEMU (``argv[0]`` a program name or path) with stdin from /dev/null and its
-    stdout/stderr (semihosting output included) in ``log_path``; it dies with this process."""
+    stdout/stderr (semihosting output included) in ``log_path``; it dies with this process.
+
+    Linux delivers the death signal when the *thread* that started QEMU ends: call this from the
+    server's main thread (template servers have no other), not from a short-lived worker."""
     program = shutil.which(str(argv[0]))
     if program is None:
         raise ServerError(message=f"'{argv[0]}' is not installed (not found on PATH); install "
