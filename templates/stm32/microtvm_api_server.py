@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,12 @@ from project_api.template import (
     TemplateHandler,
     TransportMixin,
     compile_definitions,
+    memory,
     option,
     require,
     run_logged,
 )
 from project_api.template.qemu import QemuSerialLine, start_qemu, wait_for_banner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import stm32_memory  # noqa: E402  (beside this script, in the template and in every project)
 
 _LOG = logging.getLogger("stm32")
 BOARDS = yaml.safe_load((Path(__file__).resolve().parent / "boards.yaml").read_text())["boards"]
@@ -106,8 +103,7 @@ class Handler(TransportMixin, TemplateHandler):
         crt = [str(p) for p in read_manifest(project.crt_dir).project_sources("host_driven")]
         project.copy_crt(crt)
         project.copy("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
-                     "src/main.c", "src/firmware.h", "src/stm32_regs.h", "boards.yaml",
-                     "stm32_memory.py")
+                     "src/main.c", "src/firmware.h", "src/stm32_regs.h", "boards.yaml")
         project.write_model_glue()
         packet = opts["max_packet_size_bytes"]
         project.write_crt_config({
@@ -152,7 +148,7 @@ class Handler(TransportMixin, TemplateHandler):
                                  f"workspace_size_bytes or pick a larger board; full log: {log}",
                                  log=str(log)) from None
             raise
-        _LOG.info("%s", stm32_memory.write_report(self.project_dir / "build", name, board))
+        _LOG.info("%s", memory.write_report(self.project_dir / "build", name, board))
 
     def flash(self, options: dict) -> None:
         name, board = self._board()

@@ -1,6 +1,6 @@
 """Memory report of a linked firmware, from its GNU ld map file: flash and RAM use split into
 runtime, RPC server, model code, model weights, activations and application, against the
-board's regions. Copied into every generated project beside its server script."""
+board's regions. Any template that links with GNU ld can use it (the STM32 template does)."""
 
 from __future__ import annotations
 
