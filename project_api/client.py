@@ -51,6 +51,7 @@ from .errors import (
     ServerExitedError,
     UnsupportedProtocolVersionError,
 )
+from .processes import stop_process
 from .server import PROTOCOL_VERSION, Base85Text, b85decode, b85encode, json_dumps
 
 __all__ = [
@@ -193,16 +194,12 @@ class ProjectAPIClient:
                 pass
         proc = self._process
         if proc is not None:
-            try:
-                proc.wait(timeout=self._shutdown_grace_sec)
-            except subprocess.TimeoutExpired:
-                _LOG.warning("API server pid %d did not exit; terminating it", proc.pid)
-                proc.terminate()
+            if proc.poll() is None:
                 try:
-                    proc.wait(timeout=1.0)
+                    proc.wait(timeout=self._shutdown_grace_sec)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                    _LOG.warning("API server pid %d did not exit; terminating it", proc.pid)
+                    stop_process(proc, 1.0)
         if self._stderr_pump is not None:
             self._stderr_pump.join(timeout=1.0)
 
@@ -293,12 +290,7 @@ class ProjectAPIClient:
         proc = self._process
         if proc is not None and proc.poll() is None:
             _LOG.debug("terminating the unresponsive API server pid %d", proc.pid)
-            proc.terminate()
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 1.0)
         self.shutdown()
 
     def _recv_reply(self, method: str, deadline: float | None = None) -> Any:

@@ -1009,14 +1009,20 @@ class FifoEndpoint:
         """Close the spare ends and remove the pipes and their directory."""
         while self._keep_fds:
             os.close(self._keep_fds.pop())
-        if self.dir.exists():
-            for path in (self.tx_path, self.rx_path):
-                try:
-                    if stat.S_ISFIFO(path.lstat().st_mode):
-                        path.unlink()
-                except FileNotFoundError:
-                    pass
-            shutil.rmtree(self.dir, ignore_errors=True)
+        remove_fifo_dir(self.dir, self.tx_path, self.rx_path)
+
+
+def remove_fifo_dir(directory: pathlib.Path, *fifos: pathlib.Path) -> None:
+    """Unlink the named FIFOs (only if they still are FIFOs) and remove their folder."""
+    if not directory.exists():
+        return
+    for path in fifos:
+        try:
+            if stat.S_ISFIFO(path.lstat().st_mode):
+                path.unlink()
+        except FileNotFoundError:
+            pass
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def main(handler: ProjectAPIHandler, argv: list[str] | None = None) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from project_api.errors import IoTimeoutError, ServerError
-from project_api.server import TransportTimeouts
+from project_api.server import TransportTimeouts, remove_fifo_dir
 from project_api.template.transport import DeviceProcess
 from project_api.transport import FdTransport
 
@@ -130,13 +129,7 @@ class QemuSerialLine:
 
     def close(self) -> None:
         self.release_spares()
-        for path in (self.tx_path, self.rx_path):
-            try:
-                if stat.S_ISFIFO(path.lstat().st_mode):
-                    path.unlink()
-            except FileNotFoundError:
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_fifo_dir(self.dir, self.tx_path, self.rx_path)
 
 
 def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from project_api.errors import TransportClosedError
+from project_api.processes import stop_process
 from project_api.transport import Transport
 
 _LOG = logging.getLogger(__name__)
@@ -86,13 +87,7 @@ class DeviceProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=self._stop_wait_sec)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, self._stop_wait_sec)
         _LOG.debug("%s exited with %s", Path(self.argv[0]).name, proc.returncode)
 
 
