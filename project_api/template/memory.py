@@ -20,6 +20,8 @@ _INPUT = re.compile(r"^ (?P<name>[\w.*$]+)?\s+0x(?P<addr>[0-9a-f]+)\s+0x(?P<size
                     r"(?:\s+(?P<obj>\S.*))?$")
 #: Where the runtime's model workspace and RPC pool live (main.c; crt/src/platform).
 _ACTIVATIONS = ("g_model_workspace",)
+#: Symbol prefix of the ai_ API's activation pools (template/jinja/ai_sample.c.j2).
+_ACTIVATION_POOL_PREFIX = "ai_activations_"
 
 
 @dataclass
@@ -38,7 +40,8 @@ class MemoryReport:
 
 def category(section: str, obj: str) -> str:
     """Which part of the firmware an input section of ``obj`` belongs to."""
-    if any(section.endswith("." + sym) for sym in _ACTIVATIONS):
+    if any(section.endswith("." + sym) for sym in _ACTIVATIONS) or \
+            section.rsplit(".", 1)[-1].startswith(_ACTIVATION_POOL_PREFIX):
         return "activations"
     if "crt/src/rpc_server/" in obj or "crt/src/rpc_common/" in obj:
         return "rpc server"

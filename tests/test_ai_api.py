@@ -1,0 +1,156 @@
+"""The generated ai_ API on the host: two emitted models whose modules are both named
+``default`` (one renamed at generate time), built with cc -std=c99 -Wall -Wextra -Werror and
+ASan+UBSan against the backend library only; every error path (NULL handle, index out of range,
+too-small or misaligned pool, exhausted handles, destroyed handle) and its last-error string;
+per-channel quantization as the MLF has it; outputs equal to TFLite Micro."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ai_api_helpers import (
+    PER_CHANNEL,
+    check_against_tflm,
+    hex_of,
+    scale_bits,
+    with_per_channel_output,
+)
+from conftest import require_tool
+
+from project_api import mlf, paths
+from project_api.crt_manifest import read_manifest
+from project_api.emit import emit
+from project_api.errors import ServerError
+from project_api.template import ai_api, glue
+
+UNIT_C = Path(__file__).resolve().parent / "ai_api_unit.c"
+
+
+@pytest.fixture(scope="module")
+def archives(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("ai_archives")
+    hello = emit(models_dir / "hello_world_int8.tflite", out / "hello.tar", name="default").path
+    speech = emit(models_dir / "micro_speech_int8.tflite", out / "speech.tar",
+                  name="default").path
+    return {"hello": hello, "speech_pc": with_per_channel_output(speech, out / "speech_pc.tar")}
+
+
+def _project(where: Path, main: Path, extra: list[Path], shared: bool) -> ai_api.AiProject:
+    where.mkdir()
+    mlf.safe_extract(main, where / "model")
+    project = ai_api.prepare(where, extra, "test", shared_pool=shared, seed=3)
+    ai_api.write_sources(glue.environment(), where, project)
+    return project
+
+
+@pytest.fixture(scope="module")
+def unit(archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    cc = require_tool("cc")
+    prj = tmp_path_factory.mktemp("ai_unit") / "prj"
+    project = _project(prj, archives["hello"], [archives["speech_pc"]], shared=True)
+    (prj / "crt_config.h").write_text("/* defaults */\n")
+    crt = paths.crt_dir()
+    backend = [str(crt / p) for p in read_manifest(crt).project_sources("standalone")]
+    models = [str(p) for d in project.model_dirs for p in sorted((prj / d).glob(
+        "codegen/host/src/*.c"))]
+    includes = [f"-I{prj / d / 'codegen/host/include'}" for d in project.model_dirs]
+    exe = prj / "unit"
+    cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
+           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
+           f"-I{prj / 'src/ai'}", f"-I{crt / 'include'}", f"-I{prj}", "-include",
+           str(prj / "crt_config.h"), *includes, "-o", str(exe), str(UNIT_C),
+           *(str(prj / s) for s in project.sources), *backend, *models, "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    return project, run
+
+
+def test_unit_build_runs_clean_under_sanitizers(unit) -> None:
+    _, run = unit
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "FAILED" not in run.stdout and "status: ok" in run.stdout
+    assert "runtime error" not in run.stderr and "AddressSanitizer" not in run.stderr
+
+
+def test_error_strings(unit) -> None:
+    lines = dict(line.split(": ", 1) for line in unit[1].stdout.splitlines() if ": " in line)
+    assert lines["error create null handle"].startswith("ai_create: handle is NULL")
+    assert lines["error create null info"].startswith("ai_create: model info is NULL")
+    assert "needs an activation pool of 64 bytes; got NULL" in lines["error create null pool"]
+    assert lines["error create small pool"] == (
+        "ai_create: activation pool of 63 bytes is too small for model 'default', which needs "
+        "64 bytes")
+    assert "not 16-byte aligned" in lines["error create misaligned pool"]
+    assert lines["error run null"] == "ai_run: network handle is NULL"
+    assert lines["error null handle"] == "ai_get_info: network handle is NULL"
+    assert lines["error input index"] == (
+        "ai_get_input: index 1 out of range (model 'default' has 1 inputs)")
+    assert lines["error output index"].startswith("ai_get_output: index 8 out of range")
+    assert lines["error input no data"] == "ai_run: input 0 of model 'default' has no data"
+    assert "not a live network handle" in lines["error destroyed"]
+    assert "network handles are in use" in lines["error exhausted"]
+
+
+def test_models_names_sizes_and_per_channel_quantization(unit, archives) -> None:
+    project, run = unit
+    assert project.renamed == {"speech_pc.tar:default": "default_1"}
+    assert "models: 2" in run.stdout
+    hello, speech = project.models
+    assert (hello["name"], speech["name"], speech["source_name"]) == ("default", "default_1",
+                                                                      "default")
+    assert "model default_1: source default archive speech_pc.tar version mlf-7" in run.stdout
+    assert hello["activations_size"] == ai_api.activations_bytes(32, 1) == 64
+    assert speech["weights_size"] > 10_000 and speech["activations_size"] >= 4008
+    want = " ".join(f"{scale_bits(s)}/{z}" for s, z in zip(PER_CHANNEL["scale"],
+                                                           PER_CHANNEL["zero_point"], strict=True))
+    assert f"quant default_1 output 0: axis 1 count 4 {want}" in run.stdout
+    assert "quant default input 0: axis -1 count 1 " in run.stdout
+
+
+def test_outputs_equal_tflite_micro(unit, models_dir: Path) -> None:
+    project, run = unit
+    outputs = [line.split(": ", 1)[0].split(" ", 1)[1] + " " + line.split(": ", 1)[1]
+               for line in run.stdout.splitlines() if line.startswith("output ")]
+    for k, (m, tflite) in enumerate(zip(project.models, ("hello_world_int8",
+                                                         "micro_speech_int8"), strict=True)):
+        t = m["inputs"][0]
+        x = ai_api.sample_input(3, k, 0, "int8", t["shape"])
+        check_against_tflm(models_dir / f"{tflite}.tflite", "int8", tuple(t["shape"]),
+                           x.tobytes(), hex_of(outputs, m["name"]))
+
+
+def test_sample_inputs_are_deterministic() -> None:
+    a = ai_api.sample_input(7, 1, 0, "int8", (1, 49, 40))
+    assert a.dtype == np.int8 and a.shape == (1, 49, 40)
+    np.testing.assert_array_equal(a, ai_api.sample_input(7, 1, 0, "int8", (1, 49, 40)))
+    assert not np.array_equal(a, ai_api.sample_input(8, 1, 0, "int8", (1, 49, 40)))
+    f = ai_api.sample_input(0, 0, 0, "float32", (3,))
+    assert f.dtype == np.float32 and np.all(np.abs(f) <= 1)
+
+
+def test_pool_sizes_shared_and_separate(archives, tmp_path: Path) -> None:
+    shared = _project(tmp_path / "s", archives["hello"], [archives["speech_pc"]], shared=True)
+    separate = _project(tmp_path / "p", archives["hello"], [archives["speech_pc"]], shared=False)
+    sizes = [m["activations_size"] for m in separate.models]
+    assert shared.pools_size == max(sizes) and separate.pools_size == sum(sizes)
+    header = (tmp_path / "s/src/ai/ai_sample.h").read_text()
+    assert f"#define AI_SAMPLE_POOLS_SIZE {max(sizes)}" in header
+    assert "ai_activations_shared" in (tmp_path / "s/src/ai/ai_sample.c").read_text()
+    assert "ai_activations_default_1[AI_DEFAULT_1_ACTIVATIONS_SIZE]" in (
+        tmp_path / "p/src/ai/ai_sample.c").read_text()
+
+
+def test_bad_per_channel_metadata_is_one_line() -> None:
+    with pytest.raises(ServerError, match="4 per-channel scales do not match axis 0"):
+        ai_api.quant_context({"scale": [1.0] * 4, "zero_point": [0] * 4, "axis": 0}, (1, 4), "t")
+    q = ai_api.quant_context({"scale": [0.5, 0.25], "zero_point": [1, 2],
+                              "quantized_dimension": -1}, (3, 2), "t")
+    assert q["axis"] == 1 and q["scale_literals"] == ["0.5f", "0.25f"]
+
+
+def test_missing_extra_archive(archives, tmp_path: Path) -> None:
+    with pytest.raises(ServerError, match="extra_models: .*nope.tar is not a file"):
+        _project(tmp_path / "x", archives["hello"], [tmp_path / "nope.tar"], shared=False)
