@@ -12,7 +12,9 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
   project, first compiler error in the message);
 * :mod:`.transport`: :class:`TransportMixin` (read/write/close over
   :mod:`project_api.transport`), :class:`DeviceProcess`, :class:`SerialEndpoint`;
-* :mod:`.targets`: CPU families and the templates that build for them.
+* :mod:`.targets`: CPU families and the templates that build for them;
+* :mod:`.flash`: flash runners (pyOCD, OpenOCD, STM32CubeProgrammer, QEMU) behind one interface;
+* :mod:`.serial_ports`: a board's serial port found by USB ID and serial number, opened as a UART.
 
 This package imports nothing from ``templates/``; the templates import it.
 """

@@ -1,0 +1,355 @@
+"""Flashing a board: one small runner class per tool, behind one interface.
+
+As in Zephyr's west runners, a runner is a class with a name and declared capabilities, and every
+side effect goes through one method, so each runner is tested without a probe attached (golden
+argv for the command-line tools, golden calls for pyOCD's Python API)::
+
+    runner = runner_for(values["flash_runner"], board, values)   # None: pyocd, or qemu if emulated
+    with progress_report(f"flash {name}") as progress:
+        runner.flash(elf, {"name": name, **board}, values["serial_number"], progress)
+
+``board`` is the board's entry of the template's ``boards.yaml`` plus its ``name``; the runners
+read ``emulated``, ``pyocd_target``, ``openocd_target`` (an OpenOCD target script, e.g.
+``target/stm32f4x.cfg``) and ``memory.flash`` from it. ``serial_number`` picks the debug probe
+(for ST-LINK, the USB serial number its virtual COM port shows too); None means "the only one".
+
+Runners: :class:`PyOcdRunner` (the default on hardware; pyOCD's Python API, which is a
+dependency), :class:`OpenOcdRunner` and :class:`CubeProgrammerRunner` (when installed), and
+:class:`QemuRunner` for emulated boards, which checks the image and records it beside it
+(``flashed.json``) for the emulator that ``open_transport`` starts. Every runner programs,
+verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
+that is absent or ambiguous raises a one-line FlashError listing the candidates.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from project_api.errors import FlashError, MissingProgramError
+
+_LOG = logging.getLogger(__name__)
+
+#: A progress callback: the fraction done, 0.0 to 1.0 (pyOCD's ProgressCallback convention).
+Progress = Callable[[float], None]
+
+#: Where a runner's tool output goes, beside the image (``build/flash.log``).
+FLASH_LOG = "flash.log"
+#: What :class:`QemuRunner` writes beside the image.
+FLASHED_RECORD = "flashed.json"
+
+
+@dataclass(frozen=True)
+class RunnerCaps:
+    """What a runner can do; :func:`runner_for` checks ``hardware`` against the board."""
+
+    hardware: bool  #: flashes a real board (False: records an image for an emulator)
+    serial_number: bool = False  #: picks the probe by its serial number
+    verify: bool = False  #: reads the flash back after writing it
+    reset: bool = False  #: resets the board into the new firmware
+
+
+class FlashRunner(abc.ABC):
+    """A way to put an image on a board. Subclasses set the class attributes and :meth:`flash`.
+
+    ``options`` are the flash step's option values; a runner reads only the ones it knows
+    (``pyocd_pack``). External programs run only through :meth:`check_call`.
+    """
+
+    NAME: ClassVar[str]
+    CAPS: ClassVar[RunnerCaps]
+    #: The executable on PATH, or None for a runner that needs none.
+    PROGRAM: ClassVar[str | None] = None
+    #: How to install what the runner needs (the second half of MissingProgramError).
+    INSTALL_HINT: ClassVar[str] = ""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the tool this runner drives is installed."""
+        return cls.PROGRAM is None or shutil.which(cls.PROGRAM) is not None
+
+    def require(self) -> str:
+        """The tool's path; MissingProgramError naming the install hint when it is absent."""
+        assert self.PROGRAM is not None
+        path = shutil.which(self.PROGRAM)
+        if path is None:
+            raise MissingProgramError(f"flash_runner={self.NAME}: '{self.PROGRAM}' is not "
+                                      f"installed (not found on PATH); {self.INSTALL_HINT}")
+        return path
+
+    @abc.abstractmethod
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        """Write ``image`` (an ELF file) to ``board``, verify it and start it."""
+
+    def check_call(self, argv: Sequence[str], log_path: Path) -> None:
+        """Run ``argv`` with its output in ``log_path``; FlashError naming its first error line."""
+        _LOG.info("%s: %s", self.NAME, shlex.join(argv))
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+            log.write(f"$ {shlex.join(argv)}\n")
+            log.flush()
+            proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace",
+                                  check=False)
+            log.write(proc.stdout)
+        for line in proc.stdout.splitlines():
+            _LOG.info("%s: %s", self.NAME, line.rstrip())
+        if proc.returncode != 0:
+            cause = next((line.strip() for line in proc.stdout.splitlines()
+                          if re.search(r"\berror\b", line, re.I)),
+                         f"{Path(argv[0]).name} exited with status {proc.returncode}")
+            raise FlashError(f"flash failed ({self.NAME}): {cause}; full log: {log_path}",
+                             log=str(log_path))
+
+
+def check_arm_elf(image: Path) -> bytes:
+    """The bytes of ``image`` if it is a 32-bit Arm ELF file, else FlashError saying to rebuild."""
+    data = image.read_bytes()
+    if data[:5] != b"\x7fELF\x01" or data[18:20] != b"\x28\x00":
+        raise FlashError(f"{image} is not an Arm ELF image; rebuild with 'project-api build'")
+    return data
+
+
+def load_segments(image: Path, flash: Mapping[str, int] | None = None) -> list[tuple[int, bytes]]:
+    """``(load address, bytes)`` of each loadable segment of an ELF file (inside ``flash``, a
+    ``{"origin", "length"}`` region, when given): what the flash must hold after programming."""
+    from elftools.elf.elffile import ELFFile
+
+    segments = []
+    with open(image, "rb") as f:
+        for seg in ELFFile(f).iter_segments():
+            if seg["p_type"] != "PT_LOAD" or seg["p_filesz"] == 0:
+                continue
+            addr = seg["p_paddr"]
+            if flash and not flash["origin"] <= addr < flash["origin"] + flash["length"]:
+                continue
+            segments.append((addr, seg.data()[: seg["p_filesz"]]))
+    return segments
+
+
+class PyOcdRunner(FlashRunner):
+    """pyOCD through its Python API: the probe chosen by serial number, the target of
+    ``pyocd_target``, a CMSIS pack from ``-o pyocd_pack=PATH`` when the target is not built in."""
+
+    NAME = "pyocd"
+    CAPS = RunnerCaps(hardware=True, serial_number=True, verify=True, reset=True)
+    INSTALL_HINT = "install it with 'pip install pyocd'"
+
+    @classmethod
+    def available(cls) -> bool:
+        return importlib.util.find_spec("pyocd") is not None
+
+    def require(self) -> str:
+        if not self.available():
+            raise MissingProgramError(f"flash_runner=pyocd: pyOCD is not installed; "
+                                      f"{self.INSTALL_HINT}")
+        return "pyocd"
+
+    def session_options(self, board: Mapping[str, Any]) -> dict[str, Any]:
+        """pyOCD session options: the target, and the pack for a target it does not build in."""
+        from pyocd.target import TARGET
+
+        target = board["pyocd_target"]
+        options: dict[str, Any] = {"target_override": target}
+        pack = self.options.get("pyocd_pack")
+        if pack:
+            if not Path(pack).is_file():
+                raise FlashError(f"pyocd_pack {pack} is not a file; pass the path of the "
+                                 f"CMSIS pack (.pack) for {target}")
+            options["pack"] = str(pack)
+        elif target not in TARGET and target not in _managed_pack_targets():
+            raise FlashError(f"pyOCD has no built-in target {target}; pass -o pyocd_pack=PATH "
+                             f"to its CMSIS pack, or run 'pyocd pack install {target}'")
+        return options
+
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        self.require()
+        from pyocd.core.exceptions import Error as PyOcdError
+        from pyocd.core.helpers import ConnectHelper
+        from pyocd.core.session import Session
+        from pyocd.flash.file_programmer import FileProgrammer
+
+        options = self.session_options(board)
+        segments = load_segments(image, board.get("memory", {}).get("flash"))
+        probes = ConnectHelper.get_all_connected_probes(
+            blocking=False, unique_id=serial_number, print_wait_message=False)
+        probe = _one_probe(probes, serial_number)
+        _LOG.info("pyocd: %s (%s), target %s", probe.description, probe.unique_id,
+                  options["target_override"])
+        try:
+            with Session(probe, options=options) as session:
+                FileProgrammer(session, progress=progress).program(str(image), file_format="elf")
+                for addr, data in segments:
+                    if bytes(session.target.read_memory_block8(addr, len(data))) != data:
+                        raise FlashError(f"verify failed: the flash at 0x{addr:08x} differs from "
+                                         f"{image} after programming; flash again, or erase it "
+                                         f"with 'pyocd erase --chip -t {board['pyocd_target']}'")
+                session.target.reset()
+        except PyOcdError as exc:
+            raise FlashError(f"flash failed (pyocd): {exc}; check the probe's USB cable and "
+                             "that no other debugger holds it") from None
+
+
+def _managed_pack_targets() -> set[str]:
+    """Targets of the CMSIS packs installed with ``pyocd pack install`` (lower case)."""
+    from pyocd.target.pack.pack_target import ManagedPacks
+
+    try:
+        return {dev.part_number.lower() for dev in ManagedPacks.get_installed_targets()}
+    except Exception as exc:  # the pack cache is optional; a broken one only hides its targets
+        _LOG.debug("pyOCD's installed packs: %s", exc)
+        return set()
+
+
+def _one_probe(probes: Sequence[Any], serial_number: str | None) -> Any:
+    """The only probe of ``probes``, or FlashError listing what is there."""
+    which = f" with serial number {serial_number}" if serial_number else ""
+    if not probes:
+        raise FlashError(f"no debug probe found{which}; connect the board's ST-LINK by USB "
+                         "('pyocd list' shows the probes)")
+    if len(probes) > 1:
+        listed = ", ".join(f"{p.unique_id} ({p.description})" for p in probes)
+        raise FlashError(f"{len(probes)} debug probes found{which}: {listed}; pick one with "
+                         "-o serial_number=<unique id>")
+    return probes[0]
+
+
+class OpenOcdRunner(FlashRunner):
+    """OpenOCD with the ST-LINK interface: ``program <elf> verify reset exit``."""
+
+    NAME = "openocd"
+    PROGRAM = "openocd"
+    CAPS = RunnerCaps(hardware=True, serial_number=True, verify=True, reset=True)
+    INSTALL_HINT = "install OpenOCD, e.g. 'apt-get install openocd'"
+    INTERFACE = "interface/stlink.cfg"
+
+    def version(self, program: str) -> tuple[int, ...]:
+        """OpenOCD's version (``Open On-Chip Debugger 0.12.0``); (0,) if it prints none."""
+        out = subprocess.run([program, "--version"], capture_output=True, text=True,
+                             check=False)
+        m = re.search(r"Open On-Chip Debugger (\d+)\.(\d+)", out.stdout + out.stderr)
+        return (int(m.group(1)), int(m.group(2))) if m else (0,)
+
+    def argv(self, program: str, image: Path, board: Mapping[str, Any],
+             serial_number: str | None, version: tuple[int, ...]) -> list[str]:
+        """The command line; ``adapter serial`` from OpenOCD 0.11 on, ``hla_serial`` before."""
+        target = board.get("openocd_target")
+        if not target:
+            raise FlashError(f"board {board.get('name')} has no openocd_target; use "
+                             "-o flash_runner=pyocd")
+        argv = [program, "-f", self.INTERFACE]
+        if serial_number:
+            word = "adapter serial" if version >= (0, 11) else "hla_serial"
+            argv += ["-c", f"{word} {serial_number}"]
+        return argv + ["-f", target, "-c", f"program {{{image}}} verify reset exit"]
+
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        program = self.require()
+        argv = self.argv(program, image, board, serial_number, self.version(program))
+        progress(0.0)
+        self.check_call(argv, image.parent / FLASH_LOG)
+        progress(1.0)
+
+
+class CubeProgrammerRunner(FlashRunner):
+    """ST's STM32CubeProgrammer command line: connect over SWD, write, verify, reset."""
+
+    NAME = "stm32cubeprogrammer"
+    PROGRAM = "STM32_Programmer_CLI"
+    CAPS = RunnerCaps(hardware=True, serial_number=True, verify=True, reset=True)
+    INSTALL_HINT = ("install STM32CubeProgrammer or STM32CubeCLT from st.com and put its bin/ "
+                    "folder on PATH")
+
+    def argv(self, program: str, image: Path, serial_number: str | None) -> list[str]:
+        connect = ["port=SWD"] + ([f"sn={serial_number}"] if serial_number else [])
+        return [program, "--connect", *connect, "--write", str(image), "--verify", "-rst"]
+
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        argv = self.argv(self.require(), image, serial_number)
+        progress(0.0)
+        self.check_call(argv, image.parent / FLASH_LOG)
+        progress(1.0)
+
+
+class QemuRunner(FlashRunner):
+    """Emulated boards: checks the image is an Arm ELF and records it (``flashed.json``) for
+    the emulator ``open_transport`` starts; nothing is written anywhere else."""
+
+    NAME = "qemu"
+    CAPS = RunnerCaps(hardware=False)
+
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        data = check_arm_elf(image)
+        record = {"board": board.get("name"), "image": image.name,
+                  "sha256": hashlib.sha256(data).hexdigest()}
+        (image.parent / FLASHED_RECORD).write_text(json.dumps(record) + "\n")
+        progress(1.0)
+
+
+#: Every runner by name (the choices of a template's ``flash_runner`` option).
+RUNNERS: dict[str, type[FlashRunner]] = {
+    cls.NAME: cls for cls in (PyOcdRunner, OpenOcdRunner, CubeProgrammerRunner, QemuRunner)
+}
+
+
+def runner_for(name: str | None, board: Mapping[str, Any],
+               options: Mapping[str, Any] | None = None) -> FlashRunner:
+    """The runner ``name`` (None: qemu for an emulated board, else pyocd) for ``board``;
+    FlashError when it cannot flash that kind of board."""
+    emulated = bool(board.get("emulated"))
+    name = name or ("qemu" if emulated else "pyocd")
+    if name not in RUNNERS:
+        raise FlashError(f"unknown flash_runner {name!r}; pick one of {', '.join(RUNNERS)}")
+    cls = RUNNERS[name]
+    if cls.CAPS.hardware == emulated:
+        kind, default = ("an emulated", "qemu") if emulated else ("a real", "pyocd")
+        raise FlashError(f"flash_runner={name} cannot flash {kind} board "
+                         f"({board.get('name', 'this board')}); use flash_runner={default}")
+    return cls(options)
+
+
+@contextlib.contextmanager
+def progress_report(label: str, stream: IO[str] | None = None) -> Iterator[Progress]:
+    """A progress callback: a tqdm bar when ``stream`` (stderr) is a terminal, else a log line
+    at every quarter, so a captured log stays one line per step (pyOCD's TTY/no-TTY split)."""
+    stream = stream if stream is not None else sys.stderr
+    if stream.isatty():
+        from tqdm import tqdm
+
+        with tqdm(total=100, desc=label, unit="%", file=stream, leave=True,
+                  bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}") as bar:
+            def update(fraction: float) -> None:
+                delta = min(100.0, 100 * fraction) - bar.n
+                if delta > 0:  # a later phase (program after erase) restarts at 0: keep the bar
+                    bar.update(delta)
+            yield update
+        return
+    quarters = [0]
+
+    def log(fraction: float) -> None:
+        step = int(4 * min(max(fraction, 0.0), 1.0))
+        if step > quarters[0]:
+            quarters[0] = step
+            _LOG.info("%s: %d%%", label, 25 * step)
+    yield log
