@@ -203,7 +203,7 @@ class PyOcdRunner(FlashRunner):
                                          f"{image} after programming; flash again, or erase it "
                                          f"with 'pyocd erase --chip -t {board['pyocd_target']}'")
                 session.target.reset()
-        except PyOcdError as exc:
+        except (PyOcdError, OSError) as exc:  # OSError: libusb's (pyusb's USBError is one)
             raise FlashError(f"flash failed (pyocd): {exc}; check the probe's USB cable and "
                              "that no other debugger holds it") from None
 
