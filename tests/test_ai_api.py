@@ -154,3 +154,20 @@ def test_bad_per_channel_metadata_is_one_line() -> None:
 def test_missing_extra_archive(archives, tmp_path: Path) -> None:
     with pytest.raises(ServerError, match="extra_models: .*nope.tar is not a file"):
         _project(tmp_path / "x", archives["hello"], [tmp_path / "nope.tar"], shared=False)
+
+
+def test_clash_with_prebuilt_objects_is_refused(archives, tmp_path: Path) -> None:
+    """A module that ships codegen/host/lib/*.o cannot be renamed: one line says to re-emit."""
+    import tarfile
+
+    src = tmp_path / "src"
+    mlf.safe_extract(archives["hello"], src)
+    (src / "codegen/host/lib").mkdir()
+    (src / "codegen/host/lib/default_lib0.o").write_bytes(b"\x7fELF")
+    prebuilt = tmp_path / "prebuilt.tar"
+    with tarfile.open(prebuilt, "w") as tar:
+        for path in sorted(src.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(src)), recursive=False)
+    with pytest.raises(ServerError, match=r"prebuilt.tar: module 'default' clashes .* emit it "
+                                          r"again with another name"):
+        _project(tmp_path / "x", archives["hello"], [prebuilt], shared=False)
