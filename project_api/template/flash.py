@@ -66,7 +66,8 @@ class FlashRunner(abc.ABC):
     """A way to put an image on a board. Subclasses set the class attributes and :meth:`flash`.
 
     ``options`` are the flash step's option values; a runner reads only the ones it knows
-    (``pyocd_pack``). External programs run only through :meth:`check_call`.
+    (``pyocd_pack``). External programs run only through :meth:`check_call` (and
+    :meth:`output` for queries), so a test can replace either.
     """
 
     NAME: ClassVar[str]
@@ -97,6 +98,13 @@ class FlashRunner(abc.ABC):
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
         """Write ``image`` (an ELF file) to ``board``, verify it and start it."""
+
+    def output(self, argv: Sequence[str]) -> str:
+        """What ``argv`` prints (stdout and stderr), for queries such as ``--version``."""
+        _LOG.debug("%s: %s", self.NAME, shlex.join(argv))
+        proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
+        return proc.stdout
 
     def check_call(self, argv: Sequence[str], log_path: Path) -> None:
         """Run ``argv`` with its output in ``log_path``; FlashError naming its first error line."""
@@ -243,9 +251,7 @@ class OpenOcdRunner(FlashRunner):
 
     def version(self, program: str) -> tuple[int, ...]:
         """OpenOCD's version (``Open On-Chip Debugger 0.12.0``); (0,) if it prints none."""
-        out = subprocess.run([program, "--version"], capture_output=True, text=True,
-                             check=False)
-        m = re.search(r"Open On-Chip Debugger (\d+)\.(\d+)", out.stdout + out.stderr)
+        m = re.search(r"Open On-Chip Debugger (\d+)\.(\d+)", self.output([program, "--version"]))
         return (int(m.group(1)), int(m.group(2))) if m else (0,)
 
     def argv(self, program: str, image: Path, board: Mapping[str, Any],
