@@ -1,0 +1,138 @@
+"""A line-fault injector between the host's client and a device transport, for fault tests.
+
+:class:`FaultProxy` wraps a :class:`~project_api.transport.Transport`; every byte the host writes
+and every byte it reads passes through it, and each byte is hit by a fault with probability
+``rate``: a bit flip, a dropped byte or a burst of random noise inserted before it. Fault
+positions are counted in bytes per direction (the gaps are drawn from a seeded geometric
+distribution), so a run is reproducible however the stream is split into reads and writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+
+import numpy as np
+
+from project_api.server import TransportTimeouts
+from project_api.transport import Transport
+
+_LOG = logging.getLogger(__name__)
+
+
+class Direction(enum.Enum):
+    TO_DEVICE = "to device"
+    FROM_DEVICE = "from device"
+
+
+class FaultKind(enum.Enum):
+    FLIP = "bit flip"
+    DROP = "dropped byte"
+    NOISE = "noise burst"
+
+
+@dataclasses.dataclass
+class FaultCounts:
+    """Faults injected so far, by direction and kind, and the bytes that passed."""
+
+    bytes_seen: dict[Direction, int] = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(Direction, 0))
+    faults: dict[tuple[Direction, FaultKind], int] = dataclasses.field(
+        default_factory=lambda: {(d, k): 0 for d in Direction for k in FaultKind})
+
+    @property
+    def total(self) -> int:
+        return sum(self.faults.values())
+
+    def in_direction(self, direction: Direction) -> int:
+        return sum(n for (d, _), n in self.faults.items() if d == direction)
+
+    def __str__(self) -> str:
+        parts = [f"{d.value}: {self.bytes_seen[d]} bytes, "
+                 + ", ".join(f"{self.faults[(d, k)]} {k.value}" for k in FaultKind)
+                 for d in Direction]
+        return "; ".join(parts)
+
+
+class FaultProxy(Transport):
+    """Injects seeded line faults into both directions of ``child``.
+
+    ``rate`` is the probability that a byte is hit; a hit is a bit flip, a drop or a noise
+    burst (1..``max_burst_bytes`` random bytes inserted before the byte) with equal chance.
+    ``enabled`` may be switched off (e.g. around set-up); bytes passed then do not advance the
+    fault positions. ``is_open`` tells :class:`~project_api.micro.Session` that the proxy is
+    already open, so sessions come and go over one open device link.
+    """
+
+    def __init__(self, child: Transport, rate: float, seed: int, max_burst_bytes: int = 16):
+        if not 0 < rate < 1:
+            raise ValueError(f"rate must be in (0, 1); got {rate}")
+        self.child = child
+        self.rate = rate
+        self.max_burst_bytes = max_burst_bytes
+        self.enabled = True
+        self.is_open = False
+        self.counts = FaultCounts()
+        self._rng = np.random.default_rng(seed)
+        #: Bytes still to pass untouched before the next fault, per direction.
+        self._gap = {d: self._next_gap() for d in Direction}
+        #: Faults injected since the last :meth:`take_recent` call.
+        self._recent = 0
+
+    def _next_gap(self) -> int:
+        return int(self._rng.geometric(self.rate)) - 1
+
+    def take_recent(self) -> int:
+        """Faults injected since the last call (to tell which operation they hit)."""
+        n, self._recent = self._recent, 0
+        return n
+
+    def corrupt(self, data: bytes, direction: Direction) -> bytes:
+        """``data`` with this direction's faults that fall inside it applied."""
+        if not self.enabled or not data:
+            return data
+        self.counts.bytes_seen[direction] += len(data)
+        out = bytearray()
+        pos = 0
+        while self._gap[direction] < len(data) - pos:
+            hit = pos + self._gap[direction]
+            out += data[pos:hit]
+            kind = list(FaultKind)[int(self._rng.integers(len(FaultKind)))]
+            if kind == FaultKind.FLIP:
+                out.append(data[hit] ^ (1 << int(self._rng.integers(8))))
+            elif kind == FaultKind.NOISE:
+                n = int(self._rng.integers(1, self.max_burst_bytes, endpoint=True))
+                out += self._rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+                out.append(data[hit])
+            # FaultKind.DROP: the byte is left out.
+            self.counts.faults[(direction, kind)] += 1
+            self._recent += 1
+            _LOG.debug("fault %s at byte %d (%s)", kind.value,
+                       self.counts.bytes_seen[direction] - len(data) + hit, direction.value)
+            pos = hit + 1
+            self._gap[direction] = self._next_gap()
+        self._gap[direction] -= len(data) - pos
+        out += data[pos:]
+        return bytes(out)
+
+    # --- Transport ------------------------------------------------------------------------
+
+    def timeouts(self) -> TransportTimeouts:
+        return self.child.timeouts()
+
+    def open(self) -> None:
+        self.child.open()
+        self.is_open = True
+
+    def close(self) -> None:
+        self.is_open = False
+        self.child.close()
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        self.child.write(self.corrupt(bytes(data), Direction.TO_DEVICE), timeout_sec)
+
+    def read(self, n: int, timeout_sec: float | None) -> bytes:
+        # A read that lost every byte it got returns b"", which the session treats as
+        # "nothing yet" and reads again within its own deadline.
+        return self.corrupt(self.child.read(n, timeout_sec), Direction.FROM_DEVICE)
