@@ -28,6 +28,7 @@ from project_api.template import (
     NewProject,
     TemplateHandler,
     TransportMixin,
+    ai_api,
     compile_definitions,
     memory,
     option,
@@ -42,6 +43,8 @@ ELF, FLASHED = "build/firmware.elf", "build/flashed.json"
 BANNER = b"project-api stm32 ready"
 APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c",
                "src/model_glue.c")
+STANDALONE_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
+                      "src/standalone_main.c")
 # QEMU runs instructions at about 1e8/s here; a model run of a few seconds is normal.
 TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                     session_start_timeout_sec=20.0,
@@ -75,8 +78,16 @@ class Handler(TransportMixin, TemplateHandler):
         option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
                optional=["generate_project"],
                help="Board of boards.yaml (qemu_* boards run under QEMU)."),
-        option("project_type", "str", choices=["host_driven"], default="host_driven",
-               optional=["generate_project"], help="host_driven: an RPC server on the UART."),
+        option("project_type", "str", choices=["host_driven", "standalone"],
+               default="host_driven", optional=["generate_project"],
+               help="host_driven: an RPC server on the UART; standalone: the ai_ API "
+                    "(src/ai/ai_runtime.h) and a main that runs every model once."),
+        option("extra_models", "str", optional=["generate_project"],
+               help="standalone: more MLF archives in the firmware, comma-separated paths."),
+        option("shared_pool", "bool", default=False, optional=["generate_project"],
+               help="standalone: one activation pool sized to the largest model."),
+        option("sample_seed", "int", default=0, minimum=0, maximum=(1 << 31) - 1,
+               optional=["generate_project"], help="standalone: seed of the known inputs."),
         option("opt_level", "str", choices=["0", "1", "2", "3", "s", "z", "g"], default="s",
                optional=["generate_project"], help="GCC optimisation level (-O<level>)."),
         option("workspace_size_bytes", "int", default=32 * 1024, minimum=4096, maximum=1 << 24,
@@ -100,11 +111,22 @@ class Handler(TransportMixin, TemplateHandler):
     def render(self, project: NewProject) -> None:
         opts = project.options
         name, board = opts["board"], BOARDS[opts["board"]]
-        crt = [str(p) for p in read_manifest(project.crt_dir).project_sources("host_driven")]
+        standalone = opts["project_type"] == "standalone"
+        if not standalone and (opts["extra_models"] or opts["shared_pool"]):
+            raise ServerError(message="extra_models and shared_pool need project_type=standalone")
+        crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
+            opts["project_type"])]
         project.copy_crt(crt)
-        project.copy("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
-                     "src/main.c", "src/firmware.h", "src/stm32_regs.h", "boards.yaml")
-        project.write_model_glue()
+        app = STANDALONE_SOURCES if standalone else APP_SOURCES
+        project.copy(*(s for s in app if s != "src/model_glue.c"), "src/firmware.h",
+                     "src/stm32_regs.h", "boards.yaml")
+        if standalone:
+            ai = ai_api.generate(project, opts["extra_models"], opts["shared_pool"],
+                                 opts["sample_seed"])
+            app, model_dirs = (*app, *ai.sources), ai.model_dirs
+        else:
+            project.write_model_glue()
+            model_dirs = ["model"]
         packet = opts["max_packet_size_bytes"]
         project.write_crt_config({
             "TVM_CRT_MAX_PACKET_SIZE_BYTES": (packet, "Largest RPC packet, header included."),
@@ -114,13 +136,15 @@ class Handler(TransportMixin, TemplateHandler):
         bus_div = board["clock"][f"{board['uart']['bus']}_div"]
         enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
         context = dict(board_name=name, board=board, baudrate=115200,
-                       rx_ring_bytes=max(1024, 1 << (packet + 64).bit_length()),
+                       rx_ring_bytes=1024 if standalone else
+                       max(1024, 1 << (packet + 64).bit_length()),
                        uart_enr=f"RCC_{enr.upper()}", uart_apb_div=bus_div,
                        **clock_registers(board))
         project.render("board.h.j2", "src/board.h", **context)
         project.render("firmware.ld.j2", "firmware.ld", **context)
         specs = "nano.specs" if opts["libc"] == "newlib-nano" else "picolibc.specs"
-        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=APP_SOURCES,
+        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=app,
+                       model_dirs=model_dirs,
                        crt_sources=[f"crt/{p}" for p in crt], **context,
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
 

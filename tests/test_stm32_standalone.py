@@ -1,0 +1,163 @@
+"""stm32 template, project type ``standalone``: several MLFs in one firmware behind the ai_ API,
+run on QEMU netduinoplus2. Each firmware runs every model once on its known input and prints
+the results over the UART, then exits through semihosting (status 0 = every model ran); the
+outputs equal TFLite Micro's on the same inputs. Also: two archives whose modules are both
+``default`` link (one is renamed), per-channel quantization reported by the API, one shared
+pool sized to the largest model versus one pool per model, one-line errors. No QEMU is left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from ai_api_helpers import (
+    PER_CHANNEL,
+    check_against_tflm,
+    hex_of,
+    parse_lines,
+    scale_bits,
+    with_per_channel_output,
+)
+from conftest import require_tool
+
+from project_api.emit import emit
+from project_api.errors import ProjectAPIError
+from project_api.project import generate_project
+from project_api.template import ai_api
+
+_OURS: list[str] = []
+
+
+def _qemu_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-a", "-x", "qemu-system-arm"], capture_output=True,
+                         text=True)
+    return {int(line.split()[0]) for line in out.stdout.splitlines()
+            if all(mark in line for mark in _OURS)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
+    for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm", "pgrep"):
+        require_tool(tool)
+    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
+    before = _qemu_pids()
+    yield
+    deadline = time.monotonic() + 5
+    while _qemu_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _qemu_pids() - before, "a qemu-system-arm process was left running"
+
+
+@pytest.fixture(scope="module")
+def archives(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("standalone_models")
+    hw, ms = models_dir / "hello_world_int8.tflite", models_dir / "micro_speech_int8.tflite"
+    default_ms = emit(ms, out / "speech_default.tar", name="default").path
+    return {
+        "hello": emit(hw, out / "hello.tar", name="hello").path,
+        "speech": emit(ms, out / "speech.tar", name="speech").path,
+        "hello_default": emit(hw, out / "hello_default.tar", name="default").path,
+        "speech_default_pc": with_per_channel_output(default_ms, out / "speech_pc.tar"),
+    }
+
+
+def _build(where: Path, main: Path, extra: list[Path], **options) -> Path:
+    opts = {"project_type": "standalone", "warning_as_error": True,
+            "extra_models": ",".join(str(p) for p in extra), **options}
+    with generate_project("stm32", main, where, opts) as project:
+        project.build()
+    return where
+
+
+def _run_on_qemu(prj: Path) -> tuple[int, dict[str, list[str]]]:
+    """Run the firmware to its semihosting exit; (exit status, parsed UART lines)."""
+    run = subprocess.run(
+        ["qemu-system-arm", "-M", "netduinoplus2", "-display", "none", "-monitor", "none",
+         "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
+         "-kernel", str(prj / "build/firmware.elf"), "-serial", "stdio"],
+        capture_output=True, text=True, timeout=120, cwd=prj)
+    return run.returncode, parse_lines(run.stdout)
+
+
+@pytest.fixture(scope="module")
+def shared(archives, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("sa_shared") / "prj", archives["hello"],
+                  [archives["speech"]], shared_pool=True, sample_seed=11)
+
+
+@pytest.fixture(scope="module")
+def same_name(archives, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("sa_same") / "prj", archives["hello_default"],
+                  [archives["speech_default_pc"]])
+
+
+def _check_outputs(lines: dict[str, list[str]], models_dir: Path, names: list[str],
+                   seed: int) -> None:
+    for k, (name, tflite) in enumerate(zip(names, ("hello_world_int8", "micro_speech_int8"),
+                                           strict=True)):
+        shape = (1, 1) if k == 0 else (1, 1960)
+        want_in = ai_api.sample_input(seed, k, 0, "int8", shape).tobytes()
+        got_in = hex_of(lines["input"], name)
+        assert got_in == want_in
+        check_against_tflm(models_dir / f"{tflite}.tflite", "int8", shape, got_in,
+                           hex_of(lines["output"], name))
+
+
+def test_two_models_shared_pool_equal_tflm(shared: Path, models_dir: Path) -> None:
+    status, lines = _run_on_qemu(shared)
+    assert status == 0 and lines["done"] == ["0"], lines
+    assert lines["models"] == ["2 seed 11 shared_pool 1"]
+    assert [m.split()[0] for m in lines["model"]] == ["hello", "speech"]
+    assert "error" not in lines
+    _check_outputs(lines, models_dir, ["hello", "speech"], seed=11)
+
+
+def test_same_module_name_links_and_per_channel_is_reported(same_name: Path,
+                                                            models_dir: Path) -> None:
+    status, lines = _run_on_qemu(same_name)
+    assert status == 0 and lines["done"] == ["0"], lines
+    assert lines["model"][0].startswith("default source default archive model.tar version mlf-7")
+    assert lines["model"][1].startswith("default_1 source default archive speech_pc.tar")
+    _check_outputs(lines, models_dir, ["default", "default_1"], seed=0)
+    want = " ".join(f"{scale_bits(s)}/{z}" for s, z in zip(PER_CHANNEL["scale"],
+                                                           PER_CHANNEL["zero_point"], strict=True))
+    assert f"default_1 output 0 axis 1 count 4 {want}" in lines["quant"]
+    assert any(q.startswith("default input 0 axis -1 count 1 ") for q in lines["quant"])
+    nm = subprocess.run(["arm-none-eabi-nm", str(same_name / "build/firmware.elf")],
+                        capture_output=True, text=True, check=True).stdout
+    assert " T tvmgen_default_run" in nm and " T tvmgen_default_1_run" in nm
+
+
+def _activation_sizes(prj: Path) -> list[int]:
+    header = (prj / "src/ai/ai_models.h").read_text()
+    return [int(line.split()[-1]) for line in header.splitlines()
+            if line.startswith("#define AI_") and line.endswith(tuple("0123456789"))
+            and "_ACTIVATIONS_SIZE " in line and "MAX_" not in line]
+
+
+def test_pool_sizing_shared_versus_separate(shared: Path, same_name: Path) -> None:
+    shared_sizes, separate_sizes = _activation_sizes(shared), _activation_sizes(same_name)
+    assert len(shared_sizes) == len(separate_sizes) == 2
+    assert shared_sizes == separate_sizes  # the same two models
+    used_shared = json.loads((shared / "build/memory.json").read_text())["ram"]["activations"]
+    used_separate = json.loads((same_name / "build/memory.json").read_text())["ram"]["activations"]
+    assert used_shared == max(shared_sizes)
+    assert used_separate == sum(separate_sizes)
+    assert "activations" in (shared / "build/memory.txt").read_text()
+
+
+def test_host_driven_refuses_extra_models(archives, tmp_path: Path) -> None:
+    with pytest.raises(ProjectAPIError, match="need project_type=standalone"):
+        generate_project("stm32", archives["hello"], tmp_path / "prj",
+                         {"extra_models": str(archives["speech"])})
+    assert not (tmp_path / "prj").exists()
+
+
+def test_missing_extra_archive_is_one_line(archives, tmp_path: Path) -> None:
+    with pytest.raises(ProjectAPIError, match="is not a file; pass MLF archives by absolute"):
+        generate_project("stm32", archives["hello"], tmp_path / "prj",
+                         {"project_type": "standalone",
+                          "extra_models": str(tmp_path / "missing.tar")})
