@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <tvm/runtime/c_backend_api.h>
+
 #include "ai_models.h"
 #include "ai_runtime.h"
 #include "ai_sample.h"
@@ -137,7 +139,20 @@ int main(void) {
       memcpy(t->data, s->inputs[i], t->size_bytes);
       print_quant(info->name, "input", i, t);
     }
+    memset(s->pool, 0xA5, s->pool_size);
     CHECK(ai_run(h) == AI_STATUS_OK);
+    {
+      /* The workspace came from this model's pool, and fitted in activations_size. */
+      size_t peak = 0, touched = 0, b;
+      TVMBackendWorkspaceUsage(NULL, &peak);
+      for (b = 0; b < s->pool_size; b++) {
+        touched += s->pool[b] != 0xA5;
+      }
+      printf("workspace %s: peak %lu touched %lu\n", info->name, (unsigned long)peak,
+             (unsigned long)touched);
+      CHECK(peak >= info->workspace_size && peak <= info->activations_size);
+      CHECK(info->workspace_size == 0 || touched > 0);
+    }
     for (i = 0; i < info->n_outputs; i++) {
       ai_tensor* t = ai_get_output(h, i);
       print_quant(info->name, "output", i, t);

@@ -171,3 +171,11 @@ def test_clash_with_prebuilt_objects_is_refused(archives, tmp_path: Path) -> Non
     with pytest.raises(ServerError, match=r"prebuilt.tar: module 'default' clashes .* emit it "
                                           r"again with another name"):
         _project(tmp_path / "x", archives["hello"], [prebuilt], shared=False)
+
+
+def test_workspace_is_served_from_the_pool(unit) -> None:
+    project, run = unit
+    for m in project.models:
+        line = next(x for x in run.stdout.splitlines() if x.startswith(f"workspace {m['name']}:"))
+        peak, touched = int(line.split()[3]), int(line.split()[5])
+        assert m["workspace_size_bytes"] <= peak <= m["activations_size"] and touched > 0
