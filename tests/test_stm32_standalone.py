@@ -161,3 +161,20 @@ def test_missing_extra_archive_is_one_line(archives, tmp_path: Path) -> None:
         generate_project("stm32", archives["hello"], tmp_path / "prj",
                          {"project_type": "standalone",
                           "extra_models": str(tmp_path / "missing.tar")})
+
+
+def test_float_model_alone(models_dir: Path, tmp_path: Path) -> None:
+    """A float32 model (no quantization: no quant line) as the only model of a firmware."""
+    import numpy as np
+
+    from project_api.emit.reference import run_tflm
+
+    tflite = models_dir / "hello_world_float.tflite"
+    prj = _build(tmp_path / "prj", emit(tflite, tmp_path / "f.tar", name="sine").path, [])
+    status, lines = _run_on_qemu(prj)
+    assert status == 0 and lines["done"] == ["0"] and "quant" not in lines, lines
+    x = np.frombuffer(hex_of(lines["input"], "sine"), dtype=np.float32).reshape(1, 1)
+    np.testing.assert_array_equal(x, ai_api.sample_input(0, 0, 0, "float32", (1, 1)))
+    got = np.frombuffer(hex_of(lines["output"], "sine"), dtype=np.float32)
+    want = run_tflm(tflite.read_bytes(), [x])[0].reshape(-1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
