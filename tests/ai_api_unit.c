@@ -53,6 +53,35 @@ static void print_quant(const char* model, const char* kind, uint32_t i, const a
 
 static AI_ALIGNED(AI_ACTIVATIONS_ALIGNMENT) uint8_t g_big_pool[AI_MAX_ACTIVATIONS_SIZE + 64];
 
+/* Linked with -Wl,--wrap=tvmgen_default_run: while the model runs, try ai_run of another
+ * handle and ai_destroy of it (both must be refused: ai_run is not reentrant). */
+static ai_handle g_reenter;
+static ai_status g_reenter_run = AI_STATUS_OK, g_reenter_destroy = AI_STATUS_OK;
+static char g_reenter_error[AI_ERROR_BYTES];
+int32_t __real_tvmgen_default_run(void* inputs, void* outputs);
+int32_t __wrap_tvmgen_default_run(void* inputs, void* outputs);
+int32_t __wrap_tvmgen_default_run(void* inputs, void* outputs) {
+  if (g_reenter != NULL) {
+    g_reenter_run = ai_run(g_reenter);
+    snprintf(g_reenter_error, sizeof(g_reenter_error), "%s", ai_get_error(g_reenter));
+    g_reenter_destroy = ai_destroy(g_reenter);
+  }
+  return __real_tvmgen_default_run(inputs, outputs);
+}
+
+static void reentrancy(const ai_model_info* info) {
+  ai_handle outer = NULL;
+  static AI_ALIGNED(AI_ACTIVATIONS_ALIGNMENT) uint8_t other[AI_MAX_ACTIVATIONS_SIZE];
+  CHECK(ai_create(info, g_big_pool, sizeof(g_big_pool), &outer) == AI_STATUS_OK);
+  CHECK(ai_create(info, other, sizeof(other), &g_reenter) == AI_STATUS_OK);
+  CHECK(ai_run(outer) == AI_STATUS_OK);
+  CHECK(g_reenter_run == AI_STATUS_ERROR && g_reenter_destroy == AI_STATUS_ERROR);
+  printf("error reentrant: %s\n", g_reenter_error);
+  CHECK(ai_destroy(g_reenter) == AI_STATUS_OK);
+  g_reenter = NULL;
+  CHECK(ai_destroy(outer) == AI_STATUS_OK);
+}
+
 static void error_paths(void) {
   const ai_model_info* info = ai_model_iterator_value(ai_model_iterator_begin());
   ai_handle h = (ai_handle)&g_failed;
@@ -112,6 +141,7 @@ static void error_paths(void) {
   CHECK(ai_find_model("no such model") == NULL && ai_find_model(NULL) == NULL);
   CHECK(ai_model_iterator_value(ai_model_iterator_end()) == NULL);
   CHECK(ai_model_iterator_next(ai_model_iterator_end()) == ai_model_iterator_end());
+  reentrancy(info);
 }
 
 int main(void) {

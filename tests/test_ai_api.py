@@ -61,7 +61,8 @@ def unit(archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
            f"-I{prj / 'src/ai'}", f"-I{crt / 'include'}", f"-I{prj}", "-include",
-           str(prj / "crt_config.h"), *includes, "-o", str(exe), str(UNIT_C),
+           str(prj / "crt_config.h"), *includes, "-Wl,--wrap=tvmgen_default_run", "-o", str(exe),
+           str(UNIT_C),
            *(str(prj / s) for s in project.sources), *backend, *models, "-lm"]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
@@ -92,6 +93,8 @@ def test_error_strings(unit) -> None:
     assert lines["error input no data"] == "ai_run: input 0 of model 'default' has no data"
     assert "not a live network handle" in lines["error destroyed"]
     assert "network handles are in use" in lines["error exhausted"]
+    assert lines["error reentrant"] == (
+        "ai_run: another ai_run is in progress; ai_run is not reentrant")
 
 
 def test_models_names_sizes_and_per_channel_quantization(unit, archives) -> None:
