@@ -6,13 +6,12 @@ What makes this platform different (everything else is project_api.template): th
 renders ``board.h``, the linker script and the Makefile; every build ends with a memory report
 (``build/memory.txt``) and a firmware that does not fit fails in one line saying by how much;
 emulated boards are "flashed" by recording the image and run under QEMU (template.qemu), whose
-UART our client reaches through a FIFO endpoint. Flashing hardware (pyOCD) is not implemented.
+UART our client reaches through a FIFO endpoint. Real boards are flashed by a runner of
+template.flash (pyOCD by default) and reached on their ST-LINK's serial port (template.serial_ports).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from project_api.crt_manifest import read_manifest
 from project_api.errors import BuildError, FlashError, ServerError
 from project_api.template import (
     NewProject,
+    SerialEndpoint,
     TemplateHandler,
     TransportMixin,
     ai_api,
@@ -34,12 +34,14 @@ from project_api.template import (
     option,
     require,
     run_logged,
+    serial_ports,
 )
+from project_api.template import flash as flash_runners
 from project_api.template.qemu import QemuSerialLine, start_qemu, wait_for_banner
 
 _LOG = logging.getLogger("stm32")
 BOARDS = yaml.safe_load((Path(__file__).resolve().parent / "boards.yaml").read_text())["boards"]
-ELF, FLASHED = "build/firmware.elf", "build/flashed.json"
+ELF = "build/firmware.elf"
 BANNER = b"project-api stm32 ready"
 APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c",
                "src/model_glue.c")
@@ -106,6 +108,16 @@ class Handler(TransportMixin, TemplateHandler):
                help="Extra -D/-U flags for every C file, e.g. \"-DFOO=1 -UBAR\"."),
         option("verbose", "bool", default=False, optional=["build"],
                help="Run make with verbose output."),
+        option("flash_runner", "str", choices=list(flash_runners.RUNNERS), optional=["flash"],
+               help="Flash tool (default: pyocd on hardware, qemu on emulated boards)."),
+        option("pyocd_pack", "str", optional=["flash"],
+               help="CMSIS pack (.pack) for a pyOCD target that is not built in."),
+        option("serial_number", "str", optional=["flash", "open_transport"],
+               help="The ST-LINK's serial number: picks the probe and its serial port."),
+        option("serial_port", "str", optional=["open_transport"],
+               help="The board's serial port or pyserial URL (default: found by USB ID)."),
+        option("baud_rate", "int", default=115200, minimum=1200, maximum=12_000_000,
+               optional=["open_transport"], help="UART baud rate (the firmware's is 115200)."),
     ]
 
     def render(self, project: NewProject) -> None:
@@ -175,24 +187,24 @@ class Handler(TransportMixin, TemplateHandler):
         _LOG.info("%s", memory.write_report(self.project_dir / "build", name, board))
 
     def flash(self, options: dict) -> None:
-        name, board = self._board()
+        values, (name, board) = self.options_for("flash", options), self._board()
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
-        if not board["emulated"]:
-            raise FlashError(f"flashing {name} is not implemented yet (pyOCD target "
-                             f"{board['pyocd_target']}); flash {elf} with your own tool")
-        if (image := elf.read_bytes())[:4] != b"\x7fELF" or image[18:20] != b"\x28\x00":
-            raise FlashError(f"{elf} is not an Arm ELF image; rebuild with 'project-api build'")
-        digest = hashlib.sha256(image).hexdigest()
-        (self.project_dir / FLASHED).write_text(json.dumps({"board": name, "image": ELF,
-                                                            "sha256": digest}) + "\n")
+        runner = flash_runners.runner_for(values["flash_runner"], {"name": name, **board}, values)
+        flash_runners.check_arm_elf(elf)
+        with flash_runners.progress_report(f"flash {name} ({runner.NAME})") as progress:
+            runner.flash(elf, {"name": name, **board}, values["serial_number"], progress)
 
     def open_transport(self, options: dict) -> dict:
-        name, board = self._board()
+        values, (name, board) = self.options_for("open_transport", options), self._board()
         if not board["emulated"]:
-            raise ServerError(message=f"open_transport: {name} is real hardware; its serial "
-                                      "transport is not implemented yet")
+            port = serial_ports.board_port(board["usb"], values["serial_port"],
+                                           values["serial_number"], f"{name}'s ST-LINK")
+            self.close_transport()
+            endpoint = SerialEndpoint(port, values["baud_rate"])
+            self.attach(serial_ports.UartTransport(port, values["baud_rate"]), endpoint)
+            return {"timeouts": serial_ports.UART_TIMEOUTS, "endpoint": endpoint.to_json()}
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise ServerError(message=f"open_transport: {elf} does not exist; run 'project-api "

@@ -1,0 +1,412 @@
+"""project_api/template/flash.py without a probe: golden argv for OpenOCD and STM32CubeProgrammer
+(stand-in programs on PATH that record their argv), golden pyOCD API calls (mocks), the runner
+chosen by -o flash_runner through the stm32 server, and the one-line errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from project_api import paths
+from project_api.errors import FlashError, MissingProgramError
+from project_api.template import flash
+
+BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text())["boards"]
+F429 = {"name": "nucleo_f429zi", **BOARDS["nucleo_f429zi"]}
+L4R5 = {"name": "nucleo_l4r5zi", **BOARDS["nucleo_l4r5zi"]}
+QEMU = {"name": "qemu_netduinoplus2", **BOARDS["qemu_netduinoplus2"]}
+TEXT = bytes(range(256)) * 4  # the image's flash contents at 0x08000000
+DATA = b"initial .data"  # a second segment loaded at the end of the text, as .data is
+
+
+def arm_elf(path: Path, segments: list[tuple[int, bytes]]) -> Path:
+    """A minimal ELF32 Arm executable with one PT_LOAD per ``(address, bytes)``."""
+    phoff, phentsize = 52, 32
+    offset = phoff + phentsize * len(segments)
+    headers, blobs = b"", b""
+    for addr, data in segments:
+        headers += struct.pack("<8I", 1, offset + len(blobs), addr, addr, len(data), len(data),
+                               5, 4)
+        blobs += data
+    ident = b"\x7fELF\x01\x01\x01" + bytes(9)
+    elf = ident + struct.pack("<HHIIIIIHHHHHH", 2, 40, 1, segments[0][0] | 1, phoff, 0,
+                              0x05000200, 52, phentsize, len(segments), 40, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(elf + headers + blobs)
+    return path
+
+
+@pytest.fixture
+def image(tmp_path: Path) -> Path:
+    return arm_elf(tmp_path / "build" / "firmware.elf",
+                   [(0x08000000, TEXT), (0x08000000 + len(TEXT), DATA)])
+
+
+STAND_IN = """#!{python}
+import json, os, sys
+with open(os.environ["ARGV_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv) + "\\n")
+if sys.argv[1:] == ["--version"]:
+    sys.stderr.write(os.environ.get("STAND_IN_VERSION", "") + "\\n")
+    sys.exit(0)
+sys.stdout.write(os.environ.get("STAND_IN_OUTPUT", "") + "\\n")
+sys.exit(int(os.environ.get("STAND_IN_STATUS", "0")))
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Put recording stand-ins for openocd and STM32_Programmer_CLI first on PATH; returns a
+    function giving the argv lists they were called with."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("openocd", "STM32_Programmer_CLI"):
+        program = bin_dir / name
+        program.write_text(STAND_IN.format(python=sys.executable))
+        program.chmod(0o755)
+    log = tmp_path / "argv.jsonl"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ARGV_LOG", str(log))
+    monkeypatch.setenv("STAND_IN_VERSION", "Open On-Chip Debugger 0.12.0")
+
+    def calls() -> list[list[str]]:
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [json.loads(line) for line in lines]
+    calls.bin_dir = bin_dir  # type: ignore[attr-defined]
+    return calls
+
+
+def _progress() -> tuple[list[float], flash.Progress]:
+    seen: list[float] = []
+    return seen, seen.append
+
+
+# --- OpenOCD and STM32CubeProgrammer: golden argv ---------------------------------------------
+
+
+@pytest.mark.parametrize("version, serial_number, serial_args", [
+    ("Open On-Chip Debugger 0.12.0+dev-00001", "066DFF495351", ["-c", "adapter serial 066DFF495351"]),
+    ("Open On-Chip Debugger 0.10.0", "066DFF495351", ["-c", "hla_serial 066DFF495351"]),
+    ("Open On-Chip Debugger 0.12.0", None, []),
+])
+def test_openocd_golden_argv(stand_in, image: Path, monkeypatch: pytest.MonkeyPatch,
+                             version: str, serial_number: str | None,
+                             serial_args: list[str]) -> None:
+    monkeypatch.setenv("STAND_IN_VERSION", version)
+    seen, progress = _progress()
+    flash.OpenOcdRunner().flash(image, F429, serial_number, progress)
+    openocd = str(stand_in.bin_dir / "openocd")
+    assert stand_in() == [
+        [openocd, "--version"],
+        [openocd, "-f", "interface/stlink.cfg", *serial_args, "-f", "target/stm32f4x.cfg",
+         "-c", f"program {{{image}}} verify reset exit"],
+    ]
+    assert seen == [0.0, 1.0]
+    assert (image.parent / flash.FLASH_LOG).read_text().startswith(f"$ {openocd} -f ")
+
+
+def test_openocd_argv_through_the_call_wrapper(image: Path) -> None:
+    """West's way: patch the runner's one call wrapper (no program on PATH but the tool)."""
+    with mock.patch("shutil.which", return_value="/usr/bin/openocd"), \
+            mock.patch.object(flash.OpenOcdRunner, "output",
+                              return_value="Open On-Chip Debugger 0.11.0\n") as output, \
+            mock.patch.object(flash.OpenOcdRunner, "check_call") as call:
+        flash.OpenOcdRunner().flash(image, F429, "0670FF", lambda f: None)
+    output.assert_called_once_with(["/usr/bin/openocd", "--version"])
+    call.assert_called_once_with(
+        ["/usr/bin/openocd", "-f", "interface/stlink.cfg", "-c", "adapter serial 0670FF", "-f",
+         "target/stm32f4x.cfg", "-c", f"program {{{image}}} verify reset exit"],
+        image.parent / "flash.log")
+
+
+def test_openocd_target_per_family(stand_in, image: Path) -> None:
+    flash.OpenOcdRunner().flash(image, {"name": "nucleo_f767zi", **BOARDS["nucleo_f767zi"]},
+                                None, lambda f: None)
+    flash.OpenOcdRunner().flash(image, L4R5, None, lambda f: None)
+    targets = [argv[argv.index("-f", 2) + 1] for argv in stand_in() if "-f" in argv]
+    assert targets == ["target/stm32f7x.cfg", "target/stm32l4x.cfg"]
+
+
+@pytest.mark.parametrize("serial_number, connect", [
+    ("066DFF495351", ["port=SWD", "sn=066DFF495351"]),
+    (None, ["port=SWD"]),
+])
+def test_cubeprogrammer_golden_argv(stand_in, image: Path, serial_number: str | None,
+                                    connect: list[str]) -> None:
+    seen, progress = _progress()
+    flash.CubeProgrammerRunner().flash(image, F429, serial_number, progress)
+    cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
+    assert stand_in() == [[cli, "--connect", *connect, "--write", str(image), "--verify", "-rst"]]
+    assert seen == [0.0, 1.0]
+
+
+def test_tool_failure_names_its_error_line_and_log(stand_in, image: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_STATUS", "1")
+    monkeypatch.setenv("STAND_IN_OUTPUT", "Info : clock speed 1800 kHz\n"
+                                          "Error: open failed\nin procedure 'program'")
+    with pytest.raises(FlashError) as info:
+        flash.OpenOcdRunner().flash(image, F429, None, lambda f: None)
+    log = image.parent / flash.FLASH_LOG
+    assert str(info.value) == f"flash failed (openocd): Error: open failed; full log: {log}"
+    assert "in procedure 'program'" in log.read_text()
+    monkeypatch.setenv("STAND_IN_OUTPUT", "nothing useful")
+    with pytest.raises(FlashError, match=r"\(stm32cubeprogrammer\): STM32_Programmer_CLI exited "
+                                         r"with status 1; full log"):
+        flash.CubeProgrammerRunner().flash(image, F429, None, lambda f: None)
+
+
+@pytest.mark.parametrize("runner, program, hint", [
+    (flash.OpenOcdRunner, "openocd", "apt-get install openocd"),
+    (flash.CubeProgrammerRunner, "STM32_Programmer_CLI", "STM32CubeProgrammer"),
+])
+def test_missing_tool(tmp_path: Path, image: Path, monkeypatch: pytest.MonkeyPatch,
+                      runner: type[flash.FlashRunner], program: str, hint: str) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert not runner.available()
+    with pytest.raises(MissingProgramError) as info:
+        runner().flash(image, F429, None, lambda f: None)
+    message = str(info.value)
+    assert f"'{program}' is not installed" in message and hint in message
+    assert "\n" not in message
+
+
+def test_missing_pyocd(image: Path) -> None:
+    with mock.patch("importlib.util.find_spec", return_value=None):
+        assert not flash.PyOcdRunner.available()
+        with pytest.raises(MissingProgramError, match="pyOCD is not installed; install it with "
+                                                      "'pip install pyocd'"):
+            flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+
+
+# --- pyOCD: golden API calls --------------------------------------------------------------------
+
+
+def _probe(unique_id: str, description: str = "STM32 STLink") -> mock.Mock:
+    probe = mock.Mock(unique_id=unique_id, description=description)
+    return probe
+
+
+class PyOcdMocks:
+    """pyOCD's ConnectHelper, Session and FileProgrammer replaced by mocks."""
+
+    def __init__(self, probes: list, flash_contents: dict[int, bytes] | None = None):
+        self.list = mock.patch("pyocd.core.helpers.ConnectHelper.get_all_connected_probes",
+                               return_value=probes)
+        self.session_cls = mock.MagicMock(name="Session")
+        self.session = self.session_cls.return_value
+        self.session.__enter__.return_value = self.session
+        contents = flash_contents or {0x08000000: TEXT, 0x08000000 + len(TEXT): DATA}
+        self.session.target.read_memory_block8.side_effect = \
+            lambda addr, size: list(contents[addr][:size])
+        self.programmer_cls = mock.MagicMock(name="FileProgrammer")
+
+    def __enter__(self) -> PyOcdMocks:
+        self.list_mock = self.list.start()
+        self.patches = [mock.patch("pyocd.core.session.Session", self.session_cls),
+                        mock.patch("pyocd.flash.file_programmer.FileProgrammer",
+                                   self.programmer_cls)]
+        for p in self.patches:
+            p.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.patches:
+            p.stop()
+        self.list.stop()
+
+
+def test_pyocd_golden_calls(image: Path) -> None:
+    probe = _probe("066DFF495351848777254629")
+    seen, progress = _progress()
+    with PyOcdMocks([probe]) as m:
+        flash.PyOcdRunner().flash(image, F429, "066DFF495351", progress)
+    m.list_mock.assert_called_once_with(blocking=False, unique_id="066DFF495351",
+                                        print_wait_message=False)
+    m.session_cls.assert_called_once_with(probe, options={"target_override": "stm32f429xi"})
+    m.programmer_cls.assert_called_once_with(m.session, progress=progress)
+    m.programmer_cls.return_value.program.assert_called_once_with(str(image), file_format="elf")
+    assert m.session.target.read_memory_block8.call_args_list == [
+        mock.call(0x08000000, len(TEXT)), mock.call(0x08000000 + len(TEXT), len(DATA))]
+    m.session.target.reset.assert_called_once_with()
+    assert [c[0] for c in m.session.mock_calls if c[0] in ("__enter__", "__exit__")] == \
+        ["__enter__", "__exit__"]
+
+
+def test_pyocd_every_board_target_is_known_or_needs_a_pack(image: Path) -> None:
+    """Built-in targets go straight through; nucleo_l4r5zi's needs its CMSIS pack."""
+    from pyocd.target import TARGET
+
+    for name, board in BOARDS.items():
+        if board["emulated"]:
+            continue
+        if name == "nucleo_l4r5zi":
+            assert board["pyocd_target"] not in TARGET
+            continue
+        options = flash.PyOcdRunner().session_options(board)
+        assert options == {"target_override": board["pyocd_target"]}
+
+
+def test_pyocd_pack(image: Path, tmp_path: Path) -> None:
+    with mock.patch.object(flash, "_managed_pack_targets", return_value=set()):
+        with pytest.raises(FlashError) as info:
+            flash.PyOcdRunner().flash(image, L4R5, None, lambda f: None)
+    assert str(info.value) == ("pyOCD has no built-in target stm32l4r5zitx; pass -o "
+                               "pyocd_pack=PATH to its CMSIS pack, or run 'pyocd pack install "
+                               "stm32l4r5zitx'")
+    with pytest.raises(FlashError, match="pyocd_pack .*missing.pack is not a file"):
+        flash.PyOcdRunner({"pyocd_pack": str(tmp_path / "missing.pack")}).flash(
+            image, L4R5, None, lambda f: None)
+    pack = tmp_path / "Keil.STM32L4xx_DFP.2.6.1.pack"
+    pack.write_bytes(b"PK")
+    probe = _probe("0670FF")
+    with PyOcdMocks([probe]) as m:
+        flash.PyOcdRunner({"pyocd_pack": str(pack)}).flash(image, L4R5, None, lambda f: None)
+    m.session_cls.assert_called_once_with(
+        probe, options={"target_override": "stm32l4r5zitx", "pack": str(pack)})
+
+
+def test_pyocd_no_probe_and_several_probes(image: Path) -> None:
+    with PyOcdMocks([]) as m, pytest.raises(FlashError) as info:
+        flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+    assert str(info.value) == ("no debug probe found; connect the board's ST-LINK by USB "
+                               "('pyocd list' shows the probes)")
+    m.session_cls.assert_not_called()
+    with PyOcdMocks([]), pytest.raises(FlashError, match="^no debug probe found with serial "
+                                                         "number ABC; "):
+        flash.PyOcdRunner().flash(image, F429, "ABC", lambda f: None)
+    two = [_probe("0670FF11", "NUCLEO-F429ZI"), _probe("066DFF22", "DISCO-L475VG-IOT01A")]
+    with PyOcdMocks(two) as m, pytest.raises(FlashError) as info:
+        flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+    assert str(info.value) == ("2 debug probes found: 0670FF11 (NUCLEO-F429ZI), 066DFF22 "
+                               "(DISCO-L475VG-IOT01A); pick one with -o serial_number=<unique id>")
+    m.session_cls.assert_not_called()
+
+
+def test_pyocd_verify_mismatch_and_probe_errors(image: Path) -> None:
+    stale = {0x08000000: TEXT[:-1] + b"\x00", 0x08000000 + len(TEXT): DATA}
+    with PyOcdMocks([_probe("0670FF")], stale) as m, pytest.raises(FlashError) as info:
+        flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+    assert str(info.value).startswith("verify failed: the flash at 0x08000000 differs from ")
+    m.session.target.reset.assert_not_called()
+    from pyocd.core.exceptions import ProbeError
+
+    with PyOcdMocks([_probe("0670FF")]) as m, pytest.raises(FlashError) as info:
+        m.programmer_cls.return_value.program.side_effect = ProbeError("USB transfer failed")
+        flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+    assert str(info.value) == ("flash failed (pyocd): USB transfer failed; check the probe's USB "
+                               "cable and that no other debugger holds it")
+    with PyOcdMocks([_probe("0670FF")]) as m, pytest.raises(FlashError, match="^flash failed "
+                                                            r"\(pyocd\): \[Errno 16\] busy; "):
+        m.session.__enter__.side_effect = OSError(16, "busy")  # libusb: the probe is held
+        flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
+
+
+# --- QEMU, choice of runner, progress ---------------------------------------------------------------
+
+
+def test_qemu_runner_records_the_image(image: Path) -> None:
+    seen, progress = _progress()
+    flash.QemuRunner().flash(image, QEMU, None, progress)
+    record = json.loads((image.parent / flash.FLASHED_RECORD).read_text())
+    assert record["board"] == "qemu_netduinoplus2" and record["image"] == "firmware.elf"
+    assert len(record["sha256"]) == 64 and seen == [1.0]
+    not_arm = image.parent / "x86.elf"
+    not_arm.write_bytes(image.read_bytes()[:18] + b"\x3e\x00" + image.read_bytes()[20:])
+    with pytest.raises(FlashError, match="x86.elf is not an Arm ELF image; rebuild"):
+        flash.QemuRunner().flash(not_arm, QEMU, None, progress)
+
+
+def test_runner_choice() -> None:
+    assert type(flash.runner_for(None, QEMU)) is flash.QemuRunner
+    assert type(flash.runner_for(None, F429)) is flash.PyOcdRunner
+    assert type(flash.runner_for("openocd", F429)) is flash.OpenOcdRunner
+    assert type(flash.runner_for("stm32cubeprogrammer", F429)) is flash.CubeProgrammerRunner
+    assert flash.runner_for("pyocd", F429, {"pyocd_pack": "x.pack"}).options["pyocd_pack"] == \
+        "x.pack"
+    with pytest.raises(FlashError, match=r"^flash_runner=qemu cannot flash a real board "
+                                         r"\(nucleo_f429zi\); use flash_runner=pyocd$"):
+        flash.runner_for("qemu", F429)
+    with pytest.raises(FlashError, match=r"^flash_runner=openocd cannot flash an emulated board "
+                                         r"\(qemu_netduinoplus2\); use flash_runner=qemu$"):
+        flash.runner_for("openocd", QEMU)
+    with pytest.raises(FlashError, match="unknown flash_runner 'jlink'; pick one of pyocd, "
+                                         "openocd, stm32cubeprogrammer, qemu"):
+        flash.runner_for("jlink", F429)
+    caps = {name: cls.CAPS for name, cls in flash.RUNNERS.items()}
+    assert all(c.serial_number and c.verify and c.reset for n, c in caps.items() if n != "qemu")
+    assert not caps["qemu"].hardware
+
+
+def test_progress_report_without_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
+    class NotATty:
+        def isatty(self) -> bool:
+            return False
+    with caplog.at_level("INFO", logger=flash.__name__):
+        with flash.progress_report("flash b", NotATty()) as progress:  # type: ignore[arg-type]
+            for f in (0.0, 0.1, 0.3, 0.31, 0.8, 1.0, 0.0, 0.5, 1.0):
+                progress(f)
+    assert [r.getMessage() for r in caplog.records] == ["flash b: 25%", "flash b: 75%",
+                                                         "flash b: 100%"]
+
+
+def test_progress_report_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+    out = Tty()
+    with flash.progress_report("flash b", out) as progress:
+        for f in (0.0, 0.5, 1.0, 0.0, 1.0):
+            progress(f)
+    assert "flash b: 100%|" in out.getvalue()
+
+
+# --- through the stm32 server ----------------------------------------------------------------
+
+
+def _stm32_handler(project: Path, board: str):
+    """The stm32 server's Handler on a generated-project directory with ``image`` built."""
+    spec = importlib.util.spec_from_file_location(
+        "stm32_server_for_flash_tests", paths.template_dir("stm32") / "microtvm_api_server.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    (project / "model.tar").write_bytes(b"")  # marks a generated project
+    (project / "project_options.json").write_text(json.dumps({"board": board}))
+    return module.Handler(project)
+
+
+def test_server_flash_runner_option(stand_in, image: Path) -> None:
+    project = image.parent.parent
+    handler = _stm32_handler(project, "nucleo_f429zi")
+    handler.flash({"flash_runner": "stm32cubeprogrammer", "serial_number": "0670FF"})
+    cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
+    assert stand_in() == [[cli, "--connect", "port=SWD", "sn=0670FF", "--write", str(image),
+                           "--verify", "-rst"]]
+    handler.flash({"flash_runner": "openocd"})
+    assert stand_in()[-1][-1] == f"program {{{image}}} verify reset exit"
+    with PyOcdMocks([_probe("0670FF")]) as m:
+        handler.flash({"serial_number": "0670FF"})  # pyocd by default on hardware
+    m.list_mock.assert_called_once_with(blocking=False, unique_id="0670FF",
+                                        print_wait_message=False)
+    m.programmer_cls.return_value.program.assert_called_once_with(str(image), file_format="elf")
+    with pytest.raises(FlashError, match="flash_runner=qemu cannot flash a real board"):
+        handler.flash({"flash_runner": "qemu"})
+
+
+def test_server_flash_on_emulated_board_records(image: Path) -> None:
+    handler = _stm32_handler(image.parent.parent, "qemu_netduinoplus2")
+    handler.flash({})
+    assert json.loads((image.parent / "flashed.json").read_text())["board"] == \
+        "qemu_netduinoplus2"
+    with pytest.raises(FlashError, match="cannot flash an emulated board"):
+        handler.flash({"flash_runner": "pyocd"})
