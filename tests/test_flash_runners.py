@@ -256,6 +256,17 @@ def test_pyocd_every_board_target_is_known_or_needs_a_pack(image: Path) -> None:
         assert options == {"target_override": board["pyocd_target"]}
 
 
+def test_board_without_a_target_for_the_runner(image: Path) -> None:
+    bare = {k: v for k, v in F429.items() if k not in ("pyocd_target", "openocd_target")}
+    for runner, key in ((flash.PyOcdRunner, "pyocd_target"), (flash.OpenOcdRunner, "openocd_target")):
+        with mock.patch.object(runner, "output", return_value=""), \
+                mock.patch("shutil.which", return_value="/usr/bin/openocd"), \
+                pytest.raises(FlashError) as info:
+            runner().flash(image, bare, None, lambda f: None)
+        assert str(info.value) == (f"board nucleo_f429zi has no {key}; add it to the board's "
+                                   "entry or use another flash_runner")
+
+
 def test_pyocd_pack(image: Path, tmp_path: Path) -> None:
     with mock.patch.object(flash, "_managed_pack_targets", return_value=set()):
         with pytest.raises(FlashError) as info:

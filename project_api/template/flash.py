@@ -174,7 +174,10 @@ class PyOcdRunner(FlashRunner):
         """pyOCD session options: the target, and the pack for a target it does not build in."""
         from pyocd.target import TARGET
 
-        target = board["pyocd_target"]
+        target = board.get("pyocd_target")
+        if not target:
+            raise FlashError(f"board {board.get('name')} has no pyocd_target; add it to the "
+                             "board's entry or use another flash_runner")
         options: dict[str, Any] = {"target_override": target}
         pack = self.options.get("pyocd_pack")
         if pack:
@@ -259,8 +262,8 @@ class OpenOcdRunner(FlashRunner):
         """The command line; ``adapter serial`` from OpenOCD 0.11 on, ``hla_serial`` before."""
         target = board.get("openocd_target")
         if not target:
-            raise FlashError(f"board {board.get('name')} has no openocd_target; use "
-                             "-o flash_runner=pyocd")
+            raise FlashError(f"board {board.get('name')} has no openocd_target; add it to the "
+                             "board's entry or use another flash_runner")
         argv = [program, "-f", self.INTERFACE]
         if serial_number:
             word = "adapter serial" if version >= (0, 11) else "hla_serial"
