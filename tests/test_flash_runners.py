@@ -421,3 +421,29 @@ def test_server_flash_on_emulated_board_records(image: Path) -> None:
         "qemu_netduinoplus2"
     with pytest.raises(FlashError, match="cannot flash an emulated board"):
         handler.flash({"flash_runner": "pyocd"})
+
+
+def test_cli_flash_with_runner_options(stand_in, tmp_path: Path, models_dir: Path) -> None:
+    """``project-api flash DIR -o flash_runner=... -o serial_number=...`` on a generated
+    nucleo_f429zi project: the options reach the server's flash step, typed and scoped."""
+    import subprocess
+
+    from project_api.emit import emit
+    from project_api.project import generate_project
+
+    mlf = emit(models_dir / "hello_world_int8.tflite", tmp_path / "hello.tar", name="default")
+    generate_project("stm32", mlf.path, tmp_path / "prj", {"board": "nucleo_f429zi"}).close()
+    elf = arm_elf(tmp_path / "prj" / "build" / "firmware.elf", [(0x08000000, TEXT)])
+    out = subprocess.run([sys.executable, "-m", "project_api", "flash", str(tmp_path / "prj"),
+                          "-o", "flash_runner=stm32cubeprogrammer", "-o", "serial_number=0001"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
+    assert stand_in() == [[cli, "--connect", "port=SWD", "sn=0001", "--write", str(elf),
+                           "--verify", "-rst"]]
+    out = subprocess.run([sys.executable, "-m", "project_api", "flash", str(tmp_path / "prj"),
+                          "-o", "flash_runner=qemu"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].endswith(
+        "flash_runner=qemu cannot flash a real board (nucleo_f429zi); use flash_runner=pyocd")
+
