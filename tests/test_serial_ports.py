@@ -146,3 +146,18 @@ def test_open_transport_without_a_board_lists_ports(nucleo_project: Path) -> Non
             project.client.open_transport(project.options)
     assert "no serial port of nucleo_f429zi's ST-LINK (USB ID 0483:374b and serial number " \
            "none0); ports present: " in str(info.value)
+
+
+def test_baud_rate_reaches_the_firmware_and_the_host(models_dir: Path, tmp_path: Path) -> None:
+    """The generated baud rate is compiled into the firmware and kept by open_transport, even
+    from a client that sends only the option's default (microTVM's fills in defaults)."""
+    mlf = emit(models_dir / "hello_world_int8.tflite", tmp_path / "hello.tar", name="default")
+    with generate_project("stm32", mlf.path, tmp_path / "prj",
+                          {"board": "nucleo_f429zi", "baud_rate": 921600}) as project:
+        assert "#define BOARD_UART_BAUDRATE 921600u" in (tmp_path / "prj/src/board.h").read_text()
+        reply = project.client.open_transport({"serial_port": "loop://", "baud_rate": 115200})
+        assert reply["endpoint"]["baudrate"] == 921600
+        project.client.close_transport()
+        reply = project.client.open_transport({"serial_port": "loop://", "baud_rate": 230400})
+        assert reply["endpoint"]["baudrate"] == 230400  # a value the caller chose wins
+        project.client.close_transport()

@@ -250,13 +250,16 @@ class TemplateHandler(server.ProjectAPIHandler):
         """The values ``method`` runs with: the call's for options scoped to ``method``, the
         saved ones for the rest (a client that did not generate the project sends defaults)."""
         values = self.require_generated(method)
-        scoped = {
-            o.name for o in self.OPTIONS
-            if method in (o.wire.optional or []) or method in (o.wire.required or [])
-        }
-        for name in scoped:
-            if options.get(name) is not None:
-                values[name] = options[name]
+        for o in self.OPTIONS:
+            methods = (o.wire.optional or []) + (o.wire.required or [])
+            given = options.get(o.name)
+            if method not in methods or given is None:
+                continue
+            # An option the project was also generated with keeps its generated value when the
+            # call sends only the default (a client that did not generate the project does).
+            if "generate_project" in methods and given == o.default:
+                continue
+            values[o.name] = given
         return check_declared(self.OPTIONS, values, method)
 
     def model_library(self) -> Any:

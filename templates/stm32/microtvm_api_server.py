@@ -117,7 +117,8 @@ class Handler(TransportMixin, TemplateHandler):
         option("serial_port", "str", optional=["open_transport"],
                help="The board's serial port or pyserial URL (default: found by USB ID)."),
         option("baud_rate", "int", default=115200, minimum=1200, maximum=12_000_000,
-               optional=["open_transport"], help="UART baud rate (the firmware's is 115200)."),
+               optional=["generate_project", "open_transport"],
+               help="UART baud rate of the firmware and the host side."),
     ]
 
     def render(self, project: NewProject) -> None:
@@ -147,7 +148,7 @@ class Handler(TransportMixin, TemplateHandler):
         }, title=f"stm32 template, board {name}")
         bus_div = board["clock"][f"{board['uart']['bus']}_div"]
         enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
-        context = dict(board_name=name, board=board, baudrate=115200,
+        context = dict(board_name=name, board=board, baudrate=opts["baud_rate"],
                        rx_ring_bytes=1024 if standalone else
                        max(1024, 1 << (packet + 64).bit_length()),
                        uart_enr=f"RCC_{enr.upper()}", uart_apb_div=bus_div,
