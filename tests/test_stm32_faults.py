@@ -16,15 +16,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
 from fault_proxy import Direction, FaultProxy
 from mlf_kernels import Module, Tensor, write_mlf
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    QEMU_BOARD,
+    build_project,
+    qemu_pids,
+    stm32_tools_and_no_qemu_left,
+)
 
 from project_api.emit import emit
 from project_api.emit.reference import run_tflm
@@ -35,11 +38,9 @@ from project_api.errors import (
     SessionTerminatedError,
 )
 from project_api.micro import Session
-from project_api.project import generate_project
 
 _LOG = logging.getLogger(__name__)
 
-QEMU_BOARD = "qemu_netduinoplus2"
 INFERENCES = 1000
 BYTE_ERROR_RATE = 1e-4
 SEED = 20261201
@@ -49,47 +50,12 @@ REPLY_WAIT_SEC = 1.0
 #: Failed session openings in a row after which the emulator is restarted.
 OPEN_ATTEMPTS = 3
 
-_OURS: list[str] = []
-
-
-def _qemu_pids() -> set[int]:
-    """qemu-system-arm processes (pgrep) running a firmware of this test session."""
-    out = subprocess.run(["pgrep", "-a", "-x", "qemu-system-arm"], capture_output=True,
-                         text=True)
-    return {int(line.split()[0]) for line in out.stdout.splitlines()
-            if all(mark in line for mark in _OURS)}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
-    for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm", "pgrep"):
-        require_tool(tool)
-    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
-    before = _qemu_pids()
-    yield
-    deadline = time.monotonic() + 5
-    while _qemu_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _qemu_pids() - before, "a qemu-system-arm process was left running"
-
-
-def _build(mlf: Path, where: Path):
-    project = generate_project("stm32", mlf, where,
-                               {"board": QEMU_BOARD, "warning_as_error": True})
-    try:
-        project.build()
-    except BaseException:
-        project.close()
-        raise
-    return project
-
-
 @pytest.fixture(scope="module")
 def hello_world(models_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("stm32_faults")
     tflite = models_dir / "hello_world_int8.tflite"
     emitted = emit(tflite, tmp / "hello_world.tar", name="default")
-    project = _build(emitted.path, tmp / "prj")
+    project = build_project(emitted.path, tmp / "prj")
     yield project, tflite, emitted
     project.close()
 
@@ -280,12 +246,12 @@ def test_device_reset_mid_session(tmp_path: Path) -> None:
     the host, which raises SessionTerminatedError (no hang, no value); the old session stays
     refused; a new session over the same link works, bit-exact."""
     mlf = write_mlf(tmp_path / "reset.tar", [_reset_module()])
-    with _build(mlf, tmp_path / "prj") as project:
-        before = _qemu_pids()
+    with build_project(mlf, tmp_path / "prj") as project:
+        before = qemu_pids()
         transport = project.transport()
         transport.open()
         transport.is_open = True  # sessions come and go over this one link (see Session)
-        emulator = _qemu_pids() - before
+        emulator = qemu_pids() - before
         try:
             with Session(transport) as session:
                 _add_one(session, 5)
@@ -299,6 +265,6 @@ def test_device_reset_mid_session(tmp_path: Path) -> None:
                 _add_one(session, 41)
                 _add_one(session, 126)
             # One machine: QEMU restarted the firmware itself (no second emulator, no exit).
-            assert len(emulator) == 1 and _qemu_pids() - before == emulator
+            assert len(emulator) == 1 and qemu_pids() - before == emulator
         finally:
             transport.close()

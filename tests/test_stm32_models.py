@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -14,21 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import require_tool
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    QEMU_BOARD,
+    build_project,
+    qemu_pids,
+    stm32_tools_and_no_qemu_left,
+)
 
 from project_api.emit import emit
 from project_api.errors import MissingProgramError, ProjectAPIError, SessionError
 from project_api.project import generate_project
 from project_api.validate import validate
 
-BOARD = "qemu_netduinoplus2"
 MODELS = ("hello_world_int8", "micro_speech_int8", "kws_ref_model_int8")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tools() -> None:
-    require_tool("make")
-    require_tool("arm-none-eabi-gcc")
-    require_tool("qemu-system-arm")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +36,8 @@ def projects(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         for name in MODELS:
             tflite = models_dir / f"{name}.tflite"
             mlf = emit(tflite, root / f"{name}.tar", name="default")
-            project = generate_project("stm32", mlf.path, root / name,
-                                       {"board": BOARD, "warning_as_error": True})
+            project = build_project(mlf.path, root / name)
             built[name] = (project, tflite, mlf)
-            project.build()
             project.flash()
         yield built
     finally:
@@ -74,12 +69,12 @@ def test_validate_on_qemu_is_bit_exact_with_tflite_micro(projects: dict, name: s
 def test_qemu_killed_mid_session_is_a_clear_error(projects: dict) -> None:
     project, _, mlf = projects["hello_world_int8"]
     x = np.zeros(mlf.inputs[0].shape, dtype=np.int8)
-    before = _qemu_pids()
+    before = qemu_pids()
     with project.session() as session:
         model = session.model()
         model.set_input(0, x)
         model.run()
-        started = _qemu_pids() - before
+        started = qemu_pids() - before
         assert len(started) == 1
         os.kill(started.pop(), signal.SIGKILL)
         t0 = time.monotonic()
@@ -98,11 +93,6 @@ def test_qemu_killed_mid_session_is_a_clear_error(projects: dict) -> None:
         assert model.get_output(0).size == 1
 
 
-def _qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-x", "qemu-system-arm"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
-
-
 def test_missing_toolchain_gets_the_install_hint(projects: dict, tmp_path: Path) -> None:
     _, _, mlf = projects["hello_world_int8"]
     bin_dir = tmp_path / "bin"  # make and python, but no arm-none-eabi-gcc
@@ -113,7 +103,7 @@ def test_missing_toolchain_gets_the_install_hint(projects: dict, tmp_path: Path)
     saved = os.environ["PATH"]
     os.environ["PATH"] = str(bin_dir)
     try:
-        with generate_project("stm32", mlf.path, tmp_path / "prj", {"board": BOARD}) as project:
+        with generate_project("stm32", mlf.path, tmp_path / "prj", {"board": QEMU_BOARD}) as project:
             with pytest.raises(MissingProgramError) as info:
                 project.build()
     finally:

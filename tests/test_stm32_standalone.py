@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,34 +20,12 @@ from ai_api_helpers import (
     scale_bits,
     with_per_channel_output,
 )
-from conftest import require_tool
+from stm32_support import qemu_pids, stm32_tools_and_no_qemu_left  # noqa: F401
 
 from project_api.emit import emit
 from project_api.errors import ProjectAPIError
 from project_api.project import generate_project
 from project_api.template import ai_api
-
-_OURS: list[str] = []
-
-
-def _qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-a", "-x", "qemu-system-arm"], capture_output=True,
-                         text=True)
-    return {int(line.split()[0]) for line in out.stdout.splitlines()
-            if all(mark in line for mark in _OURS)}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
-    for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm", "pgrep"):
-        require_tool(tool)
-    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
-    before = _qemu_pids()
-    yield
-    deadline = time.monotonic() + 5
-    while _qemu_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _qemu_pids() - before, "a qemu-system-arm process was left running"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import require_tool
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    QEMU_BOARD,
+    build_project,
+    qemu_pids,
+    stm32_tools_and_no_qemu_left,
+)
 
 from project_api import paths
 from project_api.emit import emit
@@ -24,33 +29,6 @@ from project_api.errors import ProjectAPIError
 from project_api.project import generate_project
 
 BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text())["boards"]
-QEMU_BOARD = "qemu_netduinoplus2"
-
-
-_OURS: list[str] = []  # the pytest base directory: QEMUs of other users' tests do not count
-
-
-def _qemu_pids() -> set[int]:
-    """qemu-system-arm processes (pgrep) running a firmware of this test session."""
-    out = subprocess.run(["pgrep", "-a", "-x", "qemu-system-arm"], capture_output=True,
-                         text=True)
-    return {int(line.split()[0]) for line in out.stdout.splitlines()
-            if all(mark in line for mark in _OURS)}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory):
-    require_tool("make")
-    require_tool("arm-none-eabi-gcc")
-    require_tool("qemu-system-arm")
-    require_tool("pgrep")
-    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
-    before = _qemu_pids()
-    yield
-    deadline = time.monotonic() + 5
-    while _qemu_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _qemu_pids() - before, "a qemu-system-arm process was left running"
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +42,7 @@ def models(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 def _project(models: dict, name: str, where: Path, board: str = QEMU_BOARD, **options):
-    project = generate_project("stm32", models[name][1].path, where,
-                               {"board": board, "warning_as_error": True, **options})
-    try:
-        project.build()
-    except BaseException:
-        project.close()
-        raise
-    return project
+    return build_project(models[name][1].path, where, board, **options)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +203,7 @@ def test_firmware_too_big(models: dict, tmp_path: Path) -> None:
 def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
     """SIGKILL the server mid-session: the emulator goes with it (PR_SET_PDEATHSIG)."""
     prj = Path(qemu_projects["hello_world_int8"].directory)
-    before = _qemu_pids()
+    before = qemu_pids()
     code = ("import sys, time; sys.path.insert(0, sys.argv[1]);"
             "import microtvm_api_server as s; h = s.Handler();"
             "h.open_transport({}); print('open', flush=True); time.sleep(60)")
@@ -240,14 +211,14 @@ def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "open"
-        started = _qemu_pids() - before
+        started = qemu_pids() - before
         assert started, "no QEMU was started"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 5
-        while _qemu_pids() & started and time.monotonic() < deadline:
+        while qemu_pids() & started and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _qemu_pids() & started
+        assert not qemu_pids() & started
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -295,12 +266,12 @@ def test_shutdown_exits_qemu_through_semihosting(qemu_projects: dict) -> None:
     log = Path(project.directory) / "build/qemu.log"
     with project.session() as session:
         session.model()
-        started = _qemu_pids()
+        started = qemu_pids()
         session.rpc.channel.send(make_packet(RPCCode.SHUTDOWN, b""))
         deadline = time.monotonic() + 10
         while "shutdown requested" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
-        while _qemu_pids() & started and time.monotonic() < deadline:
+        while qemu_pids() & started and time.monotonic() < deadline:
             time.sleep(0.05)
     text = log.read_text()
     assert "stm32 firmware: shutdown requested by the host" in text
