@@ -47,8 +47,7 @@ from project_api.errors import ProjectAPIError  # noqa: E402
 from project_api.micro import Session  # noqa: E402
 from project_api.micro.framing import Framer  # noqa: E402
 from project_api.project import generate_project  # noqa: E402
-from project_api.server import TransportTimeouts  # noqa: E402
-from project_api.transport import Transport  # noqa: E402
+from project_api.transport import Transport, WrappedTransport  # noqa: E402
 
 _LOG = logging.getLogger("bench.stm32")
 _OUT = logging.getLogger("bench.stm32.table")
@@ -87,26 +86,13 @@ int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs,
     return Module(name, [n], [y], src, 0, [f"tvmgen_{name}_fused_loop"])
 
 
-class CountingTransport(Transport):
-    """Counts the bytes written and read through ``child``; ``is_open`` once opened, so
-    sessions come and go over one link."""
+class CountingTransport(WrappedTransport):
+    """Counts the bytes written and read through ``child``."""
 
     def __init__(self, child: Transport) -> None:
-        self.child = child
-        self.is_open = False
+        super().__init__(child)
         self.written = 0
         self.read_bytes = 0
-
-    def timeouts(self) -> TransportTimeouts:
-        return self.child.timeouts()
-
-    def open(self) -> None:
-        self.child.open()
-        self.is_open = True
-
-    def close(self) -> None:
-        self.is_open = False
-        self.child.close()
 
     def write(self, data: bytes, timeout_sec: float | None) -> None:
         self.written += len(data)

@@ -148,6 +148,34 @@ def _timeout_text(timeout_sec: float | None) -> str:
     return " None " if timeout_sec is None else f"{timeout_sec:5.2f}s"
 
 
+class WrappedTransport(Transport):
+    """A transport that passes everything to ``child``: subclass it to observe or alter the
+    bytes (override ``read``/``write``). ``is_open`` is true between :meth:`open` and
+    :meth:`close`, so a :class:`~project_api.micro.Session` over an already opened wrapper
+    leaves it open and sessions can come and go over one device link."""
+
+    def __init__(self, child: Transport) -> None:
+        self.child = child
+        self.is_open = False
+
+    def timeouts(self) -> TransportTimeouts:
+        return self.child.timeouts()
+
+    def open(self) -> None:
+        self.child.open()
+        self.is_open = True
+
+    def close(self) -> None:
+        self.is_open = False
+        self.child.close()
+
+    def read(self, n: int, timeout_sec: float | None) -> bytes:
+        return self.child.read(n, timeout_sec)
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        self.child.write(data, timeout_sec)
+
+
 class TransportLogger(Transport):
     """Wraps ``child`` and logs every call to ``logger`` (default: this module's) at ``level``."""
 

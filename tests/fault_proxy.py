@@ -15,8 +15,7 @@ import logging
 
 import numpy as np
 
-from project_api.server import TransportTimeouts
-from project_api.transport import Transport
+from project_api.transport import Transport, WrappedTransport
 
 _LOG = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class FaultCounts:
         return "; ".join(parts)
 
 
-class FaultProxy(Transport):
+class FaultProxy(WrappedTransport):
     """Injects seeded line faults into both directions of ``child``.
 
     ``rate`` is the probability that a byte is hit; a hit is a bit flip, a drop or a noise
@@ -68,11 +67,10 @@ class FaultProxy(Transport):
     def __init__(self, child: Transport, rate: float, seed: int, max_burst_bytes: int = 16):
         if not 0 < rate < 1:
             raise ValueError(f"rate must be in (0, 1); got {rate}")
-        self.child = child
+        super().__init__(child)
         self.rate = rate
         self.max_burst_bytes = max_burst_bytes
         self.enabled = True
-        self.is_open = False
         self.counts = FaultCounts()
         self._rng = np.random.default_rng(seed)
         #: Bytes still to pass untouched before the next fault, per direction.
@@ -117,17 +115,6 @@ class FaultProxy(Transport):
         return bytes(out)
 
     # --- Transport ------------------------------------------------------------------------
-
-    def timeouts(self) -> TransportTimeouts:
-        return self.child.timeouts()
-
-    def open(self) -> None:
-        self.child.open()
-        self.is_open = True
-
-    def close(self) -> None:
-        self.is_open = False
-        self.child.close()
 
     def write(self, data: bytes, timeout_sec: float | None) -> None:
         self.child.write(self.corrupt(bytes(data), Direction.TO_DEVICE), timeout_sec)
