@@ -201,16 +201,24 @@ def test_firmware_too_big(models: dict, tmp_path: Path) -> None:
 
 
 def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
-    """SIGKILL the server mid-session: the emulator goes with it (PR_SET_PDEATHSIG)."""
+    """SIGKILL the server mid-session: the emulator goes with it (PR_SET_PDEATHSIG), and once
+    a client has opened the FIFO endpoint (as ours does) no FIFO folder is left either."""
+    from project_api.transport import FdTransport
+
     prj = Path(qemu_projects["hello_world_int8"].directory)
     before = qemu_pids()
-    code = ("import sys, time; sys.path.insert(0, sys.argv[1]);"
+    code = ("import json, sys, time; sys.path.insert(0, sys.argv[1]);"
             "import microtvm_api_server as s; h = s.Handler();"
-            "h.open_transport({}); print('open', flush=True); time.sleep(60)")
+            "print(json.dumps(h.open_transport({})['endpoint']), flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(prj)], cwd=prj,
                             stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "open"
+        endpoint = json.loads(proc.stdout.readline())
+        assert endpoint["type"] == "fifo" and endpoint["remove_after_open"] is True
+        fifo_dir = Path(endpoint["rx_path"]).parent
+        client_side = FdTransport.for_fifos(endpoint["rx_path"], endpoint["tx_path"],
+                                            remove_after_open=True)
+        client_side.open()
         started = qemu_pids() - before
         assert started, "no QEMU was started"
         os.kill(proc.pid, signal.SIGKILL)
@@ -219,6 +227,8 @@ def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
         while qemu_pids() & started and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not qemu_pids() & started
+        client_side.close()
+        assert not fifo_dir.exists(), f"{fifo_dir} was left behind"
     finally:
         if proc.poll() is None:
             proc.kill()
