@@ -108,8 +108,7 @@ class NewProject:
             elif src.is_file():
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 for path in (src, *sorted(src.parent.glob("*.h"))):
-                    dest_path = root / rel.rsplit("/", 1)[0] / path.name if "/" in rel \
-                        else root / path.name
+                    dest_path = (root / rel).parent / path.name
                     if not dest_path.exists():
                         shutil.copy2(path, dest_path)
             else:
