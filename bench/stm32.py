@@ -105,13 +105,7 @@ class CountingTransport(WrappedTransport):
 
 
 def _build(mlf: Path, where: Path, **options: Any):
-    project = generate_project("stm32", mlf, where, {"board": BOARD, **options})
-    try:
-        project.build()
-    except BaseException:
-        project.close()
-        raise
-    return project
+    return generate_project("stm32", mlf, where, {"board": BOARD, **options}, build=True)
 
 
 def _per_run(session: Session, model, number: int) -> float:

@@ -532,14 +532,23 @@ def generate_project(
     *,
     force: bool = False,
     debug: bool = False,
+    build: bool = False,
 ) -> GeneratedProject:
     """Generate ``project_dir`` from ``template`` (a built-in name or a directory) and ``mlf``.
 
     The template server is shut down before this returns; close the returned project (or use it
-    in a ``with``) to stop its server.
+    in a ``with``) to stop its server. With ``build=True`` the project is also built; if the
+    build fails its server is stopped and the error raised (the generated files stay).
     """
     with TemplateProject.from_directory(resolve_template(template), debug=debug) as tpl:
-        return tpl.generate_project_from_mlf(mlf, project_dir, options, force=force)
+        project = tpl.generate_project_from_mlf(mlf, project_dir, options, force=force)
+    if build:
+        try:
+            project.build()
+        except BaseException:
+            project.close()
+            raise
+    return project
 
 
 def generate_project_from_mlf(

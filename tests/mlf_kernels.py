@@ -439,14 +439,7 @@ def generate_host_project(mlf_path: str | Path, project_dir: str | Path, templat
     from project_api.project import generate_project
 
     options = {"warning_as_error": True, **options}
-    project = generate_project(template, mlf_path, project_dir, options)
-    try:
-        if build:
-            project.build()
-    except BaseException:
-        project.close()
-        raise
-    return project
+    return generate_project(template, mlf_path, project_dir, options, build=build)
 
 
 def device_pids(binary: str | Path) -> list[int]:

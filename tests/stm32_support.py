@@ -44,11 +44,5 @@ def stm32_tools_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory) -> It
 def build_project(mlf: Path, where: Path, board: str = QEMU_BOARD,
                   **options: Any) -> GeneratedProject:
     """Generate and build an stm32 project (warnings are errors unless told otherwise)."""
-    project = generate_project("stm32", mlf, where,
-                               {"board": board, "warning_as_error": True, **options})
-    try:
-        project.build()
-    except BaseException:
-        project.close()
-        raise
-    return project
+    return generate_project("stm32", mlf, where,
+                            {"board": board, "warning_as_error": True, **options}, build=True)
