@@ -127,8 +127,7 @@ def test_thousand_inferences_under_line_faults(hello_world) -> None:
                 session.close()
                 session = None
                 if isinstance(err, RPCError):
-                    # The device itself refused (its pool is full of abandoned sessions'
-                    # handles, see below): only a reset cures that.
+                    # The device itself refused: restart it, as a user would.
                     tally.device_restarts += 1
                     proxy.close()
                     proxy.open()
@@ -159,11 +158,11 @@ def test_thousand_inferences_under_line_faults(hello_world) -> None:
     assert tally.reported > 0 and tally.clean > tally.reported
 
 
-def test_abandoned_sessions_fail_clearly_and_a_restart_recovers(hello_world) -> None:
-    """Every session abandoned after a timeout leaves its executor's tensor views on the device
-    (the host cannot free them once replies may not match requests, and the device does not
-    free a dead session's handles), so after a few dozen the device's pool is full. That must
-    be a clear error, never a wrong value, and restarting the device must cure it."""
+def test_abandoned_sessions_leave_nothing_on_the_device(hello_world) -> None:
+    """A session abandoned after a timeout cannot free its executor's tensor views (replies may
+    no longer match requests), so the device frees a dead session's tensors when the next
+    session starts: 80 abandoned sessions in a row (the pool held about 47 before) all work,
+    without a device reset."""
     project, tflite, emitted = hello_world
     tensor = emitted.inputs[0]
     x = np.full(tensor.shape, 17, dtype=np.int8)
@@ -171,30 +170,16 @@ def test_abandoned_sessions_fail_clearly_and_a_restart_recovers(hello_world) -> 
     transport = project.transport()
     transport.open()
     transport.is_open = True
-    failed = 0
     try:
         for _ in range(80):
             with Session(transport, timeout_sec=REPLY_WAIT_SEC) as session:
-                try:
-                    model = session.model()
-                    model.set_input(0, x)
-                    model.run()
-                    np.testing.assert_array_equal(model.get_output(0).reshape(want.shape), want)
-                except ProjectAPIError as err:
-                    assert "no memory" in str(err), err
-                    failed += 1
-                    continue
+                model = session.model()
+                model.set_input(0, x)
+                model.run()
+                np.testing.assert_array_equal(model.get_output(0).reshape(want.shape), want)
                 with pytest.raises(SessionError):  # nothing is owed: the wait times out
                     session.rpc.channel.receive(max_wait_sec=0.05)
                 assert not session.usable  # so close() leaves the handles on the device
-        _LOG.warning("%d of 80 abandoned sessions could not create the model", failed)
-        transport.close()
-        transport.open()  # a new emulator: a device reset
-        with Session(transport) as session:
-            model = session.model()
-            model.set_input(0, x)
-            model.run()
-            np.testing.assert_array_equal(model.get_output(0).reshape(want.shape), want)
     finally:
         transport.close()
 

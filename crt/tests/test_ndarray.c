@@ -1,6 +1,7 @@
 /* TVMNDArray: sizes, owned vs viewed data, allocation failures without leaks. */
 #include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <string.h>
 #include <tvm/runtime/crt/ndarray.h>
 
 #include "test_platform.h"
@@ -97,11 +98,38 @@ TEST(AllocationFailuresDoNotLeak) {
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
 }
 
+TEST(OnlyLiveTensorsAreReleased) {
+  int live = TestPlatform_LiveAllocations();
+  static float buffer[2];
+  int64_t shape[1] = {2};
+  DLDataType f32 = {kDLFloat, 32, 1};
+  TVMNDArray *a = NULL, *b = NULL, *c = NULL;
+  ASSERT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMNDArray_CreateView(buffer, 1, shape, f32, kCpu, &b), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &c), kTvmErrorNoError);
+  EXPECT_TRUE(TVMNDArray_IsLive(a) && TVMNDArray_IsLive(b) && TVMNDArray_IsLive(c));
+  /* the middle of the list, then a handle that is no longer live: refused, nothing freed */
+  EXPECT_EQ_INT(TVMNDArray_Release(b), kTvmErrorNoError);
+  EXPECT_TRUE(!TVMNDArray_IsLive(b));
+  EXPECT_EQ_INT(TVMNDArray_Release(b), kTvmErrorFunctionCallInvalidArg);
+  TVMNDArray stranger;
+  memset(&stranger, 0, sizeof(stranger));
+  EXPECT_EQ_INT(TVMNDArray_Release(&stranger), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_TRUE(TVMArrayFree(&stranger.dl_tensor) != 0);
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live + 4);
+  /* the rest at once, as a new RPC session does */
+  EXPECT_EQ_INT((int)TVMNDArray_ReleaseAll(), 2);
+  EXPECT_TRUE(!TVMNDArray_IsLive(a) && !TVMNDArray_IsLive(c));
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
+  EXPECT_EQ_INT((int)TVMNDArray_ReleaseAll(), 0);
+}
+
 int main(void) {
   TestPlatform_Reset();
   RUN_TEST(DataSizeBytes);
   RUN_TEST(EmptyOwnsZeroedData);
   RUN_TEST(ViewLeavesDataAlone);
   RUN_TEST(AllocationFailuresDoNotLeak);
+  RUN_TEST(OnlyLiveTensorsAreReleased);
   return TEST_REPORT();
 }

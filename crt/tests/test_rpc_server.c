@@ -508,6 +508,42 @@ TEST(AotInferenceEndToEnd) {
   FreeHandle(g_executor, kTVMModuleHandle);
 }
 
+/* A host that goes away without freeing its handles (it timed out, or was killed): the next
+ * session starts with the memory of the boot, and a stale handle from the wire is refused
+ * with an exception instead of being freed twice. */
+TEST(NewSessionReleasesAbandonedTensors) {
+  uint64_t get_input, stale = 0;
+  remote_array_t view;
+  int round, baseline = -1;
+  packet_t p;
+  for (round = 0; round < 3; ++round) {
+    Connect();
+    if (baseline < 0) baseline = TestPlatform_LiveAllocations();
+    EXPECT_EQ_INT(TestPlatform_LiveAllocations(), baseline);
+    ASSERT_TRUE(CreateAotExecutor(&g_executor));
+    g_mgf = GetGlobal("tvm.rpc.server.ModuleGetFunction");
+    get_input = ExecutorFunction("get_input");
+    CallWithInt(get_input, 0);
+    ReadArrayReply(&view);
+    CallWithInt(get_input, 1);
+    ReadArrayReply(&view);
+    stale = view.handle;
+    EXPECT_EQ_INT(TestPlatform_LiveAllocations(), baseline + 2);
+    /* the host vanishes here: no FreeHandle, no shutdown */
+  }
+  Connect();
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), baseline);
+  Begin(&p, 10);
+  PutLe(&p, 2, 4);
+  PutLe(&p, kTVMOpaqueHandle, 4);
+  PutLe(&p, kDLInt, 4);
+  PutLe(&p, stale, 8);
+  PutLe(&p, kTVMNDArrayHandle, 8);
+  EXPECT_TRUE(Send(&p));
+  EXPECT_EQ(5, ReplyCode()); /* an exception, and the session goes on */
+  EXPECT_TRUE(GetGlobal("tvm.rpc.server.ModuleGetFunction") != 0);
+}
+
 /* kTVMBytes return (RPCTimeEvaluator results) and exceptions carrying the last error. */
 TEST(BytesReturnAndLastError) {
   packet_t args;
@@ -971,6 +1007,7 @@ int main(void) {
   RUN_TEST(WorkedExampleBytes);
   RUN_TEST(MaxPacketSizeAndMissingGlobal);
   RUN_TEST(AotInferenceEndToEnd);
+  RUN_TEST(NewSessionReleasesAbandonedTensors);
   RUN_TEST(BytesReturnAndLastError);
   RUN_TEST(CopyToRemoteOutOfRangeIsRefused);
   RUN_TEST(SyscallsOnDeviceMemory);

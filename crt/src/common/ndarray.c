@@ -7,6 +7,9 @@
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
 
+/* The live tensors, newest first. */
+static TVMNDArray* g_live;
+
 tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
                                          size_t* out_size_bytes) {
   if (ndim < 0 || ndim > TVM_CRT_MAX_NDIM || (ndim > 0 && shape == NULL) || dtype.bits == 0 ||
@@ -68,6 +71,12 @@ static tvm_crt_error_t create(void* data, int32_t ndim, const int64_t* shape, DL
     array->dl_tensor.data = buf;
     array->owns_data = 1;
   }
+  array->prev = NULL;
+  array->next = g_live;
+  if (g_live != NULL) {
+    g_live->prev = array;
+  }
+  g_live = array;
   *out_array = array;
   return kTvmErrorNoError;
 }
@@ -89,6 +98,17 @@ tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array) {
   if (array == NULL) {
     return kTvmErrorNoError;
   }
+  if (!TVMNDArray_IsLive(array)) {
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  if (array->prev != NULL) {
+    array->prev->next = array->next;
+  } else {
+    g_live = array->next;
+  }
+  if (array->next != NULL) {
+    array->next->prev = array->prev;
+  }
   DLDevice dev = array->dl_tensor.device;
   tvm_crt_error_t err = kTvmErrorNoError;
   if (array->owns_data && array->dl_tensor.data != NULL) {
@@ -96,4 +116,23 @@ tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array) {
   }
   tvm_crt_error_t err2 = TVMPlatformMemoryFree(array, dev);
   return err != kTvmErrorNoError ? err : err2;
+}
+
+int TVMNDArray_IsLive(const TVMNDArray* array) {
+  const TVMNDArray* a;
+  for (a = g_live; a != NULL; a = a->next) {
+    if (a == array) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+size_t TVMNDArray_ReleaseAll(void) {
+  size_t n = 0;
+  while (g_live != NULL) {
+    (void)TVMNDArray_Release(g_live);
+    n++;
+  }
+  return n;
 }

@@ -10,6 +10,7 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
 #include <tvm/runtime/crt/rpc_common/frame_buffer.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
@@ -53,7 +54,15 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
                           tvm_frame_buffer_t* buffer) {
   struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
   if (buffer == NULL) {
-    return; /* session established / terminated: nothing to do */
+    if (type == kTvmSessionStartSessionReply) {
+      /* A new session: the host of any earlier one is gone (it timed out or was killed) and
+       * will never free its handles, so its tensors would otherwise stay until the next boot. */
+      size_t stale = TVMNDArray_ReleaseAll();
+      if (stale > 0) {
+        TVMLogf("released %u tensors of the previous session", (unsigned)stale);
+      }
+    }
+    return;
   }
   if (type == kTvmSessionNormal && !s->is_shutdown) { /* nothing runs after kShutdown */
     const uint8_t* message;

@@ -5,6 +5,10 @@
  * Its shape is stored inline. Either it owns its data (allocated with TVMPlatformMemoryAllocate,
  * freed on release) or it is a view of memory owned by someone else (a model's static buffer),
  * which release leaves alone. The struct itself always comes from TVMPlatformMemoryAllocate.
+ *
+ * Every live tensor is on one list, so that a handle from the wire can be checked before it is
+ * freed and the tensors of a host that went away can all be released when the next session
+ * starts (MicroTVMRpcServer does this): a host that times out never frees its handles.
  */
 #ifndef TVM_RUNTIME_CRT_NDARRAY_H_
 #define TVM_RUNTIME_CRT_NDARRAY_H_
@@ -23,6 +27,8 @@ typedef struct TVMNDArray {
   DLTensor dl_tensor;               /*!< must stay first */
   int64_t shape[TVM_CRT_MAX_NDIM];  /*!< dl_tensor.shape points here */
   int owns_data;                    /*!< nonzero: release frees dl_tensor.data */
+  struct TVMNDArray* prev;          /*!< the list of live tensors (ndarray.c owns it) */
+  struct TVMNDArray* next;
 } TVMNDArray;
 
 /*!
@@ -48,8 +54,18 @@ tvm_crt_error_t TVMNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType 
 tvm_crt_error_t TVMNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
                                       DLDataType dtype, DLDevice dev, TVMNDArray** out_array);
 
-/*! \brief Free the tensor (and its data if owned). NULL is accepted. */
+/*!
+ * \brief Free the tensor (and its data if owned). NULL is accepted.
+ * \return kTvmErrorNoError, or kTvmErrorFunctionCallInvalidArg (nothing freed) if `array` is
+ *   not a live tensor: already released, or never made by TVMNDArray_Empty/CreateView.
+ */
 tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array);
+
+/*! \brief Nonzero if `array` was made by TVMNDArray_Empty/CreateView and not yet released. */
+int TVMNDArray_IsLive(const TVMNDArray* array);
+
+/*! \brief Release every live tensor; returns how many there were. */
+size_t TVMNDArray_ReleaseAll(void);
 
 #ifdef __cplusplus
 }  /* extern "C" */
