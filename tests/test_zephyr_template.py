@@ -276,6 +276,13 @@ def test_heap_larger_than_ram(mlf: Path, tmp_path: Path, folder: str) -> None:
         _generate(mlf, tmp_path / "prj", workspace_size_bytes=70000)
 
 
+def test_board_ram_of_a_hardware_model_v2_target(tmp_path: Path) -> None:
+    base = fake_zephyr(tmp_path / "z", (4, 0, 0), {"mps2_an521_cpu0": ("boards/arm/mps2", 4096)})
+    assert Z.board_ram_bytes(base, "mps2_an521") == (4096 * 1024,
+                                                     str(base / "boards/arm/mps2/mps2_an521_cpu0.yaml"))
+    assert Z.board_ram_bytes(base, "qemu_x86") == (BOARDS["qemu_x86"]["ram_bytes"], "boards.yaml")
+
+
 def test_unknown_board(mlf: Path, tmp_path: Path) -> None:
     with pytest.raises(ProjectAPIError, match=r"board.*'nope'.*qemu_cortex_m3"):
         _generate(mlf, tmp_path / "prj", board="nope")

@@ -130,8 +130,13 @@ def board_ram_bytes(zephyr_base: Path | None, name: str) -> tuple[int, str]:
     boards.yaml's ``ram_bytes``."""
     board = BOARDS[name]
     if zephyr_base is not None and (zephyr_base / "boards").is_dir():
-        stem = board.get("zephyr_board", name)
-        for path in sorted((zephyr_base / "boards").rglob(f"{stem}.yaml")):
+        # Hardware model v2 names a board's yaml after its target, '/' written as '_'.
+        stems = [str(board.get("zephyr_board", name))]
+        if board.get("zephyr_board_hwm2"):
+            stems.append(str(board["zephyr_board_hwm2"]).replace("/", "_"))
+        found = [p for stem in dict.fromkeys(stems)
+                 for p in sorted((zephyr_base / "boards").rglob(f"{stem}.yaml"))]
+        for path in found:
             try:
                 data = yaml.safe_load(path.read_text()) or {}
             except (OSError, yaml.YAMLError):
