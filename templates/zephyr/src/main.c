@@ -28,7 +28,7 @@
 
 static const struct device* const g_uart = DEVICE_DT_GET(DT_CHOSEN(zephyr_console));
 RING_BUF_DECLARE(g_rx_ring, ZEPHYR_RX_RING_BYTES);
-static K_SEM_DEFINE(g_rx_ready, 0, 1);
+K_SEM_DEFINE(g_rx_ready, 0, 1);
 static volatile uint32_t g_rx_lost;
 static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __aligned(16);
 
@@ -44,7 +44,7 @@ static void UartIrq(const struct device* dev, void* user_data) {
   (void)user_data;
   while (uart_irq_update(dev) && uart_irq_is_pending(dev)) {
     if (!uart_irq_rx_ready(dev)) {
-      continue;
+      break; /* only receive interrupts are enabled */
     }
     for (;;) {
       uint8_t* space;

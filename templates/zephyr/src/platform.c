@@ -23,6 +23,7 @@
 #include <zephyr/random/rand32.h>
 #endif
 
+#include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/platform.h>
 
