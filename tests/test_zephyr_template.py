@@ -318,6 +318,19 @@ def test_build_failure_names_the_log(mlf: Path, tmp_path: Path, west,
             project.build()
 
 
+def test_arm_only_model_on_qemu_x86(mlf: Path, tmp_path: Path, west) -> None:
+    base = fake_zephyr(tmp_path / "z")
+    prj = _generate(mlf, tmp_path / "prj", board="qemu_x86", zephyr_base=str(base),
+                    west_cmd="west")
+    source = sorted((prj / "model/codegen/host/src").glob("*.c"))[0]
+    source.write_text("#include <arm_acle.h>\n" + source.read_text())
+    with GeneratedProject.from_directory(prj) as project:
+        with pytest.raises(ProjectAPIError, match=r"targets Arm .*<arm_acle.h>.*board qemu_x86 "
+                                                  r"\(x86\) cannot run; regenerate"):
+            project.build()
+    assert west() == []
+
+
 @pytest.mark.parametrize("board, serial_number, extra", [
     ("nucleo_f746zg", "066DFF495351", ["--cmd-pre-init", "adapter serial 066DFF495351"]),
     ("nucleo_f746zg", None, []),

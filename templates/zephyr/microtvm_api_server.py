@@ -41,7 +41,7 @@ import yaml
 
 from project_api import server
 from project_api.crt_manifest import read_manifest
-from project_api.errors import FlashError, MissingProgramError, ServerError
+from project_api.errors import BuildError, FlashError, MissingProgramError, ServerError
 from project_api.template import (
     NewProject,
     SerialEndpoint,
@@ -52,6 +52,7 @@ from project_api.template import (
     option,
     run_logged,
     serial_ports,
+    targets,
 )
 from project_api.template.qemu import QemuSocketLine, start_qemu, wait_for_banner
 
@@ -412,7 +413,8 @@ class Handler(TransportMixin, TemplateHandler):
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
         self.check_targets()
-        name, _ = self._board()
+        name, board = self._board()
+        self._check_board_arch(name, board)
         west, env, version = self._west(values, "build")
         check_version(version, values["warning_as_error"])
         cmd = [*west, "build", "-b", zephyr_board_name(name, version), "-d",
@@ -421,6 +423,17 @@ class Handler(TransportMixin, TemplateHandler):
             cmd.insert(len(west), "-v")
         # The log stays outside build/, which west may wipe (pristine auto) while it runs.
         run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / BUILD_LOG, env=env)
+
+    def _check_board_arch(self, name: str, board: Mapping[str, Any]) -> None:
+        """BuildError when a module's C builds only for a CPU family the board is not (Arm-only
+        code on qemu_x86)."""
+        family = targets.family_of(str(board["cpu"]))
+        for mod in self.model_library().modules.values():
+            need = targets.arch_requirement(mod)
+            if need is not None and not targets.builds(need[0], (family,)):
+                raise BuildError(f"module {mod.name!r} targets {targets.family_title(need[0])} "
+                                 f"({need[1]}), which board {name} ({board['cpu']}) cannot run; "
+                                 "regenerate the project with an Arm board")
 
     def flash(self, options: dict) -> None:
         values, (name, board) = self.options_for("flash", options), self._board()
