@@ -485,3 +485,26 @@ def test_open_transport_real_board_uses_the_dts_baud(mlf: Path, tmp_path: Path) 
     (prj / "build/zephyr/zephyr.dts").unlink()
     with pytest.raises(ServerError, match="zephyr.dts does not exist; run 'project-api build'"):
         handler.open_transport({"serial_port": "loop://"})
+
+
+def test_open_transport_finds_the_nrf_console_port(mlf: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The J-Link OB of the nRF5340 DK shows three ports with one serial number (zero-padded
+    over USB); usb_port_index picks the console by USB location, and a serial number given as
+    nrfjprog shows it (no leading zeros) matches."""
+    prj = _generate(mlf, tmp_path / "prj", board="nrf5340dk_nrf5340_cpuapp")
+    (prj / "build/zephyr").mkdir(parents=True)
+    (prj / "build/zephyr/zephyr.dts").write_text(DTS)
+    ports = [_port(device, "001050012345", location, 0x1366, 0x1055) for device, location in
+             [("/dev/ttyACM1", "1-2:1.2"), ("loop://", "1-2:1.4"), ("/dev/ttyACM0", "1-2:1.0")]]
+    ports.append(_port("/dev/ttyACM9", "000683000000", "1-3:1.0"))
+    monkeypatch.setattr(serial_ports, "list_ports", lambda: ports)
+    handler = Z.Handler(project_dir=prj)
+    try:
+        reply = handler.open_transport({"serial_number": "1050012345"})
+        assert reply["endpoint"] == {"type": "serial", "port": "loop://", "baudrate": 115200}
+    finally:
+        handler.close_transport()
+    with pytest.raises(ServerError, match=r"no serial port of nrf5340dk_nrf5340_cpuapp's debug "
+                                          r"probe \(USB ID 1366:1055 and serial number 77\)"):
+        handler.open_transport({"serial_number": "77"})
