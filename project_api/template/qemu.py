@@ -21,6 +21,13 @@ the pipe until someone reads it, and the host's bytes wait until the emulated UA
 Emulated UARTs drop what arrives before the firmware enables the receiver, which is why the
 server waits for the firmware's ready line before it replies.
 
+:class:`QemuSocketLine` is the other serial line: QEMU's ``socket`` chardev listening on a unix
+socket with ``wait=on``, so QEMU does not run the machine before the server has connected (no
+output is lost) and, with no ``mux``, every byte passes unchanged (a muxed chardev takes 0x01 as
+its escape character). The socket is made afresh by each line, so a second ``open_transport``
+never depends on what the first one removed. Our client has no socket endpoint; a template using
+it returns no ``"endpoint"`` and the bytes go through ``read_transport``/``write_transport``.
+
 Lifetime: :func:`start_qemu` runs QEMU through a tiny exec wrapper that asks Linux to kill it
 (``PR_SET_PDEATHSIG``) when the server process dies, however it dies (SIGKILL included), and
 refuses to start if the server is already gone; :class:`~project_api.template.DeviceProcess`
@@ -32,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -130,6 +138,49 @@ class QemuSerialLine:
     def close(self) -> None:
         self.release_spares()
         remove_fifo_dir(self.dir, self.tx_path, self.rx_path)
+
+
+class QemuSocketLine:
+    """A unix socket ``<dir>/uart.sock`` (in a fresh temporary folder) for QEMU's ``socket``
+    chardev in server mode; :meth:`connect` is the server's end once QEMU listens."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 prefix: str = "project-api-qemu-") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+        self.path = self.dir / "uart.sock"
+
+    def qemu_args(self, chardev_id: str) -> list[str]:
+        """``-chardev socket,...`` defining ``chardev_id``; pass ``-serial chardev:<id>`` too."""
+        return ["-chardev", f"socket,id={chardev_id},path={self.path},server=on,wait=on"]
+
+    def connect(self, timeouts: TransportTimeouts | None = None,
+                process: DeviceProcess | None = None, timeout_sec: float = 10.0,
+                log_path: Path | None = None) -> FdTransport:
+        """Connect to QEMU's socket (retrying until it listens); the connection as a transport.
+
+        ServerError when QEMU exits first or does not listen within ``timeout_sec``."""
+        deadline = time.monotonic() + timeout_sec
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(self.path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+            status = process.poll() if process is not None else None
+            if status is not None or time.monotonic() > deadline:
+                what = (f"the emulator exited with status {status}" if status is not None
+                        else f"the emulator did not listen on {self.path} within "
+                             f"{timeout_sec:g} s")
+                tail = log_tail(log_path) if log_path is not None else ""
+                raise ServerError(message=f"open_transport: {what}"
+                                          f"{'; log: ' + tail if tail else ''}")
+            time.sleep(0.05)
+        fd = sock.detach()
+        return FdTransport(fd, fd, timeouts)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,

@@ -50,9 +50,12 @@ def describe_port(port: Any) -> str:
 
 
 def find_port(vid: int, pid: int, serial_number: str | None = None, what: str = "the board",
-              ports: Sequence[Any] | None = None) -> str:
+              ports: Sequence[Any] | None = None, index: int | None = None) -> str:
     """The device of the one port with USB ID ``vid:pid`` (and ``serial_number``), else
-    ServerError listing every port present (none matches) or the candidates (several do)."""
+    ServerError listing every port present (none matches) or the candidates (several do).
+
+    ``index``: the probe has several serial ports (a J-Link OB's VCOM0..2); when the matches all
+    belong to one probe (one serial number), take the index-th by USB location."""
     present = list_ports() if ports is None else list(ports)
     matches = [p for p in present if p.vid == vid and p.pid == pid]
     if serial_number:
@@ -64,6 +67,11 @@ def find_port(vid: int, pid: int, serial_number: str | None = None, what: str = 
         listed = "; ".join(describe_port(p) for p in present) or "none"
         raise ServerError(message=f"no serial port of {what} ({usb}); ports present: {listed}; "
                                   "connect the board by USB or pass -o serial_port=PORT")
+    serials = {p.serial_number for p in matches}
+    if index is not None and len(matches) > 1 and len(serials) == 1:
+        ordered = sorted(matches, key=lambda p: (str(p.location or ""), str(p.device)))
+        if index < len(ordered):
+            matches = [ordered[index]]
     if len(matches) > 1:
         listed = "; ".join(describe_port(p) for p in matches)
         raise ServerError(message=f"{len(matches)} serial ports match {what} ({usb}): {listed}; "
@@ -73,14 +81,15 @@ def find_port(vid: int, pid: int, serial_number: str | None = None, what: str = 
 
 
 def board_port(usb: Mapping[str, int] | None, serial_port: str | None,
-               serial_number: str | None, what: str = "the board") -> str:
+               serial_number: str | None, what: str = "the board",
+               index: int | None = None) -> str:
     """``serial_port`` if given, else :func:`find_port` by the board's ``usb`` IDs."""
     if serial_port:
         return serial_port
     if not usb:
         raise ServerError(message=f"{what} has no USB IDs in boards.yaml to find its serial port "
                                   "by; pass -o serial_port=PORT")
-    return find_port(int(usb["vid"]), int(usb["pid"]), serial_number, what)
+    return find_port(int(usb["vid"]), int(usb["pid"]), serial_number, what, index=index)
 
 
 class UartTransport(SerialTransport):
