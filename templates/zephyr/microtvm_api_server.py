@@ -294,7 +294,7 @@ class Handler(TransportMixin, TemplateHandler):
                optional=["generate_project"],
                help="TVM_WORKSPACE_SIZE_BYTES: the runtime heap (CONFIG_HEAP_MEM_POOL_SIZE) for "
                     "tensors the host allocates (default: the board's recommended heap)."),
-        option("max_packet_size_bytes", "int", default=2048, minimum=256, maximum=1 << 20,
+        option("max_packet_size_bytes", "int", default=4096, minimum=256, maximum=1 << 20,
                optional=["generate_project"],
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet."),
         option("warning_as_error", "bool", default=False, optional=["generate_project"],
