@@ -211,10 +211,12 @@ def test_host_float32_input_is_quantized_on_the_device(host_project, kws) -> Non
 
 @pytest.fixture(scope="module")
 def qemu_project(kws, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GeneratedProject]:
+    import stm32_support
     from stm32_support import build_project
 
-    for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm"):
+    for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm", "pgrep"):
         require_tool(tool)
+    stm32_support._OURS[:] = [str(tmp_path_factory.getbasetemp())]  # our QEMUs only
     _, mlf = kws
     project = build_project(mlf.path, tmp_path_factory.mktemp("stm32") / "prj",
                             project_type="mlperftiny")
