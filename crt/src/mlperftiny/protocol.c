@@ -2,6 +2,7 @@
  * MLPerf Tiny UART protocol: command assembly, parsing and replies (see mlperftiny.h). Every
  * malformed command gets one e-[...] line and m-ready; nothing a host sends can overrun a buffer.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,10 +17,17 @@ static void PutLine(const char* text) {
   Put("\r\n");
 }
 
-/* "<head><text><tail>\r\n" with text cut to fit one line. */
+/* "<head><text><tail>\r\n": text cut to one command's length, bytes outside printable ASCII
+ * shown as '?' (a reply is always text, whatever the host sent). */
 static void PutWrapped(const char* head, const char* text, const char* tail) {
   char line[TVM_MLPERFTINY_CMD_SIZE + 64];
-  (void)snprintf(line, sizeof(line), "%s%.*s%s", head, (int)TVM_MLPERFTINY_CMD_SIZE, text, tail);
+  char shown[TVM_MLPERFTINY_CMD_SIZE + 1];
+  size_t i;
+  for (i = 0; i < TVM_MLPERFTINY_CMD_SIZE && text[i] != '\0'; i++) {
+    shown[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+  }
+  shown[i] = '\0';
+  (void)snprintf(line, sizeof(line), "%s%s%s", head, shown, tail);
   PutLine(line);
 }
 
@@ -58,7 +66,7 @@ size_t TVMMlperfTinyFormatFixed3(float value, char* out, size_t size) {
   } else if (x > 1e15 || x < -1e15) {
     (void)snprintf(text, sizeof(text), "%sinf", x < 0 ? "-" : "");
   } else {
-    if (x < 0) {
+    if (signbit(x)) {
       negative = 1;
       x = -x;
     }
@@ -222,8 +230,11 @@ static void Db(TVMMlperfTiny* bench, char* cursor) {
     }
     for (i = 0; i < n; i += 2) {
       if (HexDigit(sub[i]) < 0 || HexDigit(sub[i + 1]) < 0) {
-        (void)snprintf(line, sizeof(line), "e-[Invalid hex digit '%c%c']", sub[i], sub[i + 1]);
-        PutLine(line);
+        char pair[3];
+        pair[0] = sub[i];
+        pair[1] = sub[i + 1];
+        pair[2] = '\0';
+        PutWrapped("e-[Invalid hex digit '", pair, "']");
         return;
       }
     }
