@@ -2,6 +2,7 @@
  * The MLPerf Tiny model over a generated TVMAotModel (model_glue.c) and the quantization facts of
  * src/mlperftiny_model.c: db bytes in, dequantized results (or the reconstruction error) out.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <tvm/runtime/c_backend_api.h>
@@ -42,8 +43,16 @@ static const char* Load(void* ctx, const uint8_t* data, size_t size) {
                       s->info->input_zero_point);
     }
   } else {
-    return s->info->input_quantized ? "Input size matches neither the int8 tensor nor float32"
-                                    : "Input size does not match the model's input";
+    if (s->info->input_quantized && IsInt8(in->dtype)) {
+      (void)snprintf(s->error, sizeof(s->error),
+                     "Input has %lu bytes; the model takes %lu (int8) or %lu (float32)",
+                     (unsigned long)size, (unsigned long)in->size_bytes,
+                     (unsigned long)(in->size_bytes * 4u));
+    } else {
+      (void)snprintf(s->error, sizeof(s->error), "Input has %lu bytes; the model takes %lu",
+                     (unsigned long)size, (unsigned long)in->size_bytes);
+    }
+    return s->error;
   }
   s->input = data;
   s->input_size = size;

@@ -113,6 +113,7 @@ typedef struct TVMMlperfTinyAot {
   const TVMAotModel* aot;
   const uint8_t* input;      /*!< the db bytes of the last load (float32 input for AD) */
   size_t input_size;
+  char error[96];            /*!< text of the last load error */
 } TVMMlperfTinyAot;
 
 /*!
