@@ -146,13 +146,30 @@ class Device:
         return lines
 
     def start(self, timeout_sec: float | None = None) -> list[str]:
-        """Read the start-up lines up to ``m-ready``; a device that printed them before we
-        connected (a board already running) is asked for ``m-ready`` with an empty command."""
+        """Read the start-up lines up to ``m-ready``. A device that printed them before we
+        connected (a board already running) is sent ``name``; lines up to its answer are
+        skipped, so a late start-up banner cannot put replies out of step."""
         try:
             self.boot_lines = self.wait_ready(timeout_sec or self.timeout_sec)
+            return self.boot_lines
         except DeviceTimeoutError:
-            self.boot_lines = self.command("")
-        return self.boot_lines
+            pass
+        self.last_command = "name"
+        if self.log is not None:
+            self.log(">", "name%")
+        self.transport.write(b"name%", self.timeout_sec)
+        lines: list[str] = []
+        named = False
+        while True:
+            line = self._read_line(self.timeout_sec, "the reply to 'name'")
+            if line.startswith("m-name-"):
+                named = True
+            elif line == "m-ready" and named:
+                break
+            elif line != "m-ready":
+                lines.append(line)
+        self.boot_lines = lines
+        return lines
 
     def command(self, text: str, timeout_sec: float | None = None,
                 free_text: bool = False) -> list[str]:

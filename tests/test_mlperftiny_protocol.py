@@ -246,3 +246,25 @@ def test_qemu_golden_transcript_and_results_equal_tflm(qemu_project, kws) -> Non
     while qemu_pids() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not qemu_pids() - before, "QEMU left running after close"
+
+
+def test_host_image_models_take_uint8_pixels_less_128(kws, tmp_path: Path) -> None:
+    """-o mlperftiny_model=ic01 (or vww01): the data set's uint8 pixels enter an int8 model
+    less 128, as the benchmark's reference firmware does (shown on the KWS network)."""
+    require_tool("cc")
+    tflite, mlf = kws
+    with generate_project("host", mlf.path, tmp_path / "prj",
+                          {"project_type": "mlperftiny", "mlperftiny_model": "ic01"},
+                          build=True) as project:
+        (x,) = _samples(mlf, 1, seed=21)
+        pixels = (x.astype(np.int16) + 128).astype(np.uint8)
+        t = _open(project)
+        try:
+            device = Device(t)
+            device.start()
+            assert device.profile()["model"] == "ic01"
+            device.load(pixels.tobytes())
+            got = device.infer(1, 0, 60.0).results
+        finally:
+            t.close()
+    assert [f"{v:.3f}" for v in got] == tflm_results(tflite, mlf, x)

@@ -131,11 +131,20 @@ def test_the_devices_error_text_is_shown() -> None:
         d.command("db zz")
 
 
-def test_a_booted_device_is_asked_for_m_ready() -> None:
-    t = ScriptedTransport(b"", {})
+def test_a_device_already_running_is_asked_its_name() -> None:
+    t = ScriptedTransport(b"", {"name": b"m-name-dut-[x]\r\nm-ready\r\n"})
     d = mt.Device(t, timeout_sec=0.1)
     assert d.start() == []
-    assert t.sent == [b"%"]
+    assert t.sent == [b"name%"]
+
+
+def test_a_late_start_up_does_not_put_replies_out_of_step() -> None:
+    """The start-up lines arrive only after our 'name': its m-ready is not taken for ours."""
+    t = ScriptedTransport(b"", {"name": BOOT + b"m-name-dut-[x]\r\nm-ready\r\n",
+                                "profile": b"m-profile-[p]\r\nm-model-[kws01]\r\nm-ready\r\n"})
+    d = mt.Device(t, timeout_sec=0.1)
+    assert d.start()[-1] == "m-init-done"
+    assert d.profile()["model"] == "kws01"
 
 
 def test_wrong_input_sizes_are_refused_before_sending(tmp_path: Path) -> None:

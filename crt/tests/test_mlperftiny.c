@@ -157,6 +157,27 @@ TEST(DbLoadInferResults) {
   EXPECT_TRUE(strstr(g_out, "m-results-[0.000,0.250,-1.000,4.500]\r\n") != NULL);
 }
 
+TEST(Uint8PixelsLess128) {
+  static TVMMlperfTiny bench;
+  static TVMMlperfTinyAot aot;
+  static TVMMlperfTinyModel model;
+  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  const char* why = "";
+  info.version = "ic01";
+  info.input_uint8 = 1;
+  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
+  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  Send(&bench, "db load 4%db 00807fff%");
+  Clear();
+  Send(&bench, "infer 1 0%");
+  EXPECT_EQ_INT(g_in[0], -128);
+  EXPECT_EQ_INT(g_in[1], 0);
+  EXPECT_EQ_INT(g_in[2], -1);
+  EXPECT_EQ_INT(g_in[3], 127);
+  /* +1 -> -127, 1, 0, -128 (wraps); (q - 2) / 4 */
+  EXPECT_TRUE(strstr(g_out, "m-results-[-32.250,-0.250,-0.500,-32.500]\r\n") != NULL);
+}
+
 TEST(ReconstructionScore) {
   static TVMMlperfTiny bench;
   static TVMMlperfTinyAot aot;
@@ -214,6 +235,7 @@ int main(void) {
   RUN_TEST(StartPrintsInitThenReady);
   RUN_TEST(CommandsSplitAcrossReadsAndTooLong);
   RUN_TEST(DbLoadInferResults);
+  RUN_TEST(Uint8PixelsLess128);
   RUN_TEST(ReconstructionScore);
   RUN_TEST(AotInitRefusesAMissingModule);
   RUN_TEST(FormatFixed3MatchesPrintf);

@@ -95,7 +95,7 @@ examples:
             transport.open()
             try:
                 device = mlperftiny.Device(transport, timeout_sec=a.timeout)
-                device.start()
+                device.start(min(a.timeout, 3.0))
                 self.progress(f"{a.mode} on {device.name()} ({project_dir})")
                 try:
                     if a.mode == "performance":

@@ -34,7 +34,12 @@ static const char* Load(void* ctx, const uint8_t* data, size_t size) {
   TVMMlperfTinyAot* s = (TVMMlperfTinyAot*)ctx;
   const TVMAotTensor* in = &s->aot->inputs[0];
   size_t i;
-  if (size == in->size_bytes) {
+  if (size == in->size_bytes && s->info->input_uint8 && IsInt8(in->dtype)) {
+    int8_t* q = (int8_t*)in->data;
+    for (i = 0; i < size; i++) {
+      q[i] = (int8_t)((int32_t)data[i] - 128);
+    }
+  } else if (size == in->size_bytes) {
     memcpy(in->data, data, size);
   } else if (s->info->input_quantized && size == in->size_bytes * 4u) {
     int8_t* q = (int8_t*)in->data;

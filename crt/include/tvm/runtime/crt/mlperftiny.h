@@ -96,6 +96,8 @@ typedef struct TVMMlperfTinyAotInfo {
   const char* version;       /*!< "kws01", "ad01", ... */
   TVMMlperfTinyScore score;
   int input_quantized;       /*!< 1: int8 input with the scale/zero point below */
+  int input_uint8;           /*!< 1: db bytes of an int8 input's size are uint8 pixels, made
+                                  int8 by subtracting 128 (the benchmark's VWW and IC data) */
   float input_scale;
   int32_t input_zero_point;
   int output_quantized;      /*!< 1: int8 output with the scale/zero point below */
@@ -117,8 +119,9 @@ typedef struct TVMMlperfTinyAot {
 } TVMMlperfTinyAot;
 
 /*!
- * \brief A TVMMlperfTinyModel over a generated model: `db` bytes are the input tensor's bytes, or,
- * for an int8 input, float32 values (4 bytes each, little-endian) quantized with its scale.
+ * \brief A TVMMlperfTinyModel over a generated model: `db` bytes are the input tensor's bytes
+ * (uint8 pixels less 128 with input_uint8), or, for an int8 input, float32 values (4 bytes
+ * each, little-endian) quantized with its scale and zero point (the benchmark's AD data).
  * Returns 0, or -1 with a reason in *why (no such module, not one input and one output, ...).
  */
 int TVMMlperfTinyAotInit(TVMMlperfTinyAot* state, TVMMlperfTinyModel* model,
