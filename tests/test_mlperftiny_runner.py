@@ -200,12 +200,12 @@ def _tflm_kws_scores(tflite: Path, mlf, xs: np.ndarray) -> list[list[float]]:
             for o in out]
 
 
-def test_accuracy_kws_top1_equals_tflite_micro(host_projects, models, tmp_path: Path) -> None:
-    """A small KWS data set made in code, as an EnergyRunner folder (.bin + y_labels.csv):
-    the device's top-1 and AUC are TFLite Micro's on the same data."""
+def _kws_folder(models: dict, tmp_path: Path, n: int, seed: int) -> tuple[Path, float, float]:
+    """A small KWS data set made in code, as an EnergyRunner folder (.bin + y_labels.csv), and
+    TFLite Micro's top-1 and AUC on it."""
     tflite, mlf = models["kws"]
-    rng = np.random.default_rng(5)
-    xs = rng.integers(-128, 128, (16, *mlf.inputs[0].shape), dtype=np.int8)
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-128, 128, (n, *mlf.inputs[0].shape), dtype=np.int8)
     ref = _tflm_kws_scores(tflite, mlf, xs)
     # Half the labels are TFLite Micro's own answers, half random: top-1 is neither 0 nor 1.
     labels = [int(np.argmax(r)) if i % 2 == 0 else int(rng.integers(0, 12))
@@ -219,7 +219,13 @@ def test_accuracy_kws_top1_equals_tflite_micro(host_projects, models, tmp_path: 
         rows.append(f"{name},12,{y}")
     (data / "y_labels.csv").write_text("\n".join(rows) + "\n")
     want_top1, want_auc = mt.scores_metrics("kws01", labels, ref)
-    assert 0 < want_top1 < 1
+    assert want_top1 is not None and 0 < want_top1 < 1 and want_auc is not None
+    return data, want_top1, want_auc
+
+
+def test_accuracy_kws_top1_equals_tflite_micro(host_projects, models, tmp_path: Path) -> None:
+    """The device's top-1 and AUC on a KWS folder are TFLite Micro's on the same data."""
+    data, want_top1, want_auc = _kws_folder(models, tmp_path, 16, seed=5)
     out = _cli(host_projects["kws"], "--mode", "accuracy", "--data", data, "--json",
                "--results", tmp_path / "results.txt")
     assert out.returncode == 0, out.stderr
@@ -370,3 +376,12 @@ def test_performance_on_qemu_with_the_benchmarks_10_second_rule(qemu_kws, models
     assert 10.0 <= runtime < 12.0
     assert text[4].endswith("ulp-mlperf: Runtime requirements have been met.")
     assert "median throughput" in out.stdout and ">= 10 s of device time" in out.stdout
+
+
+def test_accuracy_on_qemu_equals_tflite_micro(qemu_kws, models, tmp_path: Path) -> None:
+    """Accuracy mode through QEMU's UART: the same figures as TFLite Micro."""
+    data, want_top1, want_auc = _kws_folder(models, tmp_path, 8, seed=6)
+    out = _cli(qemu_kws.directory, "--mode", "accuracy", "--data", data, "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["top1"] == want_top1 and got["auc"] == pytest.approx(want_auc, abs=1e-12)
