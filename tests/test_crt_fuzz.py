@@ -18,7 +18,8 @@ from conftest import require_tool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUZZ_DIR = REPO_ROOT / "crt" / "fuzz"
-TARGETS = ["fuzz_unframer", "fuzz_session", "fuzz_rpc_packet", "fuzz_rpc_server"]
+TARGETS = ["fuzz_unframer", "fuzz_session", "fuzz_rpc_packet", "fuzz_rpc_server",
+           "fuzz_mlperftiny"]
 SECONDS = int(os.environ.get("CRT_FUZZ_SECONDS", "15"))
 RSS_LIMIT_MB = 512
 
@@ -33,7 +34,7 @@ def fuzz_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_corpus_written_from_goldens(fuzz_build: Path) -> None:
-    for name in ("unframer", "session", "rpc_packet", "rpc_server"):
+    for name in ("unframer", "session", "rpc_packet", "rpc_server", "mlperftiny"):
         seeds = sorted((fuzz_build / "corpus" / name).glob("seed_*"))
         assert seeds, f"no seeds for {name}"
     # The spec's §4.8 request is among the RPC seeds, byte for byte (after the session header).

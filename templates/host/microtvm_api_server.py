@@ -21,6 +21,7 @@ from project_api.template import (
     NewProject,
     TemplateHandler,
     TransportMixin,
+    ai_api,
     compile_definitions,
     option,
     require,
@@ -41,7 +42,10 @@ FAST_DEFINES = {"TVM_CRT_CRC16_TABLE_SLICES": 8}
 APP_SOURCES = {
     "host_driven": ("src/main.c", "src/platform.c"),
     "standalone": ("src/standalone.c", "src/platform.c"),
+    "mlperftiny": ("src/mlperftiny.c", "src/mlperftiny_model.c"),
 }
+# Project types whose build/main talks on stdin/stdout (open_transport runs it on FIFOs).
+INTERACTIVE = ("host_driven", "mlperftiny")
 
 
 class Handler(TransportMixin, TemplateHandler):
@@ -53,7 +57,11 @@ class Handler(TransportMixin, TemplateHandler):
         option("project_type", "str", choices=list(APP_SOURCES), default="host_driven",
                optional=["generate_project"],
                help="host_driven: an RPC server the host drives; standalone: runs the model on "
-                    "input files."),
+                    "input files; mlperftiny: the MLPerf Tiny benchmark protocol on "
+                    "stdin/stdout."),
+        option("mlperftiny_model", "str", choices=["kws01", "vww01", "ic01", "ad01"],
+               optional=["generate_project"],
+               help="mlperftiny: the benchmark's model (default: guessed from the outputs)."),
         option("verbose", "bool", default=False, optional=["build"],
                help="Run make with verbose output."),
         option("workspace_size_bytes", "int", default=2 * 1024 * 1024, minimum=4096,
@@ -75,8 +83,10 @@ class Handler(TransportMixin, TemplateHandler):
         kind = project.options["project_type"]
         crt_sources = [str(p) for p in read_manifest(project.crt_dir).project_sources(kind)]
         project.copy_crt(crt_sources)
-        project.copy(*APP_SOURCES[kind])
+        project.copy(*(s for s in APP_SOURCES[kind] if s != "src/mlperftiny_model.c"))
         project.write_model_glue()
+        if kind == "mlperftiny":
+            ai_api.write_mlperftiny_model(project, project.options["mlperftiny_model"])
         project.write_crt_config({
             "TVM_CRT_LOG_LEVEL": ("TVM_CRT_LOG_LEVEL_DEBUG", "Device logs reach the host."),
             "TVM_CRT_MAX_PACKET_SIZE_BYTES": (project.options["max_packet_size_bytes"],
@@ -107,7 +117,7 @@ class Handler(TransportMixin, TemplateHandler):
                              "'project-api build' first")
 
     def open_transport(self, options: dict) -> dict:
-        if self.require_generated("open_transport")["project_type"] != "host_driven":
+        if self.require_generated("open_transport")["project_type"] not in INTERACTIVE:
             raise ServerError(message="open_transport: this is a standalone project with no RPC "
                               f"server; run {BUILD_TARGET} on input files, or generate with "
                               "project_type=host_driven")

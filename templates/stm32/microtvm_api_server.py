@@ -47,6 +47,9 @@ APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "
                "src/model_glue.c")
 STANDALONE_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
                       "src/standalone_main.c")
+MLPERFTINY_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
+                      "src/mlperftiny_main.c", "src/model_glue.c", "src/mlperftiny_model.c")
+GENERATED_SOURCES = ("src/model_glue.c", "src/mlperftiny_model.c")
 # QEMU runs instructions at about 1e8/s here; a model run of a few seconds is normal.
 TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                     session_start_timeout_sec=20.0,
@@ -80,10 +83,14 @@ class Handler(TransportMixin, TemplateHandler):
         option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
                optional=["generate_project"],
                help="Board of boards.yaml (qemu_* boards run under QEMU)."),
-        option("project_type", "str", choices=["host_driven", "standalone"],
+        option("project_type", "str", choices=["host_driven", "standalone", "mlperftiny"],
                default="host_driven", optional=["generate_project"],
                help="host_driven: an RPC server on the UART; standalone: the ai_ API "
-                    "(src/ai/ai_runtime.h) and a main that runs every model once."),
+                    "(src/ai/ai_runtime.h) and a main that runs every model once; "
+                    "mlperftiny: the MLPerf Tiny benchmark protocol on the UART."),
+        option("mlperftiny_model", "str", choices=["kws01", "vww01", "ic01", "ad01"],
+               optional=["generate_project"],
+               help="mlperftiny: the benchmark's model (default: guessed from the outputs)."),
         option("extra_models", "str", optional=["generate_project"],
                help="standalone: more MLF archives in the firmware, comma-separated paths."),
         option("shared_pool", "bool", default=False, optional=["generate_project"],
@@ -131,10 +138,16 @@ class Handler(TransportMixin, TemplateHandler):
         crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
             opts["project_type"])]
         project.copy_crt(crt)
-        app = STANDALONE_SOURCES if standalone else APP_SOURCES
-        project.copy(*(s for s in app if s != "src/model_glue.c"), "src/firmware.h",
+        mlperftiny = opts["project_type"] == "mlperftiny"
+        app = (STANDALONE_SOURCES if standalone else MLPERFTINY_SOURCES if mlperftiny
+               else APP_SOURCES)
+        project.copy(*(s for s in app if s not in GENERATED_SOURCES), "src/firmware.h",
                      "src/stm32_regs.h", "boards.yaml")
-        if standalone:
+        if mlperftiny:
+            project.write_model_glue()
+            ai_api.write_mlperftiny_model(project, opts["mlperftiny_model"])
+            model_dirs = ["model"]
+        elif standalone:
             ai = ai_api.generate(project, opts["extra_models"], opts["shared_pool"],
                                  opts["sample_seed"])
             app, model_dirs = (*app, *ai.sources), ai.model_dirs

@@ -1,0 +1,136 @@
+/*
+ * MLPerf Tiny device side: the benchmark's UART protocol (mlcommons/tiny, benchmark/api), written
+ * once for every template (project type "mlperftiny", library "mlperftiny" of libraries.txt).
+ *
+ * Wire format (host -> device): a command is ASCII text ended by '%'; words are separated by one
+ * or more spaces. Device -> host: lines ended by "\r\n"; "m-..." are messages, "e-[...]" errors.
+ * After start-up ("m-timestamp-mode-performance", "m-lap-us-T", "m-init-done") and after every
+ * command the device prints "m-ready".
+ *
+ *   name                 m-name-dut-[<vendor>]
+ *   profile              m-profile-[<firmware version>] and m-model-[<model version>]
+ *   help                 the command list
+ *   timestamp            m-lap-us-T (T: the port's microsecond clock)
+ *   db load N            m-[Expecting N bytes]  (N <= the buffer's capacity)
+ *   db HH...             loads hex bytes; m-load-done after the N-th
+ *   db print [N [OFF]]   m-buffer-hh-hh-... lines, 8 bytes per line
+ *   infer N [W]          loads the buffer into the model, W warm-up runs (default 10), then
+ *                        m-infer-start-N, m-lap-us-T, N timed runs, m-lap-us-T, m-infer-done and
+ *                        the results line
+ *   results              m-results-[f,f,...] with three decimals
+ *
+ * The port (a template's firmware) supplies TVMMlperfTinyPortWrite and TVMMlperfTinyPortMicros,
+ * a TVMMlperfTinyModel (usually from TVMMlperfTinyAotInit below), and feeds received bytes to
+ * TVMMlperfTinyReceive. Nothing here allocates or uses printf's floating point.
+ */
+#ifndef TVM_RUNTIME_CRT_MLPERFTINY_H_
+#define TVM_RUNTIME_CRT_MLPERFTINY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tvm/runtime/crt/aot_model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! \brief Longest command, terminator excluded (the benchmark's EE_CMD_SIZE). */
+#define TVM_MLPERFTINY_CMD_SIZE 80u
+/*! \brief Firmware version printed by `profile` (the string the EnergyRunner knows). */
+#define TVM_MLPERFTINY_FW_VERSION "ULPMark for tinyML Firmware V0.0.1"
+/*! \brief Vendor printed by `name`. */
+#define TVM_MLPERFTINY_VENDOR "project-api"
+/*! \brief Most result values one inference can print. */
+#define TVM_MLPERFTINY_MAX_RESULTS 64u
+
+/*! \brief Port: write bytes to the host (blocking). */
+void TVMMlperfTinyPortWrite(const char* data, size_t size);
+/*! \brief Port: a free-running microsecond clock (the board's timer). */
+uint64_t TVMMlperfTinyPortMicros(void);
+
+/*! \brief The model behind the protocol. */
+typedef struct TVMMlperfTinyModel {
+  const char* version; /*!< m-model-[...], e.g. "kws01" */
+  void* ctx;           /*!< passed to the functions below */
+  /*! Take the db buffer as the next input; NULL on success, else the text of an e-[...] line. */
+  const char* (*load)(void* ctx, const uint8_t* data, size_t size);
+  /*! Run once; 0 on success. */
+  int (*infer)(void* ctx);
+  /*! Write up to max result values into out; return how many. */
+  size_t (*results)(void* ctx, float* out, size_t max);
+} TVMMlperfTinyModel;
+
+/*! \brief Protocol state (allocate statically; fields are private). */
+typedef struct TVMMlperfTiny {
+  const TVMMlperfTinyModel* model;
+  uint8_t* db;           /*!< the db buffer */
+  size_t db_capacity;
+  size_t db_size;        /*!< N of the last `db load N` */
+  size_t db_pos;         /*!< bytes loaded so far */
+  char cmd[TVM_MLPERFTINY_CMD_SIZE + 1];
+  size_t cmd_len;
+  int cmd_overflow;
+  int ready;
+} TVMMlperfTiny;
+
+/*! \brief Set up the state over a db buffer and print the start-up lines and m-ready. */
+void TVMMlperfTinyStart(TVMMlperfTiny* bench, const TVMMlperfTinyModel* model, uint8_t* db,
+                        size_t db_capacity);
+/*! \brief Feed received bytes; runs each command when its '%' arrives. */
+void TVMMlperfTinyReceive(TVMMlperfTiny* bench, const uint8_t* data, size_t size);
+/*! \brief Run one complete command (text without '%'; modified in place). */
+void TVMMlperfTinyCommand(TVMMlperfTiny* bench, char* command);
+/*! \brief Format value with three decimals like printf's "%0.3f"; returns the length. */
+size_t TVMMlperfTinyFormatFixed3(float value, char* out, size_t size);
+
+/*! \brief How results are scored. */
+typedef enum {
+  kTVMMlperfTinyScoreVector = 0,     /*!< the dequantized output vector (KWS, VWW, IC) */
+  kTVMMlperfTinyScoreReconstruction  /*!< mean squared error of output vs input (AD) */
+} TVMMlperfTinyScore;
+
+/*! \brief What a generated project knows of its model (src/mlperftiny_model.c). */
+typedef struct TVMMlperfTinyAotInfo {
+  const char* module_name;   /*!< TVMAotModelLookup name */
+  const char* version;       /*!< "kws01", "ad01", ... */
+  TVMMlperfTinyScore score;
+  int input_quantized;       /*!< 1: int8 input with the scale/zero point below */
+  int input_uint8;           /*!< 1: db bytes of an int8 input's size are uint8 pixels, made
+                                  int8 by subtracting 128 (the benchmark's VWW and IC data) */
+  float input_scale;
+  int32_t input_zero_point;
+  int output_quantized;      /*!< 1: int8 output with the scale/zero point below */
+  float output_scale;
+  int32_t output_zero_point;
+  uint8_t* workspace;        /*!< handed to TVMBackendWorkspaceInit */
+  size_t workspace_size;
+  uint8_t* db;               /*!< the db buffer, at least TVMMlperfTinyAotDbBytes bytes */
+  size_t db_capacity;
+} TVMMlperfTinyAotInfo;
+
+/*! \brief State of the AOT adapter (allocate statically). */
+typedef struct TVMMlperfTinyAot {
+  const TVMMlperfTinyAotInfo* info;
+  const TVMAotModel* aot;
+  const uint8_t* input;      /*!< the db bytes of the last load (float32 input for AD) */
+  size_t input_size;
+  char error[96];            /*!< text of the last load error */
+} TVMMlperfTinyAot;
+
+/*!
+ * \brief A TVMMlperfTinyModel over a generated model: `db` bytes are the input tensor's bytes
+ * (uint8 pixels less 128 with input_uint8), or, for an int8 input, float32 values (4 bytes
+ * each, little-endian) quantized with its scale and zero point (the benchmark's AD data).
+ * Returns 0, or -1 with a reason in *why (no such module, not one input and one output, ...).
+ */
+int TVMMlperfTinyAotInit(TVMMlperfTinyAot* state, TVMMlperfTinyModel* model,
+                         const TVMMlperfTinyAotInfo* info, const char** why);
+/*! \brief Bytes the db buffer of a model needs: its input bytes, or 4 per int8 element. */
+size_t TVMMlperfTinyAotDbBytes(const TVMAotModel* aot, int input_quantized);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* TVM_RUNTIME_CRT_MLPERFTINY_H_ */

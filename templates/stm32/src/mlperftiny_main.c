@@ -1,0 +1,53 @@
+/*
+ * MLPerf Tiny firmware (project type "mlperftiny"): the benchmark's UART protocol
+ * (crt/src/mlperftiny) on the board's UART, timed by SysTick. Prints the template's ready line
+ * first (open_transport waits for it), then the benchmark's start-up lines.
+ */
+#include <stdint.h>
+
+#include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/mlperftiny.h>
+#include <tvm/runtime/crt/platform.h>
+
+#include "board.h"
+#include "firmware.h"
+
+#define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME " mlperftiny\r\n"
+
+extern const TVMMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
+
+void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+  UartWrite((const uint8_t*)data, size);
+}
+
+uint64_t TVMMlperfTinyPortMicros(void) {
+  uint64_t cycles = SysTickCycles();
+  uint64_t hz = g_sysclk_hz;
+  return cycles / hz * 1000000u + cycles % hz * 1000000u / hz;
+}
+
+int main(void) {
+  static const char banner[] = STM32_READY_BANNER;
+  static TVMMlperfTiny bench;
+  static TVMMlperfTinyAot aot;
+  static TVMMlperfTinyModel model;
+  static uint8_t chunk[64];
+  const char* why = "";
+  if (TVMPlatformInitialize() != kTvmErrorNoError) {
+    FirmwareStop("platform initialisation failed", 1);
+  }
+  UartInit();
+  if (TVMMlperfTinyAotInit(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
+    FirmwareStop(why, 1);
+  }
+  UartWrite((const uint8_t*)banner, sizeof(banner) - 1u);
+  TVMMlperfTinyStart(&bench, &model, kTVMMlperfTinyAotInfo.db, kTVMMlperfTinyAotInfo.db_capacity);
+  for (;;) {
+    size_t n = UartRead(chunk, sizeof(chunk));
+    if (n == 0) {
+      UartWaitForInput();
+      continue;
+    }
+    TVMMlperfTinyReceive(&bench, chunk, n);
+  }
+}
