@@ -2,6 +2,10 @@
 
 Output channel ``oc = ic * depth_multiplier + m``. Each output pixel accumulates every channel at
 once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop is contiguous.
+
+On a DSP target an int8 depthwise convolution with depth multiplier 1 and a multiple of 4
+channels gets ``depthwise_conv2d.dsp.c.j2``: four channels per input word, weights stored as
+16-bit pairs in the lane order of ``SXTAB16`` (see :mod:`._dsp`).
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
+from . import _dsp
 from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
 from .common import (
     ConstArray,
@@ -24,7 +30,7 @@ from .common import (
 from .conv2d import conv_geometry
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
     check_same_type(op, x, y)
@@ -56,6 +62,14 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc).astype(np.int32)
+    if target.dsp and dm == 1 and oc % 4 == 0:
+        wi = w.data.astype(np.int64).reshape(kh * kw, oc)
+        m, s = consts
+        rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi.T, bias, 255))
+        params.update(scratch=False, off2=_dsp.offset_pair(-in_zp), unroll=kh * kw <= 25)
+        consts = [ConstArray("w", "int32_t", _dsp.pair_lanes(wi).reshape(-1)),
+                  ConstArray("b", "int32_t", bias)] + rq
+        return Kernel(op, "depthwise_conv2d.dsp.c.j2", params, [x.index], [y.index], consts)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + consts
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
