@@ -51,11 +51,11 @@ def fast_requant(mults: np.ndarray, shifts: np.ndarray, acc_bound: np.ndarray) -
     right = np.maximum(-s, 0)
     if (right > 30).any() or (left > 30).any():
         return False
-    shifted = [int(b) << int(lft) for b, lft in zip(bound, left, strict=True)]
+    shifted = [int(b) << (int(lft) + 1) for b, lft in zip(bound, left, strict=True)]
     if max(shifted, default=0) > INT32_MAX:
         return False
     for xs, mm, r in zip(shifted, m.tolist(), right.tolist(), strict=True):
-        v = ((xs * mm + (1 << 30)) >> 31) + 1
+        v = ((xs * mm + (1 << 31)) >> 32) + 1
         if v + (1 << r) > INT32_MAX:
             return False
     return True
@@ -64,14 +64,17 @@ def fast_requant(mults: np.ndarray, shifts: np.ndarray, acc_bound: np.ndarray) -
 def requant(params: dict, m: ConstArray, s: ConstArray,
             acc_bound: np.ndarray) -> list[ConstArray]:
     """Choose the requantization of a DSP kernel: sets ``params`` ``fast_rq`` and ``no_left``
-    and returns the constants it reads: ``m`` and left/right shifts ``l``/``r`` (``l`` left out
-    when every shift is to the right) for ``d_requant``, else TFLM's ``m`` and ``s``."""
+    and returns the constants it reads: for ``d_requant`` ``m``, the right shifts ``r``, their
+    powers of two ``e`` and the left shifts ``l`` (left out when every shift is to the right),
+    else TFLM's ``m`` and ``s``."""
     shifts = s.values.astype(np.int64)
     params["fast_rq"] = fast_requant(m.values, shifts, acc_bound)
     params["no_left"] = bool((shifts <= 0).all())
     if not params["fast_rq"]:
         return [m, s]
-    consts = [m, ConstArray("r", "uint8_t", np.maximum(-shifts, 0).astype(np.uint8))]
+    right = np.maximum(-shifts, 0)
+    consts = [m, ConstArray("r", "uint8_t", right.astype(np.uint8)),
+              ConstArray("e", "int32_t", (1 << right).astype(np.int32))]
     if not params["no_left"]:
         consts.append(ConstArray("l", "uint8_t", np.maximum(shifts, 0).astype(np.uint8)))
     return consts

@@ -66,11 +66,37 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         wi = w.data.astype(np.int64).reshape(kh * kw, oc)
         m, s = consts
         rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi.T, bias, 255))
-        params.update(scratch=False, off2=_dsp.offset_pair(-in_zp), unroll=kh * kw <= 25)
+        params.update(scratch=False, off2=_dsp.offset_pair(-in_zp))
         consts = [ConstArray("w", "int32_t", _dsp.pair_lanes(wi).reshape(-1)),
-                  ConstArray("b", "int32_t", bias)] + rq
+                  ConstArray("b", "int32_t", bias)] + rq + _tap_classes(params)
         return Kernel(op, "depthwise_conv2d.dsp.c.j2", params, [x.index], [y.index], consts)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + consts
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch)
+
+
+#: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).
+MAX_UNROLLED_TAPS = 256
+
+
+def _valid_taps(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> list[tuple]:
+    """Per output row (column): the filter rows (columns) that fall inside the input."""
+    return [tuple(t for t in range(k) if 0 <= o * stride - pad + t * dil < size)
+            for o in range(out)]
+
+
+def _tap_classes(params: dict) -> list[ConstArray]:
+    """Group the output rows and columns by their in-bounds taps; sets ``params`` ``classes``,
+    ``rows`` and ``cols`` and returns the per-row/per-column class constants ``rc``/``cc``."""
+    g = params
+    rows = _valid_taps(g["oh"], g["sh"], g["pad_h"], g["kh"], g["dh"], g["h"])
+    cols = _valid_taps(g["ow"], g["sw"], g["pad_w"], g["kw"], g["dw"], g["w"])
+    urows, ucols = sorted(set(rows)), sorted(set(cols))
+    taps = sum(len(r) for r in urows) * sum(len(c) for c in ucols)
+    if not all(urows) or not all(ucols) or taps > MAX_UNROLLED_TAPS:
+        params.update(classes=False)
+        return []
+    params.update(classes=True, rows=[list(r) for r in urows], cols=[list(c) for c in ucols])
+    return [ConstArray("rc", "uint8_t", np.array([urows.index(r) for r in rows], np.uint8)),
+            ConstArray("cc", "uint8_t", np.array([ucols.index(c) for c in cols], np.uint8))]
