@@ -66,12 +66,12 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                   shift=int(s.values[0]))
     if target.dsp and depth % 4 == 0:
         rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
-        lanes = _dsp.pair_lanes(wi)  # [out][depth/4][2]
         oc2 = out_ch - out_ch % 2
-        pairs = lanes[:oc2].reshape(oc2 // 2, 2, depth // 4, 2).transpose(0, 2, 1, 3)
-        wl = np.concatenate([pairs.reshape(-1), lanes[oc2:].reshape(-1)]).astype(np.int32)
-        consts = [ConstArray("w", "int32_t", wl), ConstArray("b", "int32_t",
-                                                             folded.astype(np.int32))] + rq
+        groups = wi.reshape(out_ch, depth // 4, 4)
+        pairs = groups[:oc2].reshape(oc2 // 2, 2, depth // 4, 4).transpose(0, 2, 1, 3)
+        wl = np.concatenate([pairs.reshape(-1), groups[oc2:].reshape(-1)]).astype(np.int8)
+        consts = [ConstArray("w", "int8_t", wl), ConstArray("b", "int32_t",
+                                                            folded.astype(np.int32))] + rq
         return Kernel(op, "fully_connected.dsp.c.j2", params, [x.index], [y.index], consts)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", folded.astype(np.int32))]
