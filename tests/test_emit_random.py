@@ -16,7 +16,7 @@ A failure names the operator, the type, the options and the branch (seed, activa
 An operator the emitter does not implement FAILS here (it never skips).
 
 Every int8 case of an operator with DSP-extension kernels (CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED) also runs emitted with ``target="cortex-m4"``: on the host the kernels' ACLE
+FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D) also runs emitted with ``target="cortex-m4"``: on the host the kernels' ACLE
 intrinsics are the portable C definitions of ``kernels/arm_dsp.h.j2``, so the same bit-exactness
 and sanitizer checks cover every SIMD kernel (``DSP_CASES`` add shapes that reach each of their
 code paths: 1x1 with odd pixel and channel counts, strided, long reductions, classes of border
@@ -276,7 +276,7 @@ def _edge_cases() -> Iterator[Case]:
 
 
 #: Operators with DSP-extension kernels: their int8 cases also run with the cortex-m4 target.
-DSP_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+DSP_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D")
 DSP_TARGET = "cortex-m4"
 #: Shapes that reach every path of the DSP kernels (run with both targets).
 DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
@@ -295,12 +295,19 @@ DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("DEPTHWISE_CONV_2D", "c4_k9_loop", {"input_shape": (1, 10, 10, 4), "kernel_size": 9}),
     ("FULLY_CONNECTED", "d16_odd_units", {"input_shape": (1, 16), "units": 7}),
     ("FULLY_CONNECTED", "batch3_d32", {"input_shape": (3, 32), "units": 10}),
+    ("AVERAGE_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                       "stride": 2, "padding": "SAME"}),
+    ("AVERAGE_POOL_2D", "global_25x5_c12", {"input_shape": (1, 25, 5, 12),
+                                            "filter_size": (25, 5)}),
+    ("MAX_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                   "stride": 1, "padding": "SAME"}),
 ]
 
 
 def _dsp_cases() -> Iterator[Case]:
     for op, label, opts in DSP_CASES:
-        for mode in ("int8", "int8_per_channel"):
+        modes = ("int8", "int8_per_channel") if op in DSP_OPS[:3] else ("int8",)
+        for mode in modes:
             case = Case(op, mode, {"dsp": label})
             for s in SEEDS:
                 case.branches.append({**opts, "seed": s})
