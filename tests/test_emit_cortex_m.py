@@ -135,3 +135,26 @@ def test_kws_profile_build_sums_to_the_whole(qemu_tools, models_dir, tmp_path):
     assert set(prof.per_op) == nodes
     total = sum(prof.per_op.values())
     assert abs(total - whole.instructions) < 0.01 * whole.instructions
+
+
+def _dsp_op_cases():
+    from test_emit_random import _dsp_cases
+
+    return list(_dsp_cases())
+
+
+DSP_OP_CASES = _dsp_op_cases()
+
+
+@pytest.mark.parametrize("case", DSP_OP_CASES, ids=[c.id for c in DSP_OP_CASES])
+def test_dsp_operator_on_qemu_matches_tflm(qemu_tools, tmp_path, case):
+    """Every code path of the DSP kernels, compiled with the real intrinsics, on the Cortex-M4."""
+    model, labels = case.build()
+    gen = emit_sources(model, name="op", target="cortex-m4")
+    assert any(k.template.endswith(".dsp.c.j2") for k in gen.kernels), case.id
+    inputs = fixed_input(gen, seed=3)
+    result = H.run(H.build(gen, inputs, tmp_path), timeout=120)
+    want = run_tflm(model, inputs)
+    for k, (got, ref) in enumerate(zip(result.outputs, want, strict=True)):
+        np.testing.assert_array_equal(got, np.asarray(ref).reshape(got.shape),
+                                      err_msg=f"{case.id} {labels[k]} on QEMU vs TFLM")
