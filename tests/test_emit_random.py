@@ -16,7 +16,7 @@ A failure names the operator, the type, the options and the branch (seed, activa
 An operator the emitter does not implement FAILS here (it never skips).
 
 Every int8 case of an operator with DSP-extension kernels (CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D) also runs emitted with ``target="cortex-m4"``: on the host the kernels' ACLE
+FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D, ADD) also runs emitted with ``target="cortex-m4"``: on the host the kernels' ACLE
 intrinsics are the portable C definitions of ``kernels/arm_dsp.h.j2``, so the same bit-exactness
 and sanitizer checks cover every SIMD kernel (``DSP_CASES`` add shapes that reach each of their
 code paths: 1x1 with odd pixel and channel counts, strided, long reductions, classes of border
@@ -276,7 +276,8 @@ def _edge_cases() -> Iterator[Case]:
 
 
 #: Operators with DSP-extension kernels: their int8 cases also run with the cortex-m4 target.
-DSP_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D")
+DSP_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+           "ADD")
 DSP_TARGET = "cortex-m4"
 #: Shapes that reach every path of the DSP kernels (run with both targets).
 DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
@@ -301,6 +302,9 @@ DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                             "filter_size": (25, 5)}),
     ("MAX_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
                                    "stride": 1, "padding": "SAME"}),
+    ("ADD", "relu_same_shape", {"input_shape": (1, 6, 6, 8), "b_shape": (1, 6, 6, 8),
+                                "activation": "RELU"}),
+    ("ADD", "bcast_channel", {"input_shape": (1, 4, 4, 8), "b_shape": (1, 1, 1, 8)}),
 ]
 
 

@@ -54,7 +54,7 @@ OPS = {
 
 #: Ops whose ``prepare`` takes the kernel target (the others have one kernel for all targets).
 TARGETED_OPS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
-                          "MAX_POOL_2D"})
+                          "MAX_POOL_2D", "ADD"})
 
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
