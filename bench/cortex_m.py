@@ -10,6 +10,10 @@ bit-exact). Instructions are counted by the SysTick under ``-icount shift=0`` (1
 time per instruction, 25 MHz: 40 instructions per tick), calibrated by the firmware itself
 against ``subs; bne`` loops of two known lengths; the calibration line is printed.
 
+A synthetic network with ResNet-8's topology (``builder.resnet8_like_model``, random weights:
+the real image-classification model is a third-party file not shipped here) is measured too,
+for its 3x3 convolutions and residual ADDs.
+
 Per model: instructions per inference (generic, target, speedup), the module's ``.text`` and
 ``.rodata`` (target build; generic in brackets), our activation pool, its lower bound and TFLM's
 arena (its planned activations, "head"). Then TFLM+CMSIS-NN's figures for KWS as quoted in issue
@@ -35,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from project_api.emit import cortex_m_harness as H  # noqa: E402
 from project_api.emit import emit_sources, reference  # noqa: E402
+from project_api.emit.builder import resnet8_like_model  # noqa: E402
 
 MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
           "kws_ref_model_float32", "ad01_int8"]
@@ -103,17 +108,20 @@ def main() -> int:
     rows, cal_lines, report = [], set(), {"models": {}}
     with tempfile.TemporaryDirectory(prefix="bench_cortex_m_") as tmp:
         work = Path(tmp)
-        for name in MODELS:
-            path = args.models_dir / f"{name}.tflite"
-            if not path.is_file():
-                print(f"{name}: missing ({path})")
-                continue
-            data = path.read_bytes()
+        for name in [*MODELS, "resnet8_like (synthetic)"]:
+            if name.startswith("resnet8_like"):
+                data = resnet8_like_model(0)
+            else:
+                path = args.models_dir / f"{name}.tflite"
+                if not path.is_file():
+                    print(f"{name}: missing ({path})")
+                    continue
+                data = path.read_bytes()
             res = {}
             for target in ("generic", TARGET):
                 gen = emit_sources(data, target=target)
                 inputs = fixed_inputs(gen)
-                fw = H.build(gen, inputs, work / f"{name}_{target}")
+                fw = H.build(gen, inputs, work / f"{name.split()[0]}_{target}")
                 r = H.run(fw)
                 cal_lines.add(r.calibration.line())
                 res[target] = (gen, fw, r, check(name, data, inputs, r.outputs, target))
