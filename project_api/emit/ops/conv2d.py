@@ -93,12 +93,15 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     if params["form"] == "dot":
         bias = bias + (-in_zp) * w.data.astype(np.int64).reshape(oc, -1).sum(axis=1)
         wl = w.data
+        bound = _dsp.acc_bound(w.data, bias, 128)
     else:
         wl = w.data.transpose(1, 2, 3, 0)
+        bound = _dsp.acc_bound(w.data, bias, 255)
     if np.abs(bias).max(initial=0) >= (1 << 31):
         raise unsupported(op, "bias plus input offset overflows int32")
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", bias.astype(np.int32))] + consts
+              ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
+                                                                               bound)
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch)
 

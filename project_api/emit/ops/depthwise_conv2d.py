@@ -70,8 +70,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         consts = [ConstArray("w", "int32_t", _dsp.pair_lanes(wi).reshape(-1)),
                   ConstArray("b", "int32_t", bias)] + rq + _tap_classes(params)
         return Kernel(op, "depthwise_conv2d.dsp.c.j2", params, [x.index], [y.index], consts)
+    bound = _dsp.acc_bound(w.data.reshape(kh * kw, oc).T, bias, 255)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", bias)] + consts
+              ConstArray("b", "int32_t", bias)] + _dsp.requant(params, *consts, bound)
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch)
 

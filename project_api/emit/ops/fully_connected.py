@@ -75,6 +75,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         return Kernel(op, "fully_connected.dsp.c.j2", params, [x.index], [y.index], consts)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", folded.astype(np.int32))]
+    rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
     if w.quant.per_channel:
-        consts += per_channel_consts
+        consts += rq
     return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts)
