@@ -137,7 +137,9 @@ def _prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     if np.abs(b_out).max(initial=0) >= (1 << 31):
         raise unsupported(op, "bias plus input offset overflows int32")
     oc2 = oc - oc % 2
-    pairs = lanes[:oc2].reshape(oc2 // 2, 2, *lanes.shape[1:]).transpose(0, 2, 1, 3)
+    # per pair of output channels, per column word (1x1: per half of a group of 4 inputs):
+    # [oc0, oc1], adjacent so that one LDRD fetches both
+    pairs = lanes[:oc2].reshape(oc2 // 2, 2, *lanes.shape[1:]).transpose(0, 2, 3, 1)
     wl = np.concatenate([pairs.reshape(-1), lanes[oc2:].reshape(-1)]).astype(np.int32)
     m, s = rq_consts
     params["off2"] = _dsp.offset_pair(in_off)
