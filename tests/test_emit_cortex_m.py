@@ -24,6 +24,7 @@ from project_api.emit import emit, emit_sources
 from project_api.emit.reference import run_tflm
 from project_api.emit.target import GENERIC, resolve
 from project_api.errors import EmitError
+from project_api.paths import crt_dir
 
 MODELS = ["hello_world_int8", "micro_speech_int8", "kws_ref_model_int8", "ad01_int8"]
 TARGETS = ["generic", "cortex-m4"]
@@ -158,3 +159,27 @@ def test_dsp_operator_on_qemu_matches_tflm(qemu_tools, tmp_path, case):
     for k, (got, ref) in enumerate(zip(result.outputs, want, strict=True)):
         np.testing.assert_array_equal(got, np.asarray(ref).reshape(got.shape),
                                       err_msg=f"{case.id} {labels[k]} on QEMU vs TFLM")
+
+
+@pytest.mark.parametrize(("target", "mcpu", "dsp"), [
+    ("cortex-m4", "cortex-m4", True),
+    ("cortex-m7", "cortex-m7", True),
+    ("cortex-m33", "cortex-m33", True),
+    ("cortex-m33", "cortex-m33+nodsp", False),
+    ("cortex-m0", "cortex-m0", False),
+])
+def test_each_target_builds_for_its_cpu(qemu_tools, models_dir, tmp_path, target, mcpu, dsp):
+    """The C of each target compiles -Werror for its CPU; with the DSP extension it uses the
+    SIMD instructions, without it (M33+nodsp running cortex-m33 C) the portable definitions."""
+    data = (models_dir / "kws_ref_model_int8.tflite").read_bytes()
+    gen = emit_sources(data, target=target)
+    (tmp_path / "tvmgen_default.h").write_text(gen.header)
+    src = tmp_path / "default_lib0.c"
+    src.write_text(gen.source)
+    obj = tmp_path / "lib0.o"
+    subprocess.run([H.CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", f"-mcpu={mcpu}",
+                    "-mthumb", f"-I{tmp_path}", f"-I{crt_dir() / 'include'}", "-c", str(src),
+                    "-o", str(obj)], check=True, capture_output=True, text=True)
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True,
+                         text=True, check=True).stdout
+    assert ("smlad" in dis) == dsp
