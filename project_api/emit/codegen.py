@@ -261,9 +261,8 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         if idx in scratch_id:
             args.append("void* restrict scratch")
         body = env.get_template(k.template).render(p=k.params, fn=fn)
-        attr = "D_KERNEL " if target.dsp else ""
         func_chunks.append(f"/* node {k.op.index}: {k.op.opcode} */\n"
-                           f"static {attr}void {fn}({', '.join(args)}) {{\n{body}}}\n")
+                           f"static Q_KERNEL void {fn}({', '.join(args)}) {{\n{body}}}\n")
         call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
         if idx in scratch_id:
             call_args.append(f"(void*)(pool + {offsets[scratch_id[idx]]})")
