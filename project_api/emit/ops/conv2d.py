@@ -89,7 +89,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc)
     if target.dsp:
-        return _prepare_dsp(op, x, w, y, params, bias, consts)
+        return prepare_dsp(op, x, w, y, params, bias, consts)
     if params["form"] == "dot":
         bias = bias + (-in_zp) * w.data.astype(np.int64).reshape(oc, -1).sum(axis=1)
         wl = w.data
@@ -106,9 +106,12 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                   scratch_bytes=scratch)
 
 
-def _prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
-                 bias: np.ndarray, rq_consts: list[ConstArray]) -> Kernel:
-    """The DSP-extension kernel of an int8 CONV_2D (``bias``: int64, offset not folded)."""
+def prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
+                bias: np.ndarray, rq_consts: list[ConstArray]) -> Kernel:
+    """The DSP-extension kernel of an int8 CONV_2D (``bias``: int64, offset not folded; ``w``:
+    anything with ``shape`` OHWI and int8 ``data``; ``params``: the geometry, ``oc``, ``in_off``
+    and the requantization's ``out_zp``/``act_min``/``act_max``). Also used by
+    DEPTHWISE_CONV_2D with one input channel."""
     oc, kh, kw, ic = w.shape
     in_off = params["in_off"]
     wi = w.data.astype(np.int64)
@@ -121,9 +124,10 @@ def _prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     else:
         k = kh * kw * ic
         k2 = k + k % 2
-        if ic % 4 == 0:
-            order = "lanes"  # within each group of 4 channels: 0, 2, 1, 3
-            flat = wi.reshape(oc, kh * kw, ic // 4, 4)[..., [0, 2, 1, 3]].reshape(oc, k)
+        if ic % 4 == 0 or (params["dw"] == 1 and (kw * ic) % 4 == 0):
+            # within each group of 4 consecutive column elements: 0, 2, 1, 3
+            order = "lanes" if ic % 4 == 0 else "rows"
+            flat = wi.reshape(oc, k // 4, 4)[..., [0, 2, 1, 3]].reshape(oc, k)
         else:
             order = "scalar"
             flat = wi.reshape(oc, k)

@@ -5,10 +5,14 @@ once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop
 
 On a DSP target an int8 depthwise convolution with depth multiplier 1 and a multiple of 4
 channels gets ``depthwise_conv2d.dsp.c.j2``: four channels per input word, weights stored as
-16-bit pairs in the lane order of ``SXTAB16`` (see :mod:`._dsp`).
+16-bit pairs in the lane order of ``SXTAB16`` (see :mod:`._dsp`). One with a single input
+channel (any multiplier) is a plain convolution with one input channel, and gets CONV_2D's
+im2col kernel.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -27,7 +31,7 @@ from .common import (
     per_tensor,
     unsupported,
 )
-from .conv2d import conv_geometry
+from .conv2d import conv_geometry, prepare_dsp
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
@@ -62,6 +66,12 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc).astype(np.int32)
+    if target.dsp and g["c"] == 1:
+        # out[.., o] = sum over taps of w[ky, kx, o] * x[.., 0]: CONV_2D weights [o, ky, kx, 1]
+        as_conv = SimpleNamespace(shape=(oc, kh, kw, 1),
+                                  data=np.ascontiguousarray(w.data.transpose(3, 1, 2, 0)))
+        return prepare_dsp(op, x, as_conv, y, dict(params, in_off=-in_zp),
+                           bias.astype(np.int64), consts)
     if target.dsp and dm == 1 and oc % 4 == 0:
         wi = w.data.astype(np.int64).reshape(kh * kw, oc)
         m, s = consts
