@@ -28,6 +28,10 @@ from project_api.paths import crt_dir
 MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
           "kws_ref_model_float32", "ad01_int8"]
 SANITIZE = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+#: Kernel targets every model is checked with: the portable path and the DSP-extension kernels
+#: (on the host through the portable definitions of the intrinsics).
+TARGETS = ["generic", "cortex-m4"]
+INT8_MODELS = [m for m in MODELS if m.endswith("_int8")]
 FLOAT_RTOL = 1e-5
 FLOAT_ATOL = 1e-6
 
@@ -60,22 +64,24 @@ def inputs_for(gen, seed: int) -> list[np.ndarray]:
 def built(tmp_path_factory, models_dir):
     """Model name -> (model bytes, Generated, sanitized host executable); built once."""
     require_tool("gcc")
-    cache: dict[str, tuple] = {}
+    cache: dict[tuple[str, str], tuple] = {}
 
-    def get(name: str):
-        if name not in cache:
+    def get(name: str, target: str = "generic"):
+        if (name, target) not in cache:
             data = model_bytes(models_dir, name)
-            gen = emit_sources(data)
-            exe = harness.build(gen, tmp_path_factory.mktemp(name), cflags=SANITIZE)
-            cache[name] = (data, gen, exe)
-        return cache[name]
+            gen = emit_sources(data, target=target)
+            exe = harness.build(gen, tmp_path_factory.mktemp(f"{name}_{target}"),
+                                cflags=SANITIZE)
+            cache[name, target] = (data, gen, exe)
+        return cache[name, target]
 
     return get
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", MODELS)
-def test_model_matches_tflm_and_litert(built, name):
-    data, gen, exe = built(name)
+def test_model_matches_tflm_and_litert(built, name, target):
+    data, gen, exe = built(name, target)
     reference_model = data
     if name == "kws_ref_model_float32":
         reference_model = R.dequantized_rebuild(data)
@@ -109,10 +115,11 @@ def test_kws_float_hybrid_rebuild_is_the_same_network(models_dir):
         [b.tensor(op.outputs[0]).shape for op in b.operators]
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", MODELS)
-def test_pool_fits_plan_and_beats_tflm(models_dir, name):
+def test_pool_fits_plan_and_beats_tflm(models_dir, name, target):
     data = model_bytes(models_dir, name)
-    gen = emit_sources(data)
+    gen = emit_sources(data, target=target)
     assert gen.plan is not None
     assert P.overlapping_pairs(gen.plan.buffers) == []
     assert gen.lower_bound_bytes <= gen.workspace_size_bytes
@@ -251,17 +258,27 @@ def _compile_object(gen, tmp_path, cc, flags):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", MODELS)
-def test_compiles_for_cortex_m4(models_dir, tmp_path, name):
+def test_compiles_for_cortex_m4(models_dir, tmp_path, name, target):
     cc = require_tool("arm-none-eabi-gcc")
-    _compile_object(emit_sources(model_bytes(models_dir, name)), tmp_path, cc,
+    _compile_object(emit_sources(model_bytes(models_dir, name), target=target), tmp_path, cc,
                     ["-std=c99", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4", "-mthumb", "-Os"])
 
 
+@pytest.mark.parametrize("name", INT8_MODELS)
+def test_dsp_kernels_compile_without_the_extension(models_dir, tmp_path, name):
+    """cortex-m4 kernels built for a CPU without DSP (Cortex-M0) use the portable intrinsics."""
+    cc = require_tool("arm-none-eabi-gcc")
+    _compile_object(emit_sources(model_bytes(models_dir, name), target="cortex-m4"), tmp_path, cc,
+                    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m0", "-mthumb", "-Os"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", ["kws_ref_model_int8", "kws_ref_model_float32", "micro_speech_int8"])
-def test_compiles_with_clang_pedantic(models_dir, tmp_path, name):
+def test_compiles_with_clang_pedantic(models_dir, tmp_path, name, target):
     cc = require_tool("clang")
-    _compile_object(emit_sources(model_bytes(models_dir, name)), tmp_path, cc,
+    _compile_object(emit_sources(model_bytes(models_dir, name), target=target), tmp_path, cc,
                     ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"])
 
 

@@ -14,6 +14,13 @@ per input set and its outputs are compared with:
 
 A failure names the operator, the type, the options and the branch (seed, activation, shapes).
 An operator the emitter does not implement FAILS here (it never skips).
+
+Every int8 case of an operator with DSP-extension kernels (CONV_2D, DEPTHWISE_CONV_2D,
+FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D, ADD) also runs emitted with ``target="cortex-m4"``: on the host the kernels' ACLE
+intrinsics are the portable C definitions of ``kernels/arm_dsp.h.j2``, so the same bit-exactness
+and sanitizer checks cover every SIMD kernel (``DSP_CASES`` add shapes that reach each of their
+code paths: 1x1 with odd pixel and channel counts, strided, long reductions, classes of border
+pixels, odd outputs).
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ FLOAT_ATOL = 1e-5
 #: another number to explore new random cases (a failure message names the seed to reproduce it).
 SEED_BASE = int(os.environ.get("PROJECT_API_EMIT_SEED", "0"))
 PARALLEL_BUILDS = 2  # emit+compile workers (the machine budget is 2 cores)
-LABEL_ONLY = ("seed", "shapes", "from", "edge")  # case keys that name a variant, not a builder option
+LABEL_ONLY = ("seed", "shapes", "from", "edge", "dsp")  # case keys that name a variant, not a builder option
 
 
 # --- the case matrix ----------------------------------------------------------------------------
@@ -66,11 +73,18 @@ class Case:
     mode: str  # one of builder.MODES
     options: dict[str, Any]  # the combination under test
     branches: list[dict[str, Any]] = field(default_factory=list)  # options per branch
+    target: str = "generic"  # the emitter's kernel target
+
+    @property
+    def model_id(self) -> str:
+        """Names the model (and seeds it): the same for every target."""
+        opts = "-".join(f"{k}_{_fmt(v)}" for k, v in self.options.items())
+        return f"{self.op}-{self.mode}" + (f"-{opts}" if opts else "")
 
     @property
     def id(self) -> str:
-        opts = "-".join(f"{k}_{_fmt(v)}" for k, v in self.options.items())
-        return f"{self.op}-{self.mode}" + (f"-{opts}" if opts else "")
+        suffix = "" if self.target == "generic" else f"-target_{self.target}"
+        return self.model_id + suffix
 
     @property
     def dtype(self) -> str:
@@ -261,14 +275,71 @@ def _edge_cases() -> Iterator[Case]:
             yield case
 
 
-CASES = list(_cases()) + list(_edge_cases())
+#: Operators with DSP-extension kernels: their int8 cases also run with the cortex-m4 target.
+DSP_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+           "ADD")
+DSP_TARGET = "cortex-m4"
+#: Shapes that reach every path of the DSP kernels (run with both targets).
+DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("CONV_2D", "pw_odd_pixels_odd_filters", {"input_shape": (1, 5, 3, 8), "filters": 5,
+                                              "kernel_size": 1}),
+    ("CONV_2D", "pw_strided", {"input_shape": (1, 7, 6, 12), "filters": 6, "kernel_size": 1,
+                               "stride": 2, "padding": "VALID"}),
+    ("CONV_2D", "pw_c160_loop", {"input_shape": (1, 3, 3, 160), "filters": 4, "kernel_size": 1}),
+    ("CONV_2D", "k3_c8_lanes_loop", {"input_shape": (1, 6, 5, 8), "filters": 7,
+                                     "kernel_size": 3}),
+    ("CONV_2D", "k10x4_c1_s2", {"input_shape": (1, 13, 6, 1), "filters": 8,
+                                "kernel_size": (10, 4), "stride": 2}),
+    ("DEPTHWISE_CONV_2D", "c8_k3_classes", {"input_shape": (1, 7, 5, 8), "kernel_size": 3}),
+    ("DEPTHWISE_CONV_2D", "c8_k3_s2_d2", {"input_shape": (1, 9, 8, 8), "kernel_size": 3,
+                                          "stride": 2, "dilation": 2}),
+    ("DEPTHWISE_CONV_2D", "c4_k9_loop", {"input_shape": (1, 10, 10, 4), "kernel_size": 9}),
+    ("DEPTHWISE_CONV_2D", "c1_m8_k10x8_s2", {"input_shape": (1, 13, 12, 1),
+                                             "kernel_size": (10, 8), "depth_multiplier": 8,
+                                             "stride": 2}),
+    ("DEPTHWISE_CONV_2D", "c1_m3_k3_valid", {"input_shape": (1, 6, 7, 1), "kernel_size": 3,
+                                             "depth_multiplier": 3, "padding": "VALID"}),
+    ("FULLY_CONNECTED", "d16_odd_units", {"input_shape": (1, 16), "units": 7}),
+    ("FULLY_CONNECTED", "batch3_d32", {"input_shape": (3, 32), "units": 10}),
+    ("AVERAGE_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                       "stride": 2, "padding": "SAME"}),
+    ("AVERAGE_POOL_2D", "global_25x5_c12", {"input_shape": (1, 25, 5, 12),
+                                            "filter_size": (25, 5)}),
+    ("MAX_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                   "stride": 1, "padding": "SAME"}),
+    ("ADD", "relu_same_shape", {"input_shape": (1, 6, 6, 8), "b_shape": (1, 6, 6, 8),
+                                "activation": "RELU"}),
+    ("ADD", "bcast_channel", {"input_shape": (1, 4, 4, 8), "b_shape": (1, 1, 1, 8)}),
+]
+
+
+def _dsp_cases() -> Iterator[Case]:
+    for op, label, opts in DSP_CASES:
+        modes = ("int8", "int8_per_channel") if op in DSP_OPS[:3] else ("int8",)
+        for mode in modes:
+            case = Case(op, mode, {"dsp": label})
+            for s in SEEDS:
+                case.branches.append({**opts, "seed": s})
+            yield case
+
+
+def _with_targets(cases: list[Case]) -> list[Case]:
+    """``cases`` and, for each int8 case of a DSP operator, the same case for the DSP target."""
+    out = list(cases)
+    for c in cases:
+        if c.op in DSP_OPS and c.mode != "float32":
+            out.append(Case(c.op, c.mode, dict(c.options), list(c.branches), target=DSP_TARGET))
+    return out
+
+
+CASES = _with_targets(list(_cases()) + list(_edge_cases()) + list(_dsp_cases()))
 
 
 def build_case(case: Case) -> tuple[bytes, list[str]]:
     """The case's model, and a label per output (branch) for messages."""
-    mb = B.ModelBuilder(seed=[SEED_BASE, zlib.crc32(case.id.encode())],
+    mb = B.ModelBuilder(seed=[SEED_BASE, zlib.crc32(case.model_id.encode())],
                         per_channel=case.mode == "int8_per_channel",
-                        description=case.id)
+                        description=case.model_id)
     labels = []
     for k, br in enumerate(case.branches):
         opts = {key: v for key, v in br.items() if key not in LABEL_ONLY}
@@ -436,7 +507,7 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
     model, labels = case.build()
     name = case.module_name
     tar_path = workdir / f"{name}.tar"
-    emit(model, tar_path, name=name)
+    emit(model, tar_path, name=name, target=case.target)
     root = workdir / "mlf"
     root.mkdir()
     with tarfile.open(tar_path) as tf:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from test_emit_random import (  # noqa: F401  (fixtures are used by name)
+    DSP_TARGET,
     SEED_BASE,
     Case,
     Prefetcher,
@@ -38,7 +39,8 @@ class NetworkCase(Case):
 
     @property
     def id(self) -> str:
-        return f"NETWORK-{self.mode}-seed_{self.seed}"
+        suffix = "" if self.target == "generic" else f"-target_{self.target}"
+        return f"NETWORK-{self.mode}-seed_{self.seed}{suffix}"
 
     @property
     def module_name(self) -> str:
@@ -52,7 +54,7 @@ class NetworkCase(Case):
 class DemoCase(Case):
     @property
     def id(self) -> str:
-        return "DEMO-int8"
+        return "DEMO-int8" + ("" if self.target == "generic" else f"-target_{self.target}")
 
     @property
     def module_name(self) -> str:
@@ -147,6 +149,10 @@ def random_network(mode: str, seed: int) -> tuple[bytes, list[str]]:
 NETWORKS: list[Case] = [NetworkCase("NETWORK", mode, {}, seed=s)
                         for mode in B.MODES for s in range(SEEDS_PER_MODE)]
 NETWORKS.append(DemoCase("DEMO", "int8", {}))
+# The int8 networks again with the DSP-extension kernels (portable intrinsics on the host).
+NETWORKS += [NetworkCase("NETWORK", mode, {}, target=DSP_TARGET, seed=s)
+             for mode in B.MODES if mode != "float32" for s in range(SEEDS_PER_MODE)]
+NETWORKS.append(DemoCase("DEMO", "int8", {}, target=DSP_TARGET))
 
 
 @pytest.mark.parametrize("case", NETWORKS, ids=[c.id for c in NETWORKS])

@@ -22,6 +22,13 @@ examples:
   project-api emit model.tflite --out model.tar
   project-api emit kws.tflite --out kws.tar --name kws --force
   project-api emit model.tflite --out model.tar --json
+  project-api emit kws.tflite --out kws.tar --target cortex-m4
+  project-api emit kws.tflite --out kws.tar --target "c -keys=arm_cpu,cpu -mcpu=cortex-m7"
+
+--target picks the kernels: generic (portable C, the default), cortex-m4, cortex-m7,
+cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
+portable C with the same results) or cortex-m0 (generic kernels). A TVM target string or
+-mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
 
 -o FILE still names the archive, but -o NAME=VALUE (a project option in 'generate' and
 'run') is refused: emit has no project options."""
@@ -35,6 +42,9 @@ examples:
         parser.add_argument("--name", default="default",
                             help="module name: C symbols are tvmgen_<name>_* (default: default)")
         parser.add_argument("--force", action="store_true", help="overwrite OUT.tar if it exists")
+        parser.add_argument("--target", default=None, metavar="TARGET",
+                            help="kernel target: generic (default), cortex-m0, cortex-m4, "
+                                 "cortex-m7, cortex-m33, or a target string with -mcpu=CPU")
 
     def invoke(self) -> int:
         from project_api.emit import emit
@@ -55,7 +65,15 @@ examples:
         model = Path(self.args.model)
         if not model.is_file():
             raise UsageError(f"model {model} does not exist or is not a file")
-        result = emit(model, self.args.output, name=self.args.name, force=self.args.force)
+        from project_api.emit.target import resolve
+        from project_api.errors import EmitError
+
+        try:
+            target = resolve(a.target)
+        except EmitError as exc:
+            raise UsageError(f"--target {a.target}: {exc}") from exc
+        result = emit(model, self.args.output, name=self.args.name, force=self.args.force,
+                      target=target)
         data = {
             "path": str(Path(self.args.output).absolute()),
             "name": result.name,
@@ -63,13 +81,14 @@ examples:
             "workspace_size_bytes": result.workspace_size_bytes,
             "workspace_lower_bound_bytes": result.lower_bound_bytes,
             "constants_size_bytes": result.constants_size_bytes,
+            "target": target.name,
             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
                        for t in result.inputs],
             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
                         for t in result.outputs],
         }
         self.output(data, f"wrote {self.args.output}: module {result.name}, "
-                          f"{result.num_operators} operators, workspace "
+                          f"{result.num_operators} operators, {target.name} kernels, workspace "
                           f"{result.workspace_size_bytes} B, constants "
                           f"{result.constants_size_bytes} B")
         return 0

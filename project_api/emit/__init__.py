@@ -18,9 +18,11 @@ from pathlib import Path
 
 from .codegen import Generated, IOTensor, generate
 from .mlf_writer import tar_bytes, write_mlf
+from .target import GENERIC, TARGET_NAMES, Target, resolve
 from .tflite_reader import read_tflite
 
-__all__ = ["EmitResult", "IOTensor", "emit", "emit_sources", "read_tflite"]
+__all__ = ["GENERIC", "TARGET_NAMES", "EmitResult", "IOTensor", "Target", "emit", "emit_sources",
+           "read_tflite", "resolve"]
 
 
 @dataclass
@@ -38,28 +40,33 @@ class EmitResult:
     generated: Generated
 
 
-def emit_sources(model: bytes | bytearray | str | Path, name: str = "default") -> Generated:
-    """Read and compile ``model`` (bytes or a path) to C sources without writing anything."""
-    return generate(read_tflite(model), name)
+def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
+                 target: str | Target | None = None) -> Generated:
+    """Read and compile ``model`` (bytes or a path) to C sources without writing anything.
+
+    ``target``: a kernel target name (``generic``, ``cortex-m4``, ...), a TVM target string
+    with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`)."""
+    return generate(read_tflite(model), name, resolve(target))
 
 
 def emit(model: bytes | bytearray | str | Path, out_path: str | Path, name: str = "default",
-         force: bool = False) -> EmitResult:
-    """Compile ``model`` and write the MLF archive to ``out_path``.
+         force: bool = False, target: str | Target | None = None) -> EmitResult:
+    """Compile ``model`` for ``target`` and write the MLF archive to ``out_path``.
 
     Raises :class:`~project_api.errors.EmitError` for a corrupt model or an existing
     ``out_path`` without ``force``, and :class:`~project_api.errors.UnsupportedOperatorError`
     (naming the node) for anything the emitter does not implement.
     """
-    gen = emit_sources(model, name)
+    gen = emit_sources(model, name, target)
     path = write_mlf(gen, out_path, force=force)
     return EmitResult(path, name, gen.inputs, gen.outputs, gen.workspace_size_bytes,
                       gen.lower_bound_bytes, gen.constants_size_bytes,
                       len(gen.kernels), gen)
 
 
-def archive_bytes(model: bytes | bytearray | str | Path, name: str = "default") -> bytes:
+def archive_bytes(model: bytes | bytearray | str | Path, name: str = "default",
+                  target: str | Target | None = None) -> bytes:
     """The archive as bytes (for tests of determinism)."""
     from .mlf_writer import mlf_files
 
-    return tar_bytes(mlf_files(emit_sources(model, name)))
+    return tar_bytes(mlf_files(emit_sources(model, name, target)))

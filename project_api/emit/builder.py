@@ -898,6 +898,26 @@ def demo_model(seed: int = 0) -> bytes:
     return mb.build()
 
 
+def resnet8_like_model(seed: int = 0) -> bytes:
+    """A network with the topology of MLPerf Tiny's image-classification ResNet-8 (int8,
+    1x32x32x3 -> 10): CONV_2D 3x3 16 -> three residual stages of 16, 32 and 64 channels (the last
+    two stride 2 with a 1x1 shortcut), AVERAGE_POOL_2D 8x8, FULLY_CONNECTED 10, SOFTMAX. Random
+    per-channel weights from ``seed``: a stand-in for the real model's shapes and arithmetic
+    (its trained weights are a third-party file that is not shipped here)."""
+    mb = ModelBuilder(seed=seed, per_channel=True, description="resnet8-like")
+    x = mb.input((1, 32, 32, 3), "int8", name="input")
+    y = mb.conv2d(x, 16, 3, activation="RELU")
+    for filters, stride in ((16, 1), (32, 2), (64, 2)):
+        z = mb.conv2d(y, filters, 3, stride=stride, activation="RELU")
+        z = mb.conv2d(z, filters, 3)
+        short = y if stride == 1 else mb.conv2d(y, filters, 1, stride=stride)
+        y = mb.add(z, short, activation="RELU")
+    y = mb.average_pool2d(y, 8, stride=8)
+    y = mb.reshape(y, (1, 64))
+    mb.output(mb.softmax(mb.fully_connected(y, 10)))
+    return mb.build()
+
+
 #: Weight/activation types of :func:`single_op_model`.
 MODES = ("int8", "int8_per_channel", "float32")
 

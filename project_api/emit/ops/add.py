@@ -1,15 +1,22 @@
 """ADD with broadcasting: int8 (TFLM reference: both inputs rescaled to a common scale with a
-20-bit left shift, summed, requantized) and float32."""
+20-bit left shift, summed, requantized) and float32.
+
+On a DSP target an int8 ADD whose three requantizations the emitter proves exact in the SMMULR
+form (:func:`._dsp.fast_requant`) gets ``add.dsp.c.j2``."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
+from . import _dsp
 from ._binary import operands
 from .common import Kernel, per_tensor, unsupported
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     a, b, y, act, params, inputs, consts = operands(op, graph)
     params["kind"] = "add"
     if y.dtype == "int8":
@@ -28,7 +35,28 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
         lo, hi = q.activation_range_int8(act, so, zo)
         params.update(a_off=-za, b_off=-zb, left_shift=left_shift, m1=m1, s1=s1, m2=m2, s2=s2,
                       mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
+        if target.dsp and _fast_add(params):
+            return Kernel(op, "add.dsp.c.j2", params, inputs, [y.index], consts)
     else:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
     return Kernel(op, "add.c.j2", params, inputs, [y.index], consts)
+
+
+def _scaled_bound(bound: int, m: int, s: int) -> int:
+    """An upper bound of |MultiplyByQuantizedMultiplier(x, m, s)| for |x| <= bound, s <= 0."""
+    return (((bound * 2 * m + (1 << 31)) >> 32) + 1 >> -s) + 1
+
+
+def _fast_add(p: dict) -> bool:
+    """Whether the three requantizations of an int8 ADD are exact in ``d_requant`` form."""
+    if max(p["s1"], p["s2"], p["so"]) > 0:
+        return False
+    ba = (128 + abs(p["a_off"])) << p["left_shift"]
+    bb = (128 + abs(p["b_off"])) << p["left_shift"]
+    ok = (_dsp.fast_requant(np.array([p["m1"]]), np.array([p["s1"]]), np.array([ba]))
+          and _dsp.fast_requant(np.array([p["m2"]]), np.array([p["s2"]]), np.array([bb])))
+    if not ok:
+        return False
+    bo = _scaled_bound(ba, p["m1"], p["s1"]) + _scaled_bound(bb, p["m2"], p["s2"])
+    return _dsp.fast_requant(np.array([p["mo"]]), np.array([p["so"]]), np.array([bo]))

@@ -8,6 +8,13 @@ Two loop forms are generated, both exact:
 * ``tap``: otherwise, the weights are re-laid out as ``[ky][kx][ic][oc]`` and every output pixel
   accumulates all output channels at once over the in-bounds taps, with
   ``w * (x - zp_in)`` as in TFLM (padding reads as the zero point, i.e. contributes nothing).
+
+On a DSP target (``cortex-m4``, ``m7``, ``m33``) an int8 convolution instead gets one of two
+SIMD kernels (``kernels/*.dsp.c.j2``, see :mod:`._dsp`):
+
+* ``conv2d_1x1.dsp``: a 1x1 filter with no padding and an input depth that is a multiple of 4,
+  on the raw input with the input offset folded into the bias;
+* ``conv2d_im2col.dsp``: everything else, through two int16 columns in the pool (scratch).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
+from ..target import GENERIC, Target
+from . import _dsp
 from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
 from .common import (
     ConstArray,
@@ -49,7 +58,7 @@ def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
             "inside": inside}
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
     check_same_type(op, x, y)
@@ -79,14 +88,66 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 0, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc)
+    if target.dsp:
+        return prepare_dsp(op, x, w, y, params, bias, consts)
     if params["form"] == "dot":
         bias = bias + (-in_zp) * w.data.astype(np.int64).reshape(oc, -1).sum(axis=1)
         wl = w.data
+        bound = _dsp.acc_bound(w.data, bias, 128)
     else:
         wl = w.data.transpose(1, 2, 3, 0)
+        bound = _dsp.acc_bound(w.data, bias, 255)
     if np.abs(bias).max(initial=0) >= (1 << 31):
         raise unsupported(op, "bias plus input offset overflows int32")
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", bias.astype(np.int32))] + consts
+              ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
+                                                                               bound)
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
+                  scratch_bytes=scratch)
+
+
+def prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
+                bias: np.ndarray, rq_consts: list[ConstArray]) -> Kernel:
+    """The DSP-extension kernel of an int8 CONV_2D (``bias``: int64, offset not folded; ``w``:
+    anything with ``shape`` OHWI and int8 ``data``; ``params``: the geometry, ``oc``, ``in_off``
+    and the requantization's ``out_zp``/``act_min``/``act_max``). Also used by
+    DEPTHWISE_CONV_2D with one input channel."""
+    oc, kh, kw, ic = w.shape
+    in_off = params["in_off"]
+    wi = w.data.astype(np.int64)
+    params = dict(params, scratch=False)
+    if kh == 1 and kw == 1 and params["inside"] and ic % 4 == 0:
+        folded = bias + in_off * wi.reshape(oc, -1).sum(axis=1)
+        bound = _dsp.acc_bound(wi, folded, 128)
+        lanes = _dsp.pair_lanes(wi.reshape(oc, ic))  # [oc][ic/4][2]
+        template, scratch, b_out = "conv2d_1x1.dsp.c.j2", 0, folded
+    else:
+        k = kh * kw * ic
+        k2 = k + k % 2
+        if ic % 4 == 0 or (params["dw"] == 1 and (kw * ic) % 4 == 0):
+            # within each group of 4 consecutive column elements: 0, 2, 1, 3
+            order = "lanes" if ic % 4 == 0 else "rows"
+            flat = wi.reshape(oc, k // 4, 4)[..., [0, 2, 1, 3]].reshape(oc, k)
+        else:
+            order = "scalar"
+            flat = wi.reshape(oc, k)
+        if k2 != k:
+            flat = np.concatenate([flat, np.zeros((oc, 1), np.int64)], axis=1)
+        lanes = _dsp.pair_consecutive(flat)[..., None]  # [oc][k2/2][1]
+        bound = _dsp.acc_bound(wi, bias, 255)
+        template, b_out = "conv2d_im2col.dsp.c.j2", bias
+        scratch = 2 * k2 * 2
+        params.update(k2=k2, order=order, scratch=True)
+    if np.abs(b_out).max(initial=0) >= (1 << 31):
+        raise unsupported(op, "bias plus input offset overflows int32")
+    oc2 = oc - oc % 2
+    # per pair of output channels, per column word (1x1: per half of a group of 4 inputs):
+    # [oc0, oc1], adjacent so that one LDRD fetches both
+    pairs = lanes[:oc2].reshape(oc2 // 2, 2, *lanes.shape[1:]).transpose(0, 2, 3, 1)
+    wl = np.concatenate([pairs.reshape(-1), lanes[oc2:].reshape(-1)]).astype(np.int32)
+    m, s = rq_consts
+    params["off2"] = _dsp.offset_pair(in_off)
+    rq = _dsp.requant(params, m, s, bound)
+    consts = [ConstArray("w", "int32_t", wl), ConstArray("b", "int32_t", b_out.astype(np.int32))]
+    return Kernel(op, template, params, [x.index], [y.index], consts + rq,
                   scratch_bytes=scratch)

@@ -2,14 +2,24 @@
 
 Output channel ``oc = ic * depth_multiplier + m``. Each output pixel accumulates every channel at
 once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop is contiguous.
+
+On a DSP target an int8 depthwise convolution with depth multiplier 1 and a multiple of 4
+channels gets ``depthwise_conv2d.dsp.c.j2``: four channels per input word, weights stored as
+16-bit pairs in the lane order of ``SXTAB16`` (see :mod:`._dsp`). One with a single input
+channel (any multiplier) is a plain convolution with one input channel, and gets CONV_2D's
+im2col kernel.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
+from . import _dsp
 from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
 from .common import (
     ConstArray,
@@ -21,10 +31,10 @@ from .common import (
     per_tensor,
     unsupported,
 )
-from .conv2d import conv_geometry
+from .conv2d import conv_geometry, prepare_dsp
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
     check_same_type(op, x, y)
@@ -56,7 +66,48 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc).astype(np.int32)
+    if target.dsp and g["c"] == 1:
+        # out[.., o] = sum over taps of w[ky, kx, o] * x[.., 0]: CONV_2D weights [o, ky, kx, 1]
+        as_conv = SimpleNamespace(shape=(oc, kh, kw, 1),
+                                  data=np.ascontiguousarray(w.data.transpose(3, 1, 2, 0)))
+        return prepare_dsp(op, x, as_conv, y, dict(params, in_off=-in_zp),
+                           bias.astype(np.int64), consts)
+    if target.dsp and dm == 1 and oc % 4 == 0:
+        wi = w.data.astype(np.int64).reshape(kh * kw, oc)
+        m, s = consts
+        rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi.T, bias, 255))
+        params.update(scratch=False, off2=_dsp.offset_pair(-in_zp))
+        consts = [ConstArray("w", "int32_t", _dsp.pair_lanes(wi).reshape(-1)),
+                  ConstArray("b", "int32_t", bias)] + rq + _tap_classes(params)
+        return Kernel(op, "depthwise_conv2d.dsp.c.j2", params, [x.index], [y.index], consts)
+    bound = _dsp.acc_bound(w.data.reshape(kh * kw, oc).T, bias, 255)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", bias)] + consts
+              ConstArray("b", "int32_t", bias)] + _dsp.requant(params, *consts, bound)
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch)
+
+
+#: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).
+MAX_UNROLLED_TAPS = 256
+
+
+def _valid_taps(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> list[tuple]:
+    """Per output row (column): the filter rows (columns) that fall inside the input."""
+    return [tuple(t for t in range(k) if 0 <= o * stride - pad + t * dil < size)
+            for o in range(out)]
+
+
+def _tap_classes(params: dict) -> list[ConstArray]:
+    """Group the output rows and columns by their in-bounds taps; sets ``params`` ``classes``,
+    ``rows`` and ``cols`` and returns the per-row/per-column class constants ``rc``/``cc``."""
+    g = params
+    rows = _valid_taps(g["oh"], g["sh"], g["pad_h"], g["kh"], g["dh"], g["h"])
+    cols = _valid_taps(g["ow"], g["sw"], g["pad_w"], g["kw"], g["dw"], g["w"])
+    urows, ucols = sorted(set(rows)), sorted(set(cols))
+    taps = sum(len(r) for r in urows) * sum(len(c) for c in ucols)
+    if not all(urows) or not all(ucols) or taps > MAX_UNROLLED_TAPS:
+        params.update(classes=False)
+        return []
+    params.update(classes=True, rows=[list(r) for r in urows], cols=[list(c) for c in ucols])
+    return [ConstArray("rc", "uint8_t", np.array([urows.index(r) for r in rows], np.uint8)),
+            ConstArray("cc", "uint8_t", np.array([ucols.index(c) for c in cols], np.uint8))]

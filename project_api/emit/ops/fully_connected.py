@@ -13,6 +13,8 @@ import numpy as np
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
+from . import _dsp
 from ._weighted import (
     dequantized_weights,
     float_weights_and_bias,
@@ -25,7 +27,7 @@ from .common import ConstArray, Kernel, check_dtype, check_same_type, per_tensor
 __all__ = ["dequantized_weights", "prepare"]  # dequantized_weights: imported from here by tests
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
     if op.options.get("weights_format", 0) != 0:
         raise unsupported(op, "shuffled weights format not supported")
@@ -62,8 +64,18 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     m, s = per_channel_consts
     params.update(rq, per_channel=w.quant.per_channel, mult=int(m.values[0]),
                   shift=int(s.values[0]))
+    if target.dsp and depth % 4 == 0:
+        rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
+        oc2 = out_ch - out_ch % 2
+        groups = wi.reshape(out_ch, depth // 4, 4)
+        pairs = groups[:oc2].reshape(oc2 // 2, 2, depth // 4, 4).transpose(0, 2, 1, 3)
+        wl = np.concatenate([pairs.reshape(-1), groups[oc2:].reshape(-1)]).astype(np.int8)
+        consts = [ConstArray("w", "int8_t", wl), ConstArray("b", "int32_t",
+                                                            folded.astype(np.int32))] + rq
+        return Kernel(op, "fully_connected.dsp.c.j2", params, [x.index], [y.index], consts)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", folded.astype(np.int32))]
+    rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
     if w.quant.per_channel:
-        consts += per_channel_consts
+        consts += rq
     return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts)

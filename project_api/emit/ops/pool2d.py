@@ -3,12 +3,16 @@
 The window is clipped to the input; an int8 average divides the int32 sum by the number of
 in-bounds elements, rounding half away from zero. int8 pooling does not requantize, so input and
 output must share scale and zero point (as TFLite requires).
+
+On a DSP target an int8 pool over a multiple of 4 channels (an average over at most 255
+elements) gets ``pool2d.dsp.c.j2``: four channels per word (SXTAB16 sums, SSUB8/SEL maxima).
 """
 
 from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
 from .common import (
     Kernel,
     accumulator,
@@ -24,7 +28,7 @@ from .common import (
 )
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
     check_spatial(op)
     act = check_activation(op)
@@ -53,5 +57,8 @@ def prepare(op: Operator, graph: Graph) -> Kernel:
     else:
         lo, hi = q.activation_range_float(act)
     params.update(act_min=lo, act_max=hi)
+    if target.dsp and x.dtype == "int8" and c % 4 == 0 and (
+            params["kind"] == "max" or fh * fw <= 255):
+        return Kernel(op, "pool2d.dsp.c.j2", params, [x.index], [y.index])
     scratch = accumulator(params, c) if params["kind"] == "avg" else 0
     return Kernel(op, "pool2d.c.j2", params, [x.index], [y.index], scratch_bytes=scratch)

@@ -1,0 +1,374 @@
+"""Build emitted C for an emulated Cortex-M4 and count its instructions on QEMU.
+
+The firmware runs bare-metal on QEMU's ``mps2-an386`` (Cortex-M4F): a vector table and reset
+handler of our own, the emitted ``<name>_lib0.c``, the CRT backend library (as
+:mod:`.harness` links it on the host) and a ``main`` that feeds one fixed input, runs one
+inference and reports over semihosting (``BKPT 0xAB``: ``SYS_WRITE0``, then ``SYS_EXIT``).
+
+Counting instructions: under ``-icount shift=0`` QEMU's virtual clock advances 1 ns per guest
+instruction, and the SysTick (clocked by the board's 25 MHz system clock) counts that virtual
+time, so one tick is 40 instructions. The firmware measures its own calibration: a ``subs; bne``
+loop (exactly ``2 N`` instructions) timed the same way at two ``N``. The slope gives
+instructions per tick, the intercept the cost of reading the timer, which is taken off every
+measurement. With ``profile=True`` the build also defines ``TVMGEN_OP_HOOK`` so every operator's
+instructions are reported.
+
+Used by ``tests/test_emit_cortex_m.py`` and ``bench/cortex_m.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EmitError
+from ..paths import crt_dir
+from .codegen import Generated
+from .harness import NUMPY_DTYPES, WORKSPACE_SLACK_BYTES, backend_sources
+
+CC = "arm-none-eabi-gcc"
+SIZE = "arm-none-eabi-size"
+QEMU = "qemu-system-arm"
+MACHINE = "mps2-an386"
+#: The issue's build: gcc -O2 for a Cortex-M4 with the single-precision FPU, hard-float ABI.
+CFLAGS = ("-O2", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")
+#: Loop iterations of the two calibration points (``subs; bne``: two instructions each).
+CALIBRATION_N = (10_000, 110_000)
+
+_STARTUP = r"""/* Bare-metal start for QEMU mps2-an386 (Cortex-M4F), semihosting output. */
+#include <stdint.h>
+#include <string.h>
+
+extern uint32_t __stack_top, __bss_start, __bss_end;
+int main(void);
+void reset_handler(void);
+static void fault_handler(void);
+
+__attribute__((section(".vectors"), used))
+static const void* const vectors[16] = {
+  &__stack_top, (const void*)reset_handler, (const void*)fault_handler,
+  (const void*)fault_handler, (const void*)fault_handler, (const void*)fault_handler,
+  (const void*)fault_handler, 0, 0, 0, 0, (const void*)fault_handler, 0, 0,
+  (const void*)fault_handler, (const void*)fault_handler,
+};
+
+static int semihost(int op, const void* arg) {
+  register int r0 __asm__("r0") = op;
+  register const void* r1 __asm__("r1") = arg;
+  __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+  return r0;
+}
+
+void hx_puts(const char* s) { semihost(0x04, s); }
+
+void hx_exit(int code) {
+  semihost(0x18, (const void*)(code == 0 ? 0x20026 : 0x20024));
+  for (;;) {}
+}
+
+static void fault_handler(void) {
+  hx_puts("FAULT\n");
+  hx_exit(1);
+}
+
+void reset_handler(void) {
+  volatile uint32_t* cpacr = (volatile uint32_t*)0xE000ED88u;
+  *cpacr |= 0xFu << 20; /* CP10, CP11: the FPU */
+  __asm__ volatile("dsb\n\tisb" ::: "memory");
+  memset(&__bss_start, 0, (size_t)((uint8_t*)&__bss_end - (uint8_t*)&__bss_start));
+  hx_exit(main());
+}
+"""
+
+_LINKER = """ENTRY(reset_handler)
+MEMORY {
+  CODE (rx) : ORIGIN = 0x00000000, LENGTH = 4M
+  RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 4M
+}
+SECTIONS {
+  .text : { KEEP(*(.vectors)) *(.text*) *(.rodata*) . = ALIGN(8); } > CODE
+  .ARM.exidx : { *(.ARM.exidx*) } > CODE
+  .data : { *(.data*) . = ALIGN(8); } > RAM
+  .bss (NOLOAD) : { __bss_start = .; *(.bss*) *(COMMON) . = ALIGN(8); __bss_end = .; } > RAM
+  end = .;
+  __stack_top = ORIGIN(RAM) + LENGTH(RAM);
+}
+"""
+
+_HOOK_HEADER = """#ifndef HARNESS_HOOK_H_
+#define HARNESS_HOOK_H_
+void harness_op_hook(int node);
+#define TVMGEN_OP_HOOK(node) harness_op_hook(node)
+#endif
+"""
+
+
+@dataclass
+class Calibration:
+    """What the firmware measured of the timer: ticks of ``2 N`` instructions at two ``N``."""
+
+    points: tuple[tuple[int, int], ...]
+
+    @property
+    def instructions_per_tick(self) -> float:
+        (n1, t1), (n2, t2) = self.points
+        return 2 * (n2 - n1) / (t2 - t1)
+
+    @property
+    def overhead_instructions(self) -> float:
+        """Instructions the timing itself adds to a measurement (the intercept)."""
+        n1, t1 = self.points[0]
+        return t1 * self.instructions_per_tick - 2 * n1
+
+    def instructions(self, ticks: int) -> float:
+        return ticks * self.instructions_per_tick - self.overhead_instructions
+
+    def line(self) -> str:
+        pts = ", ".join(f"{2 * n} instructions in {t} ticks" for n, t in self.points)
+        return (f"calibration: subs/bne loop: {pts} -> {self.instructions_per_tick:.3f} "
+                f"instructions per tick (SysTick at 25 MHz, -icount shift=0), timing overhead "
+                f"{self.overhead_instructions:.0f} instructions")
+
+
+@dataclass
+class Firmware:
+    """A built firmware and its sizes."""
+
+    elf: Path
+    gen: Generated
+    #: Bytes of the emitted module alone by section kind (``text``, ``rodata``, ``data``, ``bss``).
+    model_sections: dict[str, int]
+    profile: bool = False
+
+
+@dataclass
+class Result:
+    """One inference on QEMU."""
+
+    outputs: list[np.ndarray]
+    ticks: int
+    calibration: Calibration
+    #: Instructions per operator (node index -> instructions) of a profile build.
+    per_op: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def instructions(self) -> float:
+        return self.calibration.instructions(self.ticks)
+
+
+def tools_missing() -> list[str]:
+    """The tools this harness needs that are not on PATH."""
+    return [t for t in (CC, SIZE, QEMU) if shutil.which(t) is None]
+
+
+def compiler_version() -> str:
+    proc = subprocess.run([CC, "--version"], capture_output=True, text=True)
+    return proc.stdout.splitlines()[0] if proc.returncode == 0 else "unknown"
+
+
+def _c_bytes(name: str, data: bytes) -> str:
+    body = ", ".join(str(b) for b in data) or "0"
+    return (f"static const uint8_t {name}[{max(len(data), 1)}] __attribute__((aligned(16))) = "
+            f"{{{body}}};")
+
+
+def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> str:
+    """The firmware ``main``: calibration, one timed inference, the outputs in hex."""
+    n = gen.name
+    nodes = [k.op.index for k in gen.kernels if not k.alias]
+    lines = ["#include <stdint.h>", "#include <string.h>",
+             "#include <tvm/runtime/c_backend_api.h>", f'#include "tvmgen_{n}.h"', "",
+             "void hx_puts(const char* s);", "",
+             f"static uint8_t g_workspace[{gen.workspace_size_bytes + WORKSPACE_SLACK_BYTES}] "
+             "__attribute__((aligned(16)));"]
+    for k, (t, x) in enumerate(zip(gen.inputs, inputs, strict=True)):
+        data = np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
+        if len(data) != t.size_bytes:
+            raise EmitError(f"input {k} has {len(data)} bytes, the model takes {t.size_bytes}")
+        lines.append(_c_bytes(f"g_in_init{k}", data))
+        lines.append(f"static uint8_t g_in{k}[{max(t.size_bytes, 1)}] "
+                     "__attribute__((aligned(16)));")
+    for k, t in enumerate(gen.outputs):
+        lines.append(f"static uint8_t g_out{k}[{max(t.size_bytes, 1)}] "
+                     "__attribute__((aligned(16)));")
+    lines += [
+        "",
+        "#define SYST_CSR (*(volatile uint32_t*)0xE000E010u)",
+        "#define SYST_RVR (*(volatile uint32_t*)0xE000E014u)",
+        "#define SYST_CVR (*(volatile uint32_t*)0xE000E018u)",
+        "static inline uint32_t now(void) { return SYST_CVR; }",
+        "static inline uint32_t since(uint32_t t0) { return (t0 - SYST_CVR) & 0xFFFFFFu; }",
+        "",
+        "static void put_u32(const char* label, uint32_t v) {",
+        "  char buf[48];",
+        "  char digits[11];",
+        "  int n = 0, i = 0;",
+        "  do { digits[n++] = (char)('0' + v % 10u); v /= 10u; } while (v != 0u);",
+        "  while (*label) buf[i++] = *label++;",
+        "  while (n > 0) buf[i++] = digits[--n];",
+        "  buf[i++] = '\\n';",
+        "  buf[i] = 0;",
+        "  hx_puts(buf);",
+        "}",
+        "",
+        "static void put_hex(const char* label, const uint8_t* p, uint32_t len) {",
+        "  static const char hex[] = \"0123456789abcdef\";",
+        "  char buf[72];",
+        "  uint32_t i = 0;",
+        "  int j = 0;",
+        "  while (*label) buf[j++] = *label++;",
+        "  for (i = 0; i < len; ++i) {",
+        "    buf[j++] = hex[p[i] >> 4];",
+        "    buf[j++] = hex[p[i] & 15u];",
+        "    if (j >= 64) { buf[j] = 0; hx_puts(buf); j = 0; }",
+        "  }",
+        "  buf[j++] = '\\n';",
+        "  buf[j] = 0;",
+        "  hx_puts(buf);",
+        "}",
+        "",
+        "__attribute__((noinline)) static void loop(uint32_t left) {",
+        "  if (left != 0u) {",
+        "    __asm__ volatile(\"1: subs %0, %0, #1\\n\\tbne 1b\" : \"+r\"(left) : : \"cc\");",
+        "  }",
+        "}",
+        "",
+    ]
+    if profile:
+        lines += [
+            f"static uint32_t g_hook_t[{len(nodes) + 2}];",
+            f"static int32_t g_hook_node[{len(nodes) + 2}];",
+            "static int g_hooks;",
+            "void harness_op_hook(int node);",
+            "void harness_op_hook(int node) {",
+            f"  if (g_hooks < {len(nodes) + 2}) {{",
+            "    g_hook_t[g_hooks] = SYST_CVR;",
+            "    g_hook_node[g_hooks] = node;",
+            "    ++g_hooks;",
+            "  }",
+            "}",
+            "",
+        ]
+    lines += [
+        "int main(void) {",
+        "  uint32_t t0, ticks;",
+        "  SYST_RVR = 0xFFFFFFu;",
+        "  SYST_CVR = 0u;",
+        "  SYST_CSR = 5u; /* enable, processor clock, no interrupt */",
+    ]
+    for n_iter in CALIBRATION_N:
+        lines += [f"  t0 = now(); loop({n_iter}u); ticks = since(t0);",
+                  f'  put_u32("cal {n_iter} ", ticks);']
+    lines += ["  if (TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)) != 0) return 2;"]
+    for k, t in enumerate(gen.inputs):
+        lines.append(f"  memcpy(g_in{k}, g_in_init{k}, {t.size_bytes});")
+    lines.append(f"  struct tvmgen_{n}_inputs in = {{" +
+                 ", ".join(f"g_in{k}" for k in range(len(gen.inputs))) + "};")
+    lines.append(f"  struct tvmgen_{n}_outputs out = {{" +
+                 ", ".join(f"g_out{k}" for k in range(len(gen.outputs))) + "};")
+    if profile:
+        lines.append("  g_hooks = 0;")
+    lines += [
+        "  t0 = now();",
+        f"  if (tvmgen_{n}_run(&in, &out) != 0) return 4;",
+        "  ticks = since(t0);",
+        '  put_u32("ticks ", ticks);',
+    ]
+    if profile:
+        lines += [
+            "  {",
+            "    int h;",
+            "    for (h = 0; h + 1 < g_hooks; ++h) {",
+            '      put_u32("node ", (uint32_t)g_hook_node[h]);',
+            '      put_u32("optick ", (g_hook_t[h] - g_hook_t[h + 1]) & 0xFFFFFFu);',
+            "    }",
+            "  }",
+        ]
+    for k, t in enumerate(gen.outputs):
+        lines.append(f'  put_hex("out{k} ", g_out{k}, {t.size_bytes});')
+    lines += ['  hx_puts("done\\n");', "  return 0;", "}", ""]
+    return "\n".join(lines)
+
+
+def _run(cmd: list[str], what: str) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EmitError(f"{what} failed:\n{' '.join(cmd)}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def section_sizes(obj: Path) -> dict[str, int]:
+    """Bytes of an object file by section kind, from ``arm-none-eabi-size -A``."""
+    out = _run([SIZE, "-A", str(obj)], "reading section sizes")
+    sizes = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
+    for line in out.splitlines():
+        m = re.match(r"^\.(text|rodata|data|bss)\S*\s+(\d+)", line)
+        if m:
+            sizes[m.group(1)] += int(m.group(2))
+    return sizes
+
+
+def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
+          profile: bool = False, cflags: Sequence[str] = CFLAGS) -> Firmware:
+    """Write and compile the firmware for one inference of ``gen`` on ``inputs``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / f"tvmgen_{gen.name}.h").write_text(gen.header)
+    lib = workdir / f"{gen.name}_lib0.c"
+    lib.write_text(gen.source)
+    (workdir / "startup.c").write_text(_STARTUP)
+    (workdir / "main.c").write_text(main_source(gen, inputs, profile))
+    (workdir / "link.ld").write_text(_LINKER)
+    base = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", *cflags, "-ffunction-sections",
+            "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
+    hook: list[str] = []
+    if profile:
+        (workdir / "harness_hook.h").write_text(_HOOK_HEADER)
+        hook = ["-include", str(workdir / "harness_hook.h")]
+    obj = workdir / f"{gen.name}_lib0.o"
+    _run([*base, *hook, "-c", str(lib), "-o", str(obj)], "compiling the emitted C for Cortex-M")
+    sections = section_sizes(obj)
+    elf = workdir / f"{gen.name}.elf"
+    _run([*base, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
+          f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", str(obj), str(workdir / "startup.c"),
+          str(workdir / "main.c"), *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)],
+         "linking the Cortex-M firmware")
+    return Firmware(elf, gen, sections, profile)
+
+
+def run(fw: Firmware, timeout: float = 300.0) -> Result:
+    """Run the firmware once on QEMU ``mps2-an386`` with ``-icount shift=0``."""
+    cmd = [QEMU, "-M", MACHINE, "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
+           "-serial", "none", "-icount", "shift=0", "-semihosting-config",
+           "enable=on,target=native", "-kernel", str(fw.elf)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise EmitError(f"QEMU did not finish within {timeout:.0f} s: {' '.join(cmd)}") from exc
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0 or "done" not in text:
+        raise EmitError(f"the firmware failed (QEMU exit {proc.returncode}):\n{text[-2000:]}"
+                        f"\n{proc.stderr[-2000:]}")
+    cal = tuple((int(m.group(1)), int(m.group(2)))
+                for m in re.finditer(r"^cal (\d+) (\d+)$", text, re.M))
+    calibration = Calibration(cal)
+    ticks = int(re.search(r"^ticks (\d+)$", text, re.M).group(1))
+    outs = []
+    for k, t in enumerate(fw.gen.outputs):
+        m = re.search(rf"^out{k} ([0-9a-f]*)$", text, re.M)
+        if m is None:
+            raise EmitError(f"output {k} missing from the firmware's report")
+        raw = bytes.fromhex(m.group(1))
+        if len(raw) != t.size_bytes:
+            raise EmitError(f"output {k}: {len(raw)} bytes reported, {t.size_bytes} expected")
+        outs.append(np.frombuffer(raw, dtype=NUMPY_DTYPES[t.dtype]).reshape(t.shape))
+    per_op: dict[int, float] = {}
+    ipt = calibration.instructions_per_tick
+    for m in re.finditer(r"^node (\d+)\noptick (\d+)$", text, re.M):
+        per_op[int(m.group(1))] = int(m.group(2)) * ipt
+    return Result(outs, ticks, calibration, per_op)

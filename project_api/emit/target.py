@@ -1,0 +1,81 @@
+"""Kernel targets of the emitter: which C each operator gets.
+
+``generic`` is the portable reference path (plain C99, any compiler). ``cortex-m4``,
+``cortex-m7`` and ``cortex-m33`` get the DSP-extension kernels: weights re-laid out offline for
+the SIMD loops, ACLE intrinsics (``__smlad``, ``__sxtb16``, ``__ssat``, ...) from the compiler's
+own ``<arm_acle.h>``, and a portable C definition of each intrinsic (``kernels/arm_dsp.h.j2``)
+when the C is compiled for a CPU without the extension, so the same source runs bit-exact on the
+host. ``cortex-m0`` (and M0+, M3, M23, M33 without DSP) has no DSP extension and gets ``generic``.
+
+A target is named directly (``cortex-m4``) or read from a TVM target string or compiler flags
+(``c -keys=arm_cpu -mcpu=cortex-m4``, ``-mcpu=cortex-m33+nodsp``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import EmitError
+
+#: Names ``emit --target`` accepts.
+TARGET_NAMES = ("generic", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33")
+
+#: CPUs with the DSP extension (by default) and the kernel target they use.
+_DSP_CPUS = {"cortex-m4": "cortex-m4", "cortex-m7": "cortex-m7", "cortex-m33": "cortex-m33",
+             "cortex-m35p": "cortex-m33", "cortex-m55": "cortex-m33", "cortex-m85": "cortex-m33"}
+#: Arm CPUs without it: the portable kernels.
+_PLAIN_CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m0+", "cortex-m1", "cortex-m3",
+               "cortex-m23")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A kernel target: its name and whether it gets the DSP-extension kernels."""
+
+    name: str
+    dsp: bool
+    #: The ``-mcpu`` it was read from (None for ``generic``).
+    mcpu: str | None = None
+
+    def metadata_target(self) -> str:
+        """The TVM-style target string recorded in ``metadata.json``."""
+        return "c" if self.mcpu is None else f"c -keys=arm_cpu,cpu -mcpu={self.mcpu}"
+
+
+GENERIC = Target("generic", False)
+
+
+def from_mcpu(mcpu: str) -> Target:
+    """The kernel target of a ``-mcpu`` value (``cortex-m4``, ``cortex-m33+nodsp``, ...)."""
+    cpu = mcpu.strip().lower()
+    base, *features = cpu.split("+")
+    if base in _DSP_CPUS:
+        if "nodsp" in features:
+            return Target("cortex-m0", False, cpu)
+        return Target(_DSP_CPUS[base], True, cpu)
+    if base in _PLAIN_CPUS:
+        return Target("cortex-m0", False, cpu)
+    raise EmitError(f"-mcpu={mcpu}: no kernel target for this CPU (known: "
+                    f"{', '.join(sorted([*_DSP_CPUS, *_PLAIN_CPUS]))}); use --target generic")
+
+
+def resolve(spec: str | Target | None) -> Target:
+    """A :class:`Target` from a name (``cortex-m4``), a TVM target string or ``-mcpu=`` flags.
+
+    ``None`` and ``"generic"`` are the portable path.
+    """
+    if isinstance(spec, Target):
+        return spec
+    if spec is None:
+        return GENERIC
+    text = spec.strip()
+    if text.lower() in ("generic", "c", ""):
+        return GENERIC
+    m = re.search(r"-mcpu=([\w.+-]+)", text)
+    if m:
+        return from_mcpu(m.group(1))
+    if text.lower() in TARGET_NAMES:
+        return from_mcpu(text)
+    raise EmitError(f"unknown target {spec!r}: use one of {', '.join(TARGET_NAMES)} or a "
+                    "target string with -mcpu=")
