@@ -110,6 +110,7 @@ class Subcommand:
             parse_option_assignments,
             resolve_template,
         )
+        from project_api.template.targets import board_cpu
 
         a = self.args
         keep = a.out is not None
@@ -120,16 +121,19 @@ class Subcommand:
                     raise ProjectError(f"{work} already exists; pass --force to replace it")
                 shutil.rmtree(work)
             work.mkdir(parents=True, exist_ok=True)
-            mlf_path = model
-            if model.suffix == ".tflite":
-                mlf_path = work / "model.tar"
-                self.progress(f"emitting {model} -> {mlf_path}")
-                _emit(model, mlf_path)
-            if getattr(a, "input_specs", None):
-                mlf_path = model_with_specs(mlf_path, a.input_specs, work)
             template = resolve_template(a.template)
             with TemplateProject.from_directory(template) as tpl:
                 options = parse_option_assignments(a.options, tpl.project_options)
+                board = options.get("board", _default_of(tpl.project_options, "board"))
+            mlf_path = model
+            if model.suffix == ".tflite":
+                mlf_path = work / "model.tar"
+                cpu = board_cpu(template, board)
+                self.progress(f"emitting {model} -> {mlf_path}"
+                              + (f" (kernels for {board}'s {cpu})" if cpu else ""))
+                _emit(model, mlf_path, cpu)
+            if getattr(a, "input_specs", None):
+                mlf_path = model_with_specs(mlf_path, a.input_specs, work)
             project_dir = work / "project"
             self.progress(f"generating {project_dir} from template {a.template}")
             with generate_project(template, mlf_path, project_dir, options,
@@ -153,17 +157,24 @@ def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Pat
     return write_mlf_with_specs(model, specs, Path(workdir) / "model-with-input-specs.tar")
 
 
-def _emit(tflite_path: Path, out_tar: Path) -> None:
+def _default_of(project_options: Iterable[Mapping[str, Any]], name: str) -> Any:
+    """The default a server declares for option ``name`` (None if it has no such option)."""
+    return next((o.get("default") for o in project_options if o.get("name") == name), None)
+
+
+def _emit(tflite_path: Path, out_tar: Path, cpu: str | None = None) -> None:
+    """Emit ``tflite_path`` with the kernels of ``cpu`` (a board's; None: portable C)."""
     from project_api.errors import ProjectError
 
     try:
         from project_api.emit import emit
+        from project_api.emit.target import for_cpu
     except ImportError as exc:
         raise ProjectError(
             f"the TFLite emitter is not available ({exc}); emit the model with a project-api "
             "that has it, or pass an MLF .tar"
         ) from None
-    emit(str(tflite_path), str(out_tar), name="default")
+    emit(str(tflite_path), str(out_tar), name="default", target=for_cpu(cpu))
 
 
 def format_options(options: Iterable[Mapping[str, Any]], indent: str = "  ") -> str:

@@ -79,3 +79,14 @@ def resolve(spec: str | Target | None) -> Target:
         return from_mcpu(text)
     raise EmitError(f"unknown target {spec!r}: use one of {', '.join(TARGET_NAMES)} or a "
                     "target string with -mcpu=")
+
+
+def for_cpu(cpu: str | None) -> Target:
+    """The kernel target for a board's CPU (its ``boards.yaml`` ``cpu``): an Arm Cortex-M gets
+    its kernels; anything else (``x86``, the host, unknown) the portable path."""
+    if not cpu:
+        return GENERIC
+    try:
+        return from_mcpu(cpu)
+    except EmitError:
+        return GENERIC

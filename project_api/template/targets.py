@@ -22,14 +22,41 @@ _TITLES = {"cortex-m": "Arm Cortex-M", "cortex-a": "Arm Cortex-A", "cortex-r": "
 #: Headers that exist only in Arm toolchains or CMSIS: C that includes them builds only for Arm.
 _ARM_ONLY_HEADER = re.compile(
     r"^\s*#\s*include\s*[<\"]((?:arm_acle|arm_math|arm_nnsupportfunctions|arm_nnfunctions|"
-    r"cmsis_compiler|cmsis_gcc)\.h)[>\"]", re.M)
+    r"cmsis_compiler|cmsis_gcc)\.h)[>\"]")
+_CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
+#: A condition naming one of these holds only when an Arm compiler builds the file.
+_ARM_MACRO = re.compile(r"__ARM_|__arm__|__thumb__|__aarch64__")
+
+
+def unconditional_arm_header(text: str) -> str | None:
+    """The first Arm-only header ``text`` includes outside any ``#if`` on an Arm macro (portable
+    C may include ``<arm_acle.h>`` under ``#if defined(__ARM_FEATURE_DSP)`` and still build
+    anywhere; TVM's Cortex-M code includes it unconditionally)."""
+    guards: list[bool] = []  # per open #if: does its branch depend on an Arm macro?
+    for line in text.splitlines():
+        cond = _CONDITIONAL.match(line)
+        if cond:
+            word, rest = cond.groups()
+            if word in ("if", "ifdef", "ifndef"):
+                guards.append(bool(_ARM_MACRO.search(rest)))
+            elif word == "endif":
+                if guards:
+                    guards.pop()
+            elif guards:  # elif/else: still a branch of an Arm test, or of this elif's own
+                guards[-1] = guards[-1] or bool(_ARM_MACRO.search(rest))
+            continue
+        include = _ARM_ONLY_HEADER.match(line)
+        if include and not any(guards):
+            return include.group(1)
+    return None
 
 
 def arch_requirement(mod: Any) -> tuple[str, str] | None:
     """``(family, evidence)`` when a module's C builds only for one CPU family, else None.
 
     Portable C builds anywhere, whatever ``-mcpu`` it was generated for; C that includes an
-    Arm-only header (``<arm_acle.h>``, CMSIS) needs an Arm compiler. The family is the one the
+    Arm-only header (``<arm_acle.h>``, CMSIS) outside an ``#if`` on an Arm macro needs an Arm
+    compiler. The family is the one the
     archive names (:attr:`ModuleInfo.target_family`), else ``arm``.
     """
     for path in getattr(mod, "sources", []):
@@ -37,12 +64,12 @@ def arch_requirement(mod: Any) -> tuple[str, str] | None:
             text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        m = _ARM_ONLY_HEADER.search(text)
-        if m:
+        header = unconditional_arm_header(text)
+        if header:
             family = getattr(mod, "target_family", None) or "arm"
             if not family_of(family).startswith(("cortex", "arm")):
                 family = "arm"
-            evidence = f"{Path(path).name} includes <{m.group(1)}>"
+            evidence = f"{Path(path).name} includes <{header}>"
             named = getattr(mod, "target_evidence", None)
             if named and named != evidence:
                 evidence = f"{named}; {evidence}"
@@ -89,3 +116,18 @@ def templates_building_for(family: str, templates_root: Path | None = None) -> l
         if builds(family, {family_of(str(c)) for c in cpus}):
             found.append(boards.parent.name)
     return found
+
+
+def board_cpu(template_dir: Path, board: str | None) -> str | None:
+    """The ``cpu`` of ``board`` in the template's ``boards.yaml`` (None: no such file or board)."""
+    import yaml
+
+    path = Path(template_dir) / "boards.yaml"
+    if board is None or not path.is_file():
+        return None
+    try:
+        entry = (yaml.safe_load(path.read_text()) or {}).get("boards", {}).get(board)
+    except yaml.YAMLError as exc:
+        _LOG.debug("%s: %s", path, exc)
+        return None
+    return str(entry["cpu"]) if isinstance(entry, dict) and entry.get("cpu") else None
