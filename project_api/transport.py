@@ -496,6 +496,7 @@ class SerialTransport(Transport):
         self._timeouts = timeouts if timeouts is not None else debug_transport_timeouts()
         self._serial_kwargs = serial_kwargs
         self._ser: Any = None
+        self._unsupported: set[str] = set()
 
     def timeouts(self) -> TransportTimeouts:
         return self._timeouts
@@ -516,8 +517,13 @@ class SerialTransport(Transport):
             ser.close()
 
     def _set(self, attr: str, value: float | None) -> None:
-        if getattr(self._ser, attr) != value:
+        if attr in self._unsupported or getattr(self._ser, attr) == value:
+            return
+        try:
             setattr(self._ser, attr, value)
+        except NotImplementedError:  # rfc2217:// has no write_timeout: its writes go to a socket
+            _LOG.debug("%s: %s is not supported; writes wait as the socket does", self.port, attr)
+            self._unsupported.add(attr)
 
     def read(self, n: int, timeout_sec: float | None) -> bytes:
         import serial
