@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,9 @@ class Farm:
 
     def __init__(self, root: Path, elf: Path, boards: int = 3, prefix: str = "farm",
                  rfc2217: bool = True, labgrid: bool = True) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        Path(root).mkdir(parents=True, exist_ok=True)
+        # A fresh folder: the coordinator keeps its places in places.yaml in its working folder.
+        self.root = Path(tempfile.mkdtemp(prefix="farm-", dir=root))
         self.elf = Path(elf)
         self.prefix = prefix
         self.qemus: list[DeviceProcess | None] = []
@@ -91,7 +93,7 @@ class Farm:
             ["qemu-system-arm", "-M", "netduinoplus2", "-nographic", "-monitor", "none",
              "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
              "-kernel", str(self.elf), "-serial",
-             "pty" if pty else f"tcp:127.0.0.1:{port},server=on,wait=off"],
+             "pty" if pty else f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on"],
             cwd=self.root, log_path=log)
         self.qemus.append(qemu)
         self.ports.append(port)
