@@ -253,7 +253,7 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], want_h
             run.status = "ok"
     except (ProjectAPIError, OSError, ValidationError) as err:
         run.status = "failed"
-        run.error = str(err).splitlines()[0] if str(err) else type(err).__name__
+        run.error = _describe(err)
         _LOG.info("place %s failed: %s", run.name, run.error)
     finally:
         if started is not None and run.seconds == 0.0:
@@ -263,3 +263,11 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], want_h
                 retried[0] += current[1] - current[0]
                 work.put(current)
                 in_flight[0] -= 1
+
+
+def _describe(err: BaseException) -> str:
+    """One line for a place's failure: the error's first line and the reason it carries."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    data = getattr(err, "data", None)
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return f"{text}: {reason}" if reason else text

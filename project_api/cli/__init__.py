@@ -49,6 +49,7 @@ VERB_MODULES = [
     "run",  # host-template helper
     "emit",  # emitter helper
     "validate",  # many samples on the device vs a reference
+    "devices",  # serial ports, debug probes, labgrid places
 ]
 
 _LOG = logging.getLogger("project_api.cli")
