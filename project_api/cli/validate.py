@@ -148,8 +148,11 @@ examples:
         if a.project_dir and a.template:
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:
-            if a.out or a.options:
-                raise UsageError("--out and -o go with --template/--model")
+            if a.out:
+                raise UsageError("--out goes with --template/--model")
+            if a.places and a.options:
+                raise UsageError("-o does not go with --places: each place gets its own "
+                                 "labgrid_place")
             if model is not None and not is_tflite:
                 raise UsageError("with a project DIR, --model is the .tflite to compare with")
             thresholds = self._thresholds(is_tflite)
@@ -158,6 +161,11 @@ examples:
             from project_api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
+                if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
+                    from project_api.project import parse_option_assignments
+
+                    project.options = {**project.options, **parse_option_assignments(
+                        a.options, project.project_options, project.where)}
                 return self._validate(project, model if is_tflite else None, thresholds)
         if a.places:
             raise UsageError("--places needs a built project DIR")
