@@ -28,6 +28,23 @@ from project_api.template.transport import DeviceProcess
 BIN = Path(sys.executable).parent
 
 
+def ser2net_path() -> str | None:
+    """ser2net's path (Debian puts it in /usr/sbin, which a user's PATH may lack)."""
+    return shutil.which("ser2net") or ("/usr/sbin/ser2net" if Path("/usr/sbin/ser2net").is_file()
+                                       else None)
+
+
+def require_farm_tools() -> None:
+    """ser2net and labgrid's programs; skipped (or, under CI=true, failed) when missing."""
+    from conftest import missing
+
+    if ser2net_path() is None:
+        missing("'ser2net' is not installed; run 'make setup' (apt-get install ser2net)")
+    for tool in ("labgrid-coordinator", "labgrid-exporter", "labgrid-client"):
+        if not (BIN / tool).is_file():
+            missing(f"'{tool}' is not installed; run 'make setup' (pip install labgrid)")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -121,8 +138,7 @@ class Farm:
     # --- ser2net: an RFC 2217 accepter in front of board 0's pty -------------------------------
 
     def _start_ser2net(self) -> None:
-        ser2net = shutil.which("ser2net") or ("/usr/sbin/ser2net"
-                                              if Path("/usr/sbin/ser2net").is_file() else None)
+        ser2net = ser2net_path()
         if ser2net is None:
             raise RuntimeError("ser2net is not installed; apt-get install ser2net")
         self.rfc2217_port = free_port()

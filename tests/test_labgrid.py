@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
-from farm_support import BIN, Farm, labgrid_client
+from farm_support import Farm, labgrid_client, require_farm_tools
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     stm32_tools_and_no_qemu_left,
@@ -44,9 +43,7 @@ def keeper_pids(coordinator: str) -> set[int]:
 
 @pytest.fixture(scope="module")
 def lab(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    require_tool("ser2net")
-    for tool in ("labgrid-coordinator", "labgrid-exporter", "labgrid-client"):
-        assert (BIN / tool).is_file(), f"{tool} is missing: pip install labgrid (scripts/setup.sh)"
+    require_farm_tools()
     root = tmp_path_factory.mktemp("labgrid")
     tflite = models_dir / "hello_world_int8.tflite"
     mlf = emit(tflite, root / "hello.tar", name="default")

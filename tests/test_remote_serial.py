@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
-from farm_support import Farm
+from farm_support import Farm, require_farm_tools
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     qemu_pids,
@@ -149,7 +148,7 @@ def test_network_uart_transport_opens_on_first_use() -> None:
 
 @pytest.fixture(scope="module")
 def board(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
-    require_tool("ser2net")
+    require_farm_tools()
     root = tmp_path_factory.mktemp("remote_serial")
     tflite = models_dir / "hello_world_int8.tflite"
     mlf = emit(tflite, root / "hello.tar", name="default")
