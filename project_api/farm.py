@@ -77,6 +77,7 @@ class PlaceRun:
     seconds: float = 0.0  #: wall time from its session's start to its last chunk
     error: str | None = None
     build_hash: str | None = None
+    started_at: float | None = None  #: time.monotonic() when its session was open and checked
 
     @property
     def samples_per_second(self) -> float:
@@ -94,8 +95,9 @@ class ShardedReport:
 
     validation: ValidationReport
     places: list[PlaceRun]
-    seconds: float  #: wall time of the sharded stream, from the first session start to the end
+    seconds: float  #: the sharded stream: from the first place's first sample to the last's end
     retried_samples: int = 0  #: samples that a failed place left and the others ran again
+    wall_seconds: float = 0.0  #: all of it: servers, acquiring the places, sessions, stream
 
     @property
     def samples_per_second(self) -> float:
@@ -109,6 +111,7 @@ class ShardedReport:
         data = self.validation.to_json()
         data.update({"places": [p.to_json() for p in self.places], "stream_seconds": self.seconds,
                      "samples_per_second": self.samples_per_second,
+                     "wall_seconds": self.wall_seconds,
                      "retried_samples": self.retried_samples})
         return data
 
@@ -186,7 +189,11 @@ def validate_on_places(
         t.start()
     for t in threads:
         t.join()
-    seconds = time.monotonic() - began
+    ended = time.monotonic()
+    streamed = [r for r in runs if r.started_at is not None and r.samples]
+    seconds = (max(r.started_at + r.seconds for r in streamed)  # type: ignore[operator]
+               - min(r.started_at for r in streamed)  # type: ignore[type-var]
+               if streamed else ended - began)
     missing = int(np.count_nonzero(done == 0))
     twice = int(np.count_nonzero(done > 1))
     if twice:  # cannot happen: a chunk is stored once, under the lock
@@ -204,7 +211,7 @@ def validate_on_places(
         if r.status == "failed":
             _LOG.warning("place %s failed mid-run: %s; its samples ran on the others",
                          r.name, r.error)
-    return ShardedReport(validation, all_runs, seconds, retried[0])
+    return ShardedReport(validation, all_runs, seconds, retried[0], ended - began)
 
 
 def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], want_hash: str,
@@ -227,6 +234,7 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], want_h
                              f"project's is {want_hash}; flash the project onto it")
                 return
             model = session.model(plan.info.name)
+            started = run.started_at = time.monotonic()
             while True:
                 try:
                     current = work.get(timeout=0.05)

@@ -312,7 +312,8 @@ def _places_table(sharded: Any) -> str:
     report = sharded.validation
     lines = [f"model {report.module!r}: {report.samples} samples over "
              f"{sum(p.status in ('ok', 'failed') for p in sharded.places)} places, "
-             f"{sharded.samples_per_second:.1f} samples/s in total"]
+             f"{sharded.samples_per_second:.1f} samples/s in total ({sharded.wall_seconds:.1f} s "
+             "with acquiring the places and opening the sessions)"]
     rows = [("place", "status", "samples", "samples/s", "")]
     for p in sharded.places:
         rows.append((p.name, p.status, str(p.samples), f"{p.samples_per_second:.1f}",
