@@ -173,16 +173,22 @@ time.sleep(600)
 """
 
 
-def test_place_released_after_the_client_is_killed(lab: dict) -> None:
+@pytest.mark.parametrize("how", ["SIGKILL to the client", "Ctrl-C (SIGINT to its group)"])
+def test_place_released_after_the_client_is_killed(lab: dict, how: str) -> None:
+    """The client dies without closing anything (SIGKILL), or the terminal's Ctrl-C reaches
+    the client, its server and the place keeper at once: the place is released either way."""
     farm = lab["farm"]
     proc = subprocess.Popen([sys.executable, "-c", CLIENT, str(lab["prj"]), farm.coordinator],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
         holder = farm.holder("farm-2")
         assert holder is not None
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        if how.startswith("SIGKILL"):
+            proc.send_signal(signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
         _wait_holder(farm, "farm-2", None)
         deadline = time.monotonic() + 10
         while keeper_pids(farm.coordinator) and time.monotonic() < deadline:

@@ -196,3 +196,22 @@ def test_cli_run_over_serial_url(board: tuple, tmp_path: Path) -> None:
     (want,) = tflm_outputs(tflite.read_bytes(), [x[None]])
     got = np.load(tmp_path / "y.npz")
     assert np.array_equal(got[got.files[0]].reshape(want[0].shape), want[0])
+
+
+def test_host_firmware_reports_its_build_hash(models_dir: Path, tmp_path: Path) -> None:
+    """The shared glue compiles the project's build hash into every firmware (here the host
+    template's); generating again alike gives the same hash, other options another."""
+    from project_api.farm import device_build_hash
+    from project_api.project import generate_project
+    from project_api.template import glue
+
+    mlf = emit(models_dir / "hello_world_int8.tflite", tmp_path / "hello.tar", name="default")
+    with generate_project("host", mlf.path, tmp_path / "prj", {"project_type": "host_driven"},
+                          build=True) as project, project.session() as session:
+        assert device_build_hash(session) == glue.read_build_hash(tmp_path / "prj")
+    generate_project("host", mlf.path, tmp_path / "again",
+                     {"project_type": "host_driven"}).close()
+    generate_project("host", mlf.path, tmp_path / "other",
+                     {"project_type": "host_driven", "workspace_size_bytes": 1 << 17}).close()
+    hashes = [glue.read_build_hash(tmp_path / d) for d in ("prj", "again", "other")]
+    assert hashes[0] == hashes[1] != hashes[2] and all(hashes)
