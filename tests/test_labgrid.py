@@ -162,6 +162,16 @@ def test_acquisition_conflict_names_the_holder_and_wait_gets_it(lab: dict) -> No
             labgrid_client(farm.coordinator, "-p", "farm-1", "release", env=HOLDER)
 
 
+def test_unknown_place_lists_the_places(lab: dict) -> None:
+    farm = lab["farm"]
+    with GeneratedProject.from_directory(lab["prj"], {
+            "labgrid_place": "nope", "labgrid_coordinator": farm.coordinator}) as project:
+        with pytest.raises(ServerError, match=r"labgrid place nope on 127.0.0.1:\d+: no such "
+                                              r"place \(places: farm-0, farm-1, farm-2\)"):
+            project.session().open()
+    assert not keeper_pids(farm.coordinator)
+
+
 CLIENT = """
 import sys, time
 from project_api.project import GeneratedProject

@@ -244,7 +244,10 @@ def open_link(values: Mapping[str, Any], baudrate: int = 115200) -> RemoteLink |
         keeper = acquire_place(place, coordinator_address(values),
                                float(values.get("labgrid_wait") or 0))
         url = keeper.url
-        baudrate = int(keeper.resource.get("speed") or baudrate)
+        speed = keeper.resource.get("speed")
+        if speed and int(speed) != baudrate:  # the firmware's rate is what the UART runs at
+            _LOG.warning("labgrid place %s exports its serial port at %s baud; the firmware "
+                         "runs at %d (-o baud_rate), which is used", place, speed, baudrate)
     _LOG.info("board at %s %s", url, NETWORK_LINK)
     endpoint = SerialEndpoint(str(url), baudrate)
     parts: list[Any] = [endpoint] + ([keeper] if keeper else [])
