@@ -41,7 +41,7 @@ def network_note(transport: Any) -> str:
     errors, since a network link adds latency."""
     endpoint = getattr(transport, "endpoint", None)
     port = endpoint.get("port") if isinstance(endpoint, dict) else getattr(transport, "port", None)
-    if isinstance(port, str) and "://" in port and not port.startswith("loop://"):
+    if isinstance(port, str) and any(scheme in port for scheme in ("rfc2217://", "socket://")):
         return (f" (over a network link (serial_url/labgrid) to {port}: its latency counts "
                 "against the limit)")
     return ""
