@@ -149,7 +149,9 @@ class Farm:
             f"  accepter: telnet(rfc2217),tcp,127.0.0.1,{self.rfc2217_port}\n"
             f"  connector: serialdev,{self.pty},115200n81,local\n"
             "  options:\n"
-            "    kickolduser: true\n")
+            "    kickolduser: true\n"
+            # Forward at once: waiting for more characters only adds latency to RPC replies.
+            "    chardelay: false\n")
         proc = DeviceProcess([ser2net, "-n", "-c", str(config), "-P",
                               str(self.root / "ser2net.pid")], cwd=self.root,
                              stdout=open(self.root / "ser2net.log", "wb"),
