@@ -75,7 +75,7 @@ class Farm:
     """``boards`` QEMU boards running ``elf``; board i is place ``<prefix>-i``."""
 
     def __init__(self, root: Path, elf: Path, boards: int = 3, prefix: str = "farm",
-                 rfc2217: bool = True, labgrid: bool = True) -> None:
+                 rfc2217: bool = True, labgrid: bool = True, debugger: bool = False) -> None:
         Path(root).mkdir(parents=True, exist_ok=True)
         # A fresh folder: the coordinator keeps its places in places.yaml in its working folder.
         self.root = Path(tempfile.mkdtemp(prefix="farm-", dir=root))
@@ -88,6 +88,9 @@ class Farm:
         self.pty: str | None = None
         self.coordinator: str | None = None
         self.places = [f"{prefix}-{i}" for i in range(boards)]
+        #: With ``debugger``: place ``dbg-0`` holds a NetworkUSBDebugger (an ST-LINK as a
+        #: labgrid exporter publishes it; nothing is plugged in, so only its record exists).
+        self.debugger = debugger
         try:
             for i in range(boards):
                 self._start_board(i, pty=rfc2217 and i == 0)
@@ -181,6 +184,10 @@ class Farm:
             groups[f"board{i}"] = {"NetworkSerialPort": {
                 "host": "127.0.0.1", "port": self.rfc2217_port if rfc else self.ports[i],
                 "speed": 115200, "protocol": "rfc2217" if rfc else "raw"}}
+        if self.debugger:
+            groups["debugger0"] = {"NetworkUSBDebugger": {
+                "host": "127.0.0.1", "busnum": 1, "devnum": 7, "path": "1-1.4",
+                "vendor_id": 0x0483, "model_id": 0x374B}}
         config = self.root / "exporter.yaml"
         config.write_text(yaml.safe_dump(groups))
         exporter = DeviceProcess(
@@ -192,7 +199,8 @@ class Farm:
         deadline = time.monotonic() + 60
         while True:
             out = labgrid_client(self.coordinator, "resources", check=False).stdout
-            if all(f"farm/board{i}/NetworkSerialPort" in out for i in range(len(self.ports))):
+            if all(f"farm/board{i}/NetworkSerialPort" in out for i in range(len(self.ports))) \
+                    and (not self.debugger or "farm/debugger0/NetworkUSBDebugger" in out):
                 break
             if exporter.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the exporter published no resources: {out!r}; log: "
@@ -202,6 +210,10 @@ class Farm:
             labgrid_client(self.coordinator, "-p", place, "create")
             labgrid_client(self.coordinator, "-p", place, "add-match",
                            f"farm/board{i}/NetworkSerialPort")
+        if self.debugger:
+            labgrid_client(self.coordinator, "-p", "dbg-0", "create")
+            labgrid_client(self.coordinator, "-p", "dbg-0", "add-match",
+                           "farm/debugger0/NetworkUSBDebugger")
 
     def holder(self, place: str) -> str | None:
         """Who holds ``place`` ("host/user"), or None, as the coordinator says."""

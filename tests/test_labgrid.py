@@ -48,7 +48,7 @@ def lab(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tflite = models_dir / "hello_world_int8.tflite"
     mlf = emit(tflite, root / "hello.tar", name="default")
     build_project(mlf.path, root / "prj").close()
-    farm = Farm(root / "farm", root / "prj" / "build" / "firmware.elf", boards=3)
+    farm = Farm(root / "farm", root / "prj" / "build" / "firmware.elf", boards=3, debugger=True)
     try:
         yield {"prj": root / "prj", "tflite": tflite, "mlf": mlf, "farm": farm, "root": root}
     finally:
@@ -167,7 +167,7 @@ def test_unknown_place_lists_the_places(lab: dict) -> None:
     with GeneratedProject.from_directory(lab["prj"], {
             "labgrid_place": "nope", "labgrid_coordinator": farm.coordinator}) as project:
         with pytest.raises(ServerError, match=r"labgrid place nope on 127.0.0.1:\d+: no such "
-                                              r"place \(places: farm-0, farm-1, farm-2\)"):
+                                              r"place \(places: dbg-0, farm-0, farm-1, farm-2\)"):
             project.session().open()
     assert not keeper_pids(farm.coordinator)
 
@@ -275,3 +275,56 @@ def test_board_killed_mid_run_its_samples_finish_on_the_others(
     finally:
         farm.close()
         farm.assert_stopped()
+
+
+def test_flash_through_labgrids_openocd_driver_golden_calls(lab: dict, tmp_path: Path) -> None:
+    """``project-api flash prj -o labgrid_place=dbg-0`` on a place that exports an ST-LINK
+    (NetworkUSBDebugger): the place is acquired for real, labgrid's RemotePlace finds the
+    debugger through the coordinator and its OpenOCDDriver is driven; only what would go to
+    the exporter host over SSH (copying the image, running OpenOCD) is replaced. Golden: the
+    OpenOCD command line labgrid runs there. The place is released afterwards."""
+    from unittest import mock
+
+    from test_flash_runners import F429, arm_elf
+
+    from project_api.template import remote
+
+    farm = lab["farm"]
+    image = arm_elf(tmp_path / "build" / "firmware.elf", [(0x08000000, bytes(range(64)))])
+    synced: list[str] = []
+
+    class FakeManagedFile:
+        def __init__(self, local_path: str, resource: object) -> None:
+            self.local_path = local_path
+
+        def sync_to_resource(self) -> None:
+            synced.append(self.local_path)
+
+        def get_remote_path(self) -> str:
+            return f"/var/cache/labgrid/{Path(self.local_path).name}"
+
+    ssh = ["ssh", "-x", "127.0.0.1", "--"]
+    with mock.patch("labgrid.driver.openocddriver.ManagedFile", FakeManagedFile), \
+            mock.patch("labgrid.resource.common.NetworkResource.command_prefix",
+                       new_callable=mock.PropertyMock, return_value=ssh), \
+            mock.patch("labgrid.driver.openocddriver.processwrapper.check_output",
+                       return_value=b"") as run:
+        assert remote.flash_with_labgrid(
+            {"labgrid_place": "dbg-0", "labgrid_coordinator": farm.coordinator}, image, F429)
+    script = image.parent / "labgrid-openocd.cfg"
+    assert script.read_text() == "source [find target/stm32f4x.cfg]\n"
+    assert synced == [str(image), str(script)]  # the image first (load), then the script
+    run.assert_called_once()
+    assert run.call_args.args[0] == ssh + [
+        "openocd", "--command", "'adapter usb location \"1-1.4\"'", "--file",
+        "interface/stlink.cfg", "--file", "/var/cache/labgrid/labgrid-openocd.cfg",
+        "--command", "init", "--command", "'program /var/cache/labgrid/firmware.elf verify "
+        "reset'", "--command", "exit"]
+    assert farm.holder("dbg-0") is None
+    # A place without a debugger, and a pyOCD remote probe given instead.
+    with pytest.raises(ServerError, match="exports no USB debugger"):
+        remote.flash_with_labgrid({"labgrid_place": "farm-1",
+                                   "labgrid_coordinator": farm.coordinator}, image, F429)
+    assert farm.holder("farm-1") is None
+    assert not remote.flash_with_labgrid({"labgrid_place": "farm-1", "probe": "remote:h:5555"},
+                                         image, F429)

@@ -48,6 +48,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from project_api.errors import ServerError
@@ -75,12 +76,13 @@ REMOTE_OPTIONS = [
     option("serial_url", "str", optional=["open_transport"],
            help="pyserial URL of the board's UART (rfc2217://host:port, socket://host:port, "
                 "hwgrep://regex, ...): replaces port discovery; never starts a local QEMU."),
-    option("labgrid_place", "str", optional=["open_transport"],
-           help="labgrid place to acquire; its NetworkSerialPort is the UART (released on close)."),
-    option("labgrid_coordinator", "str", optional=["open_transport"],
+    option("labgrid_place", "str", optional=["open_transport", "flash"],
+           help="labgrid place to acquire; its NetworkSerialPort is the UART (released on close); "
+                "flash: through labgrid's OpenOCD driver on its USB debugger (or -o probe)."),
+    option("labgrid_coordinator", "str", optional=["open_transport", "flash"],
            help="labgrid coordinator HOST:PORT (default: LG_COORDINATOR)."),
     option("labgrid_wait", "int", default=0, minimum=0, maximum=24 * 3600,
-           optional=["open_transport"],
+           optional=["open_transport", "flash"],
            help="seconds to wait for a labgrid place someone else holds (0: fail at once)."),
     option("probe", "str", optional=["flash"],
            help="debug probe: remote:HOST:PORT for a 'pyocd server' on another machine."),
@@ -161,11 +163,15 @@ class PlaceKeeper:
 
     place: str
     coordinator: str
-    resource: dict[str, Any]
+    resource: dict[str, Any] | None  #: its NetworkSerialPort's parameters, if it has one
     proc: subprocess.Popen | None = field(repr=False, default=None)
 
     @property
     def url(self) -> str:
+        if self.resource is None:
+            raise ServerError(message=f"labgrid place {self.place} has no NetworkSerialPort "
+                                      f"resource; add one with 'labgrid-client -p {self.place} "
+                                      "add-match EXPORTER/GROUP/NetworkSerialPort'")
         return serial_url(self.resource)
 
     def close(self) -> None:
@@ -243,8 +249,12 @@ def open_link(values: Mapping[str, Any], baudrate: int = 115200) -> RemoteLink |
     if place:
         keeper = acquire_place(place, coordinator_address(values),
                                float(values.get("labgrid_wait") or 0))
-        url = keeper.url
-        speed = keeper.resource.get("speed")
+        try:
+            url = keeper.url
+        except ServerError:
+            keeper.close()
+            raise
+        speed = (keeper.resource or {}).get("speed")
         if speed and int(speed) != baudrate:  # the firmware's rate is what the UART runs at
             _LOG.warning("labgrid place %s exports its serial port at %s baud; the firmware "
                          "runs at %d (-o baud_rate), which is used", place, speed, baudrate)
@@ -252,6 +262,74 @@ def open_link(values: Mapping[str, Any], baudrate: int = 115200) -> RemoteLink |
     endpoint = SerialEndpoint(str(url), baudrate)
     parts: list[Any] = [endpoint] + ([keeper] if keeper else [])
     return RemoteLink(NetworkUartTransport(str(url), baudrate), endpoint, parts)
+
+
+# --- flashing through labgrid's OpenOCD driver ------------------------------------------------
+
+#: What labgrid's OpenOCDDriver runs on the exporter host (``{filename}``: the image it copied).
+LABGRID_OPENOCD_COMMANDS = ["init", "program {filename} verify reset", "exit"]
+
+
+def flash_with_labgrid(values: Mapping[str, Any], image: Path, board: Mapping[str, Any]) -> bool:
+    """Flash ``image`` to ``-o labgrid_place``'s board through labgrid's OpenOCDDriver, bound to
+    the place's USB debugger (an exported ``USBDebugger``: labgrid copies the image to the
+    exporter host and runs OpenOCD there over SSH). False when no place is given or
+    ``-o probe`` names a pyOCD remote probe instead (then the template's runner flashes)."""
+    if not values.get("labgrid_place") or values.get("probe"):
+        return False
+    runner = values.get("flash_runner")
+    if runner not in (None, "openocd"):
+        raise ServerError(message=f"flash_runner={runner} cannot flash a labgrid place; use "
+                                  "flash_runner=openocd (labgrid's OpenOCD driver) or -o "
+                                  "probe=remote:HOST:PORT (a 'pyocd server')")
+    target_cfg = board.get("openocd_target")
+    if not target_cfg:
+        raise ServerError(message=f"board {board.get('name')} has no openocd_target for "
+                                  "labgrid's OpenOCD driver; use -o probe=remote:HOST:PORT")
+    from project_api.template.flash import check_arm_elf
+
+    check_arm_elf(Path(image))
+    place, coordinator = str(values["labgrid_place"]), coordinator_address(values)
+    keeper = acquire_place(place, coordinator, float(values.get("labgrid_wait") or 0))
+    try:
+        os.environ["LG_COORDINATOR"] = coordinator  # where labgrid's RemotePlace looks
+        script = Path(image).parent / "labgrid-openocd.cfg"
+        script.write_text(f"source [find {target_cfg}]\n")
+        _labgrid_openocd_load(place, Path(image), script)
+    finally:
+        keeper.close()
+    return True
+
+
+def _labgrid_openocd_load(place: str, image: Path, script: Path) -> None:
+    from labgrid import Target
+    from labgrid.binding import BindingError
+    from labgrid.driver import OpenOCDDriver
+    from labgrid.exceptions import NoSupplierFoundError
+    from labgrid.resource.remote import RemotePlace, RemotePlaceManager
+
+    manager = RemotePlaceManager.get()  # one coordinator session per process, kept by labgrid
+    if manager.session is not None:  # it has not run since: take the place updates first
+        manager.loop.run_until_complete(manager.session.sync_with_coordinator())
+    target = Target(place)
+    try:
+        RemotePlace(target, name=place)
+        try:
+            driver = OpenOCDDriver(target, name=None, interface_config="stlink.cfg",
+                                   config=[str(script)], load_commands=LABGRID_OPENOCD_COMMANDS)
+        except (NoSupplierFoundError, BindingError):
+            raise ServerError(message=f"labgrid place {place} exports no USB debugger "
+                                      "(USBDebugger) for OpenOCD; use -o probe=remote:HOST:PORT "
+                                      "with a 'pyocd server' on the exporter host") from None
+        target.activate(driver)
+        _LOG.info("labgrid: OpenOCD on %s's debugger: %s", place, image)
+        driver.load(str(image))
+    except ServerError:
+        raise
+    except Exception as exc:  # labgrid's ExecutionError, SSH failures: one line
+        raise ServerError(message=f"flash through labgrid place {place} failed: {exc}") from None
+    finally:
+        target.cleanup()
 
 
 # --- the coordinator's places ----------------------------------------------------------------
@@ -361,12 +439,9 @@ def _keep(coordinator: str, place: str, wait_sec: float) -> int:
             session.loop.run_until_complete(asyncio_sleep(0.5))
         resources = session.get_target_resources(session.places[place])
         serial = [r for (_, cls), r in resources.items() if cls == "NetworkSerialPort"]
-        if not serial:
-            answer({"error": "the place has no NetworkSerialPort resource; add one with "
-                             f"'labgrid-client -p {place} add-match EXPORTER/GROUP/"
-                             "NetworkSerialPort'"})
-            return 1
-        answer({"resource": dict(serial[0].params)})
+        # No serial port is fine for flashing (a debugger only); open_link refuses it.
+        answer({"resource": dict(serial[0].params) if serial else None,
+                "classes": sorted({cls for _, cls in resources})})
         with contextlib.suppress(KeyboardInterrupt):
             sys.stdin.read()  # end of file: the server closed us or died
         return 0

@@ -194,6 +194,8 @@ class Handler(TransportMixin, TemplateHandler):
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
+        if remote.flash_with_labgrid(values, elf, {"name": name, **board}):
+            return  # labgrid's OpenOCD driver on the place's USB debugger
         runner = flash_runners.runner_for(values["flash_runner"], {"name": name, **board}, values)
         flash_runners.check_arm_elf(elf)
         with flash_runners.progress_report(f"flash {name} ({runner.NAME})") as progress:
