@@ -5,7 +5,7 @@ A local farm (tests/farm_support.py): a labgrid coordinator and exporter on 127.
 three QEMU netduinoplus2 boards (``-icount shift=0``, UARTs on raw TCP ports) as places
 ``bench-0..2``, all running the same hello_world_int8 (or ``--model``) firmware. The same samples
 are validated with ``--places`` patterns matching 1, 2 and 3 places; the baseline is the one-place
-run. samples/s is the sharded stream (first sample to last); "incl. set-up" also counts starting
+run, after a warm-up on every board, best of ``--rounds``. samples/s is the sharded stream (first sample to last); "incl. set-up" also counts starting
 the project servers, acquiring the places and opening the sessions. Scaling efficiency is
 ``rate(k) / (k * rate(1))``. Every run is checked bit-exact against
 TFLite Micro. On a machine with fewer cores than boards the QEMUs share CPUs, which bounds the
@@ -40,6 +40,7 @@ def main() -> int:
                         / "models")
     parser.add_argument("--model", default="hello_world_int8")
     parser.add_argument("--samples", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=2, help="best of ROUNDS runs per count")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     logging.getLogger("project_api").setLevel(logging.ERROR)
@@ -72,22 +73,31 @@ def main() -> int:
             rates: dict[int, float] = {}
             walls: dict[int, float] = {}
             per_place: dict[int, str] = {}
-            for k, pattern in ((1, "bench-0"), (2, "bench-[01]"), (3, "bench-*")):
-                report = validate_on_places(work / "prj", data, pattern,
-                                            coordinator=farm.coordinator, tflite=tflite,
-                                            litert=False)
-                (tflm,) = report.validation.comparison("tflm").outputs
-                if tflm.exact != 1.0:
-                    _LOG.error("%d places: not bit-exact with TFLite Micro (%s)", k, tflm)
-                    return 1
-                rates[k] = report.samples_per_second
-                walls[k] = args.samples / report.wall_seconds
-                per_place[k] = ", ".join(f"{p.name} {p.samples} @ {p.samples_per_second:.1f}/s"
-                                         for p in report.places)
+            # Warm-up: every board has run the model (QEMU has translated its code) before any
+            # measured run, so the one-place baseline is not the only cold one.
+            warm = {k: v[:24] for k, v in data.items()}
+            validate_on_places(work / "prj", warm, "bench-*", coordinator=farm.coordinator)
+            for _ in range(args.rounds):  # best of the rounds: the machine is shared
+                for k, pattern in ((1, "bench-0"), (2, "bench-[01]"), (3, "bench-*")):
+                    report = validate_on_places(work / "prj", data, pattern,
+                                                coordinator=farm.coordinator, tflite=tflite,
+                                                litert=False)
+                    (tflm,) = report.validation.comparison("tflm").outputs
+                    if tflm.exact != 1.0:
+                        _LOG.error("%d places: not bit-exact with TFLite Micro (%s)", k, tflm)
+                        return 1
+                    if report.samples_per_second <= rates.get(k, 0.0):
+                        continue
+                    rates[k] = report.samples_per_second
+                    walls[k] = args.samples / report.wall_seconds
+                    per_place[k] = ", ".join(
+                        f"{p.name} {p.samples} @ {p.samples_per_second:.1f}/s"
+                        for p in report.places)
             farm.close()
             farm.assert_stopped()
         _LOG.info("sharded validation, %s, %d samples, QEMU netduinoplus2 boards over labgrid "
-                  "(raw TCP), %d CPU cores", args.model, args.samples, os.cpu_count() or 1)
+                  "(raw TCP), %d CPU cores, best of %d rounds after a warm-up", args.model,
+                  args.samples, os.cpu_count() or 1, args.rounds)
         _LOG.info("%-7s %12s %11s %18s  %s", "places", "samples/s", "efficiency",
                   "incl. set-up /s", "per place (samples @ samples/s)")
         for k, rate in rates.items():
