@@ -15,7 +15,9 @@ A template adopts it with its option list and three lines in ``open_transport`` 
         ...the local board or emulator...
 
     def flash(self, options):
-        serial_number = remote.probe_id(values) or values["serial_number"]
+        if remote.flash_with_labgrid(values, elf, board):   # -o labgrid_place: labgrid's OpenOCD
+            return
+        serial_number = remote.probe_id(values) or values["serial_number"]   # -o probe=remote:...
 
 ``-o serial_url=URL`` is any pyserial URL (``rfc2217://host:port``, ``socket://host:port``,
 ``hwgrep://regex``, ``spy://...``) and replaces port discovery. ``-o labgrid_place=NAME``
@@ -87,6 +89,15 @@ REMOTE_OPTIONS = [
     option("probe", "str", optional=["flash"],
            help="debug probe: remote:HOST:PORT for a 'pyocd server' on another machine."),
 ]
+
+
+def require_labgrid() -> None:
+    """ServerError with the install line when labgrid's client is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("labgrid") is None:
+        raise ServerError(message="labgrid is not installed; install it with "
+                                  "'pip install \"project-api[labgrid]\"' (or 'pip install labgrid')")
 
 
 def probe_id(values: Mapping[str, Any]) -> str | None:
@@ -195,6 +206,7 @@ def acquire_place(place: str, coordinator: str, wait_sec: float = 0.0,
                   start_timeout_sec: float = 60.0) -> PlaceKeeper:
     """Start a keeper that acquires ``place`` on ``coordinator`` and holds it; ServerError
     with the keeper's one-line reason (held by whom, no such place, no serial port) if not."""
+    require_labgrid()
     argv = [sys.executable, "-m", "project_api.template.remote", "--coordinator", coordinator,
             "--place", place, "--wait", str(wait_sec)]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -354,6 +366,7 @@ class PlaceState:
 def list_places(coordinator: str) -> list[PlaceState]:
     """Every place on ``coordinator`` with its holder and the serial ports it matches (through
     labgrid's Python client API); ServerError when the coordinator cannot be reached."""
+    require_labgrid()
     from labgrid.remote.client import Error as LabgridError
     from labgrid.remote.client import start_session
 
