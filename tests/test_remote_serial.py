@@ -215,3 +215,12 @@ def test_host_firmware_reports_its_build_hash(models_dir: Path, tmp_path: Path) 
                      {"project_type": "host_driven", "workspace_size_bytes": 1 << 17}).close()
     hashes = [glue.read_build_hash(tmp_path / d) for d in ("prj", "again", "other")]
     assert hashes[0] == hashes[1] != hashes[2] and all(hashes)
+
+
+def test_missing_labgrid_is_one_install_line() -> None:
+    from unittest import mock
+
+    with mock.patch("importlib.util.find_spec", return_value=None), \
+            pytest.raises(ServerError, match=r"labgrid is not installed; install it with "
+                                             r"'pip install \"project-api\[labgrid\]\"'"):
+        remote.open_link({"labgrid_place": "p", "labgrid_coordinator": "127.0.0.1:1"})
