@@ -528,6 +528,12 @@ class SerialTransport(Transport):
     def _set(self, attr: str, value: float | None) -> None:
         if attr in self._unsupported or getattr(self._ser, attr) == value:
             return
+        if attr == "timeout" and type(self._ser).__module__ == "serial.rfc2217":
+            # Upstream pyserial's rfc2217 Serial renegotiates baud rate, data bits, parity and
+            # stop bits with the server on every timeout change (pyserial-labgrid does not);
+            # its read() only consults _timeout, so set that alone.
+            self._ser._timeout = value
+            return
         try:
             setattr(self._ser, attr, value)
         except NotImplementedError:  # rfc2217:// has no write_timeout: its writes go to a socket
