@@ -1,7 +1,6 @@
 """Boards on other machines: a pyserial URL, a labgrid place, a pyOCD remote probe.
 
-A template adopts it with its option list and three lines in ``open_transport`` (and one in
-``flash``)::
+A template adopts it with its option list and a few lines in ``open_transport`` and ``flash``::
 
     OPTIONS = [..., *remote.REMOTE_OPTIONS]
 
@@ -35,6 +34,11 @@ The serial line is opened lazily on the server's side (:class:`NetworkUartTransp
 reaches the device through the ``serial`` endpoint itself, and a TCP serial server (QEMU,
 ser2net) takes one connection at a time; microTVM's client, which reads and writes through the
 server, opens it on first use. Timeouts allow for network latency (:data:`NETWORK_TIMEOUTS`).
+
+Flashing a board on another machine: ``-o probe=remote:HOST:PORT`` names a ``pyocd server`` on
+the exporter host (the template's pyOCD runner then flashes the board's ``pyocd_target``); or,
+with ``-o labgrid_place`` and no probe, labgrid's OpenOCDDriver flashes through the USB debugger
+the place exports (labgrid copies the image to the exporter host and runs OpenOCD there).
 """
 
 from __future__ import annotations
