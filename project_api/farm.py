@@ -12,8 +12,9 @@
 Every free place whose name matches ``PATTERN`` (shell-style, ``fnmatch``) gets its own project
 server, which acquires the place (``-o labgrid_place``) and opens one session to its board. A
 board whose firmware reports another build hash than the project's ``build_hash.txt`` (or none)
-is refused. The samples are cut into small chunks on one shared queue; each place streams chunk
-after chunk through :func:`project_api.validate.stream_samples`. A chunk's outputs are stored
+is refused. The samples are cut into small chunks on one shared queue; once every place has
+opened its session (or failed to), all of them start together and each streams chunk after chunk
+through :func:`project_api.validate.stream_samples`. A chunk's outputs are stored
 only when the whole chunk has come back, so a place that fails mid-chunk leaves nothing behind:
 its chunk goes back on the queue and the other places finish it. No sample is counted twice or
 lost; the report names each failed place with its error. The merged outputs are then compared
@@ -170,20 +171,15 @@ def validate_on_places(
     runs = [PlaceRun(name) for name in free]
     n = plan.samples
     chunk = chunk_samples or max(1, min(16, n // (4 * len(runs)) or 1))
-    work: queue.Queue[tuple[int, int]] = queue.Queue()
+    shard = _Shard(plan, want_hash, len(runs),
+                   progress("device", n) if progress is not None else None)
     for start in range(0, n, chunk):
-        work.put((start, min(n, start + chunk)))
-    outputs = [np.empty((n, *s.shape), dtype=s.dtype) for s in plan.output_specs]
-    done = np.zeros(n, dtype=np.int32)  # how many times each sample's outputs were stored
-    lock = threading.Lock()
-    retried, in_flight = [0], [0]
-    advance = progress("device", n) if progress is not None else None
+        shard.work.put((start, min(n, start + chunk)))
     began = time.monotonic()
     threads = [threading.Thread(
         target=_run_place,
         args=(run, Path(project_dir), {**(options or {}), "labgrid_place": run.name,
-                                       "labgrid_coordinator": coordinator},
-              want_hash, plan, work, outputs, done, lock, retried, in_flight, advance),
+                                       "labgrid_coordinator": coordinator}, shard),
         name=f"place-{run.name}", daemon=True) for run in runs]
     for t in threads:
         t.start()
@@ -194,8 +190,8 @@ def validate_on_places(
     seconds = (max(r.started_at + r.seconds for r in streamed)  # type: ignore[operator]
                - min(r.started_at for r in streamed)  # type: ignore[type-var]
                if streamed else ended - began)
-    missing = int(np.count_nonzero(done == 0))
-    twice = int(np.count_nonzero(done > 1))
+    missing = int(np.count_nonzero(shard.done == 0))
+    twice = int(np.count_nonzero(shard.done > 1))
     if twice:  # cannot happen: a chunk is stored once, under the lock
         raise ProjectAPIError(f"{twice} samples were stored twice; this is a bug")
     all_runs = runs + busy
@@ -205,72 +201,114 @@ def validate_on_places(
         raise ProjectError(f"{missing} of {n} samples were not run: no place was left to run "
                            f"them ({states})")
     depth = 1
-    validation = plan.report(outputs, stream_seconds=seconds, pipeline_depth=depth,
+    validation = plan.report(shard.outputs, stream_seconds=seconds, pipeline_depth=depth,
                              litert=litert, progress=progress)
     for r in runs:
         if r.status == "failed":
             _LOG.warning("place %s failed mid-run: %s; its samples ran on the others",
                          r.name, r.error)
-    return ShardedReport(validation, all_runs, seconds, retried[0], ended - began)
+    return ShardedReport(validation, all_runs, seconds, shard.retried, ended - began)
 
 
-def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], want_hash: str,
-               plan: ValidationPlan, work: queue.Queue, outputs: list[np.ndarray],
-               done: np.ndarray, lock: threading.Lock, retried: list[int], in_flight: list[int],
-               advance: Callable[[int], None] | None) -> None:
+#: How long a place that is ready waits for the others before it starts streaming anyway.
+GATE_TIMEOUT_SEC = 60.0
+
+
+class _Shard:
+    """What the place workers share: the chunk queue, the merged outputs, the counts, and the
+    start gate (streaming begins when every place has opened its session or failed to)."""
+
+    def __init__(self, plan: ValidationPlan, want_hash: str, places: int,
+                 advance: Callable[[int], None] | None) -> None:
+        n = plan.samples
+        self.plan, self.want_hash, self.advance = plan, want_hash, advance
+        self.work: queue.Queue[tuple[int, int]] = queue.Queue()
+        self.outputs = [np.empty((n, *s.shape), dtype=s.dtype) for s in plan.output_specs]
+        self.done = np.zeros(n, dtype=np.int32)  # times each sample's outputs were stored
+        self.lock = threading.Condition()
+        self.retried = 0
+        self.in_flight = 0  # chunks taken and not yet stored or put back
+        self.starting = places  # places still opening their sessions
+
+    def ready(self) -> None:
+        """This place is set up (or gave up): one fewer to wait for."""
+        with self.lock:
+            self.starting -= 1
+            self.lock.notify_all()
+
+    def wait_for_all(self, timeout_sec: float = GATE_TIMEOUT_SEC) -> None:
+        """Wait until every place is set up, so all start streaming together (at most
+        ``timeout_sec``: a place that is slow to open does not hold the others up for long)."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.starting <= 0, timeout_sec)
+
+
+def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard: _Shard) -> None:
     """One place's worker: open its session, check its firmware, run chunks until none is left."""
     from project_api.project import GeneratedProject
 
+    plan = shard.plan
     current: tuple[int, int] | None = None
     started = None
+    set_up = False
+
+    def ready() -> None:
+        nonlocal set_up
+        if not set_up:
+            set_up = True
+            shard.ready()
+
     try:
         with GeneratedProject.from_directory(project_dir, options) as project, \
                 project.session() as session:
             started = time.monotonic()
             run.build_hash = device_build_hash(session)
-            if run.build_hash != want_hash:
+            if run.build_hash != shard.want_hash:
                 run.status = "refused"
                 run.error = (f"its firmware reports build hash {run.build_hash or 'none'}, the "
-                             f"project's is {want_hash}; flash the project onto it")
+                             f"project's is {shard.want_hash}; flash the project onto it")
                 return
             model = session.model(plan.info.name)
+            ready()
+            shard.wait_for_all()
             started = run.started_at = time.monotonic()
             while True:
                 try:
-                    current = work.get(timeout=0.05)
+                    current = shard.work.get(timeout=0.05)
                 except queue.Empty:
-                    with lock:
-                        if not in_flight[0]:
+                    with shard.lock:
+                        if not shard.in_flight:
                             break  # nothing queued and nobody running a chunk that may fail
                     continue
-                with lock:
-                    in_flight[0] += 1
+                with shard.lock:
+                    shard.in_flight += 1
                 lo, hi = current
                 outs, _ = stream_samples(session, model, [x[lo:hi] for x in plan.inputs],
                                          plan.output_specs)
-                with lock:
-                    for dest, got in zip(outputs, outs, strict=True):
+                with shard.lock:
+                    for dest, got in zip(shard.outputs, outs, strict=True):
                         dest[lo:hi] = got
-                    done[lo:hi] += 1
+                    shard.done[lo:hi] += 1
                     run.samples += hi - lo
-                    in_flight[0] -= 1
+                    shard.in_flight -= 1
                 current = None
                 run.seconds = time.monotonic() - started
-                if advance is not None:
-                    advance(hi - lo)
+                if shard.advance is not None:
+                    shard.advance(hi - lo)
             run.status = "ok"
     except (ProjectAPIError, OSError, ValidationError) as err:
         run.status = "failed"
         run.error = _describe(err)
         _LOG.info("place %s failed: %s", run.name, run.error)
     finally:
+        ready()
         if started is not None and run.seconds == 0.0:
             run.seconds = time.monotonic() - started
         if current is not None:  # the chunk it was running: the others run it
-            with lock:
-                retried[0] += current[1] - current[0]
-                work.put(current)
-                in_flight[0] -= 1
+            with shard.lock:
+                shard.retried += current[1] - current[0]
+                shard.work.put(current)
+                shard.in_flight -= 1
 
 
 def _describe(err: BaseException) -> str:
