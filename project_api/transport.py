@@ -16,6 +16,7 @@ in microTVM's format, with hex dumps; :func:`debug_transport` turns that on at D
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import os
 import select
@@ -496,6 +497,7 @@ class SerialTransport(Transport):
         self._timeouts = timeouts if timeouts is not None else debug_transport_timeouts()
         self._serial_kwargs = serial_kwargs
         self._ser: Any = None
+        self._unsupported: set[str] = set()
 
     def timeouts(self) -> TransportTimeouts:
         return self._timeouts
@@ -509,6 +511,14 @@ class SerialTransport(Transport):
             )
         except (serial.SerialException, ValueError) as exc:
             raise TransportClosedError(data={"reason": f"cannot open {self.port}: {exc}"}) from exc
+        sock = getattr(self._ser, "_socket", None)  # socket:// and rfc2217://
+        if sock is not None:
+            # Frames are small and answered at once: Nagle's wait for an ACK would add a delayed
+            # ACK's 40 ms to every request.
+            import socket
+
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def close(self) -> None:
         if self._ser is not None:
@@ -516,8 +526,19 @@ class SerialTransport(Transport):
             ser.close()
 
     def _set(self, attr: str, value: float | None) -> None:
-        if getattr(self._ser, attr) != value:
+        if attr in self._unsupported or getattr(self._ser, attr) == value:
+            return
+        if attr == "timeout" and type(self._ser).__module__ == "serial.rfc2217":
+            # Upstream pyserial's rfc2217 Serial renegotiates baud rate, data bits, parity and
+            # stop bits with the server on every timeout change (pyserial-labgrid does not);
+            # its read() only consults _timeout, so set that alone.
+            self._ser._timeout = value
+            return
+        try:
             setattr(self._ser, attr, value)
+        except NotImplementedError:  # rfc2217:// has no write_timeout: its writes go to a socket
+            _LOG.debug("%s: %s is not supported; writes wait as the socket does", self.port, attr)
+            self._unsupported.add(attr)
 
     def read(self, n: int, timeout_sec: float | None) -> bytes:
         import serial

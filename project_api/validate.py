@@ -93,6 +93,7 @@ __all__ = [
     "litert_outputs",
     "load_arrays",
     "parse_thresholds",
+    "plan_validation",
     "stream_samples",
     "tflm_outputs",
     "validate",
@@ -860,6 +861,87 @@ def validate(
         info = _module_info(target, module)
     else:
         info = module
+    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit)
+    n = plan.samples
+
+    def bar(label: str) -> Progress | None:
+        return progress(label, n) if progress is not None else None
+
+    if isinstance(target, _Session):
+        outputs, depth, stream_s, timing = _on_device(target, info.name, plan.inputs,
+                                                      plan.output_specs, bar, pipeline, number,
+                                                      repeat)
+    else:
+        with target.session(debug=debug) as session:
+            outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
+                                                          plan.output_specs, bar, pipeline,
+                                                          number, repeat)
+    _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
+    return plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
+                       litert=litert, progress=progress)
+
+
+@dataclass
+class ValidationPlan:
+    """What :func:`validate` checks before the device runs: the model's tensors, the bound
+    input samples, the given reference and the ``.tflite`` to compute references from; and
+    :meth:`report`, which compares outputs however they were obtained (one session, or many:
+    :mod:`project_api.farm`)."""
+
+    info: Any  #: the model's ModuleInfo
+    input_specs: list[TensorSpec]
+    output_specs: list[TensorSpec]
+    inputs: list[np.ndarray]  #: each ``(samples, *shape)``, in model input order
+    reference_name: str | None = None
+    reference: list[np.ndarray] | None = None
+    model_bytes: bytes | None = None
+
+    @property
+    def samples(self) -> int:
+        return int(self.inputs[0].shape[0])
+
+    def report(self, outputs: list[np.ndarray], *, timing: TimingResult | None = None,
+               stream_seconds: float = 0.0, pipeline_depth: int = 1, litert: bool = True,
+               progress: Callable[[str, int], Progress | None] | None = None) -> ValidationReport:
+        """The :class:`ValidationReport` of ``outputs`` (each ``(samples, *shape)``)."""
+        n = self.samples
+
+        def bar(label: str) -> Progress | None:
+            return progress(label, n) if progress is not None else None
+
+        out_specs = self.output_specs
+        report = ValidationReport(module=self.info.name, samples=n, inputs=self.input_specs,
+                                  output_specs=out_specs, outputs=outputs, timing=timing,
+                                  stream_seconds=stream_seconds, pipeline_depth=pipeline_depth)
+        if self.reference is not None:
+            report.comparisons.append(Comparison("reference", self.reference_name or "reference",
+                                                 _compare(outputs, self.reference, out_specs)))
+        if self.model_bytes is not None:
+            computed: list[tuple[str, str, Callable[..., list[np.ndarray]]]] = [
+                ("tflm", "TFLite Micro", tflm_outputs)]
+            if litert:
+                computed.append(("litert", "LiteRT", litert_outputs))
+            for key, label, fn in computed:
+                began = time.monotonic()
+                try:
+                    ref = fn(self.model_bytes, self.inputs, bar(label))
+                except ImportError as err:  # ReferenceUnavailableError
+                    if key == "litert":
+                        _LOG.warning("skipping the LiteRT comparison: %s", err)
+                        continue
+                    raise
+                seconds = time.monotonic() - began
+                ref = _as_output_layout(ref, out_specs, label, n)
+                report.comparisons.append(Comparison(key, label,
+                                                     _compare(outputs, ref, out_specs), seconds))
+        return report
+
+
+def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
+                    reference: str | Path | Mapping[str, Any] | None = None, *,
+                    tflite: bytes | str | Path | None = None,
+                    limit: int | None = None) -> ValidationPlan:
+    """Bind ``data`` (and ``reference``) to the model ``info``; see :func:`validate`."""
     in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
     out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
     inputs = bind_inputs(in_specs, load_arrays(data, "data"))
@@ -868,52 +950,17 @@ def validate(
             raise ValidationError(f"limit {limit}: give at least 1 sample")
         inputs = [x[:limit] for x in inputs]
     n = int(inputs[0].shape[0])
-    ref_arrays = None
+    plan = ValidationPlan(info, in_specs, out_specs, inputs)
     if reference is not None:
         what = reference if isinstance(reference, str | Path) else "reference"
         ref_arrays = load_arrays(reference, f"reference {what}" if what != "reference" else what)
         if limit is not None:
             ref_arrays = {k: v[:limit] for k, v in ref_arrays.items()}
-        ref_list = bind_reference(out_specs, ref_arrays, n,
-                                  what=f"reference {what}" if what != "reference" else what)
-    model_bytes = _tflite_bytes(tflite) if tflite is not None else None
-
-    def bar(label: str) -> Progress | None:
-        return progress(label, n) if progress is not None else None
-
-    if isinstance(target, _Session):
-        outputs, depth, stream_s, timing = _on_device(target, info.name, inputs, out_specs,
-                                                      bar, pipeline, number, repeat)
-    else:
-        with target.session(debug=debug) as session:
-            outputs, depth, stream_s, timing = _on_device(session, info.name, inputs, out_specs,
-                                                          bar, pipeline, number, repeat)
-    _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
-    report = ValidationReport(module=info.name, samples=n, inputs=in_specs, output_specs=out_specs,
-                              outputs=outputs, timing=timing, stream_seconds=stream_s,
-                              pipeline_depth=depth)
-    if ref_arrays is not None:
-        name = str(reference) if isinstance(reference, str | Path) else "reference"
-        report.comparisons.append(Comparison("reference", name, _compare(outputs, ref_list, out_specs)))
-    if model_bytes is not None:
-        computed: list[tuple[str, str, Callable[..., list[np.ndarray]]]] = [
-            ("tflm", "TFLite Micro", tflm_outputs)]
-        if litert:
-            computed.append(("litert", "LiteRT", litert_outputs))
-        for key, label, fn in computed:
-            began = time.monotonic()
-            try:
-                ref = fn(model_bytes, inputs, bar(label))
-            except ImportError as err:  # ReferenceUnavailableError
-                if key == "litert":
-                    _LOG.warning("skipping the LiteRT comparison: %s", err)
-                    continue
-                raise
-            seconds = time.monotonic() - began
-            ref = _as_output_layout(ref, out_specs, label, n)
-            report.comparisons.append(Comparison(key, label, _compare(outputs, ref, out_specs),
-                                                 seconds))
-    return report
+        plan.reference = bind_reference(out_specs, ref_arrays, n,
+                                        what=f"reference {what}" if what != "reference" else what)
+        plan.reference_name = str(reference) if isinstance(reference, str | Path) else "reference"
+    plan.model_bytes = _tflite_bytes(tflite) if tflite is not None else None
+    return plan
 
 
 def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs: list[TensorSpec],

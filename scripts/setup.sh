@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything project-api needs on a Debian/Ubuntu machine:
-#   1. the C toolchains (host gcc/make, clang + libFuzzer, arm-none-eabi-gcc, qemu-system-arm),
+#   1. the C toolchains (host gcc/make, clang + libFuzzer, arm-none-eabi-gcc, qemu-system-arm)
+#      and ser2net (the labgrid tests' RFC 2217 server),
 #   2. a virtual environment in $VENV (default .venv) with project-api installed editable, plus test extras.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -10,7 +11,7 @@ VENV="${VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 
 APT_PACKAGES=(gcc make gcc-arm-none-eabi libnewlib-arm-none-eabi picolibc-arm-none-eabi
-              qemu-system-arm clang libclang-rt-14-dev)
+              qemu-system-arm clang libclang-rt-14-dev ser2net)
 
 missing_tools() {
     local out=()
@@ -19,6 +20,8 @@ missing_tools() {
     command -v clang >/dev/null || out+=(clang)
     command -v arm-none-eabi-gcc >/dev/null || out+=(gcc-arm-none-eabi)
     command -v qemu-system-arm >/dev/null || out+=(qemu-system-arm)
+    # ser2net (the RFC 2217 server of the labgrid tests) lives in /usr/sbin.
+    command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || out+=(ser2net)
     # libFuzzer's runtime ships separately from clang on Debian.
     if command -v clang >/dev/null; then
         local fuzzlib

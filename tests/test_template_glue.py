@@ -52,7 +52,7 @@ def _modules() -> list[ModuleInfo]:
 def test_model_glue_matches_golden() -> None:
     env = glue.environment()
     contexts = [glue.module_context(m, "host") for m in _modules()]
-    text = glue.render_model_glue(env, contexts)
+    text = glue.render_model_glue(env, contexts, build_hash="0123456789abcde")
     golden = GOLDEN / "model_glue.c"
     if os.environ.get("PROJECT_API_UPDATE_GOLDEN"):
         golden.write_text(text)

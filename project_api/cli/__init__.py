@@ -50,6 +50,7 @@ VERB_MODULES = [
     "emit",  # emitter helper
     "validate",  # many samples on the device vs a reference
     "mlperftiny",  # the MLPerf Tiny benchmark's host side
+    "devices",  # serial ports, debug probes, labgrid places
 ]
 
 _LOG = logging.getLogger("project_api.cli")

@@ -216,14 +216,19 @@ examples:
         if a.project_dir and (a.template or a.model):
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:
-            if a.check or a.out or a.options:
-                raise UsageError("--check, --out and -o go with --template/--model")
+            if a.check or a.out:
+                raise UsageError("--check and --out go with --template/--model")
             if getattr(a, "input_specs", None):
                 raise UsageError("--input-spec goes with --template/--model (or 'generate'); "
                                  "a generated project's archive already records its facts")
             from project_api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
+                if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
+                    from project_api.project import parse_option_assignments
+
+                    project.options = {**project.options, **parse_option_assignments(
+                        a.options, project.project_options, project.where)}
                 return self._run(project, None)
         if not (a.template and a.model):
             raise UsageError("give a project DIR, or --template and --model to do it all in one go")

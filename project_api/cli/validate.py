@@ -99,6 +99,12 @@ examples:
                             help="runs per timing round (default 10; 0 skips timing)")
         parser.add_argument("--no-pipeline", action="store_true",
                             help="one request at a time even where the link allows several")
+        farm = parser.add_argument_group("boards on other machines (labgrid)")
+        farm.add_argument("--places", metavar="PATTERN",
+                          help="spread the samples over every free labgrid place matching "
+                               "PATTERN (shell-style, e.g. 'nucleo-*'), one session per place")
+        farm.add_argument("--coordinator", metavar="HOST:PORT",
+                          help="labgrid coordinator (default: LG_COORDINATOR)")
         one_go = parser.add_argument_group("generate + build + validate in one go")
         one_go.add_argument("--template", help="template name or directory (e.g. host)")
         one_go.add_argument("--out", help="where to keep the generated project (default: a "
@@ -142,15 +148,27 @@ examples:
         if a.project_dir and a.template:
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:
-            if a.out or a.options:
-                raise UsageError("--out and -o go with --template/--model")
+            if a.out:
+                raise UsageError("--out goes with --template/--model")
+            if a.places and a.options:
+                raise UsageError("-o does not go with --places: each place gets its own "
+                                 "labgrid_place")
             if model is not None and not is_tflite:
                 raise UsageError("with a project DIR, --model is the .tflite to compare with")
             thresholds = self._thresholds(is_tflite)
+            if a.places:
+                return self._on_places(model if is_tflite else None, thresholds)
             from project_api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
+                if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
+                    from project_api.project import parse_option_assignments
+
+                    project.options = {**project.options, **parse_option_assignments(
+                        a.options, project.project_options, project.where)}
                 return self._validate(project, model if is_tflite else None, thresholds)
+        if a.places:
+            raise UsageError("--places needs a built project DIR")
         if not (a.template and model):
             raise UsageError("give a project DIR, or --template and --model to do it all in one go")
         thresholds = self._thresholds(is_tflite)
@@ -161,6 +179,47 @@ examples:
             return self._validate(project, model if is_tflite else None, thresholds)
 
     # --- the run ---------------------------------------------------------------------------------
+
+    def _bars(self) -> tuple[list[Any], Any]:
+        bars: list[Any] = []
+
+        def progress(label: str, total: int) -> Any:
+            from tqdm import tqdm
+
+            for bar in bars:
+                bar.close()
+            bar = tqdm(total=total, desc=f"{label:<12}", unit=" samples", file=sys.stderr,
+                       disable=bool(getattr(self.args, "quiet", False)), dynamic_ncols=True)
+            bars.append(bar)
+            return bar.update
+        return bars, progress
+
+    def _on_places(self, tflite: Path | None, thresholds: list[Any]) -> int:
+        from project_api.farm import validate_on_places
+        from project_api.validate import save_outputs
+
+        a = self.args
+        bars, progress = self._bars()
+        self.progress(f"validating {a.project_dir} on the labgrid places matching {a.places!r}")
+        try:
+            sharded = validate_on_places(a.project_dir, a.data, a.places, a.reference,
+                                         coordinator=a.coordinator, tflite=tflite,
+                                         module=a.module, litert=not a.no_litert, limit=a.limit,
+                                         progress=progress)
+        finally:
+            for bar in bars:
+                bar.close()
+        report = sharded.validation
+        failures = report.failures(thresholds) if thresholds else []
+        if a.save:
+            save_outputs(report, a.save, force=a.force)
+        data = sharded.to_json()
+        data.update(thresholds=[str(t) for t in thresholds], failures=failures, ok=not failures)
+        if a.save:
+            data["saved"] = str(a.save)
+        self.output(data, lambda: _places_table(sharded) + "\n" +
+                    _table(report, thresholds, failures, a.save).split("\n", 1)[1])
+        return 1 if failures else 0
 
     def _validate(self, project: Any, tflite: Path | None, thresholds: list[Any]) -> int:
         from project_api.validate import save_outputs, validate
@@ -245,4 +304,26 @@ def _table(report: Any, thresholds: list[Any], failures: list[str], saved: str |
             lines.append("thresholds met: " + ", ".join(str(t) for t in thresholds))
     if saved:
         lines.append(f"device outputs saved to {saved}")
+    return "\n".join(lines)
+
+
+def _places_table(sharded: Any) -> str:
+    """Samples and samples/s per place and in total, and what happened to each place."""
+    report = sharded.validation
+    lines = [f"model {report.module!r}: {report.samples} samples over "
+             f"{sum(p.status in ('ok', 'failed') for p in sharded.places)} places, "
+             f"{sharded.samples_per_second:.1f} samples/s in total ({sharded.wall_seconds:.1f} s "
+             "with acquiring the places and opening the sessions)"]
+    rows = [("place", "status", "samples", "samples/s", "")]
+    for p in sharded.places:
+        rows.append((p.name, p.status, str(p.samples), f"{p.samples_per_second:.1f}",
+                     p.error or ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                      for i, (c, w) in enumerate(zip(r[:4], widths, strict=True)))
+                     + (f"  {r[4]}" if r[4] else ""))
+    if sharded.retried_samples:
+        failed = ", ".join(p.name for p in sharded.failed)
+        lines.append(f"{sharded.retried_samples} samples of {failed} were run again on the others")
     return "\n".join(lines)

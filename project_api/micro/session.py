@@ -33,6 +33,18 @@ from project_api.errors import (
 from project_api.micro.framing import DEFAULT_MAX_PAYLOAD_BYTES, Framer, Unframer
 
 _LOG = logging.getLogger(__name__)
+
+
+def network_note(transport: Any) -> str:
+    """`` (over a network link (serial_url/labgrid)...)`` when ``transport`` reaches the device
+    through a network serial URL (its endpoint, or its own port), else empty: added to timeout
+    errors, since a network link adds latency."""
+    endpoint = getattr(transport, "endpoint", None)
+    port = endpoint.get("port") if isinstance(endpoint, dict) else getattr(transport, "port", None)
+    if isinstance(port, str) and any(scheme in port for scheme in ("rfc2217://", "socket://")):
+        return (f" (over a network link (serial_url/labgrid) to {port}: its latency counts "
+                "against the limit)")
+    return ""
 #: Device log frames (kLog) become INFO records on this logger, one per frame.
 DEVICE_LOG = logging.getLogger("project_api.device")
 
@@ -357,6 +369,7 @@ class SessionChannel:
                 f"{self.name}: writing {len(out)} bytes to the device did not finish within "
                 f"{timeout:g}s; the device is not reading (hung or busy): reset it, or raise the "
                 "limit (project-api run --timeout SECONDS; timeout_sec= in Python)"
+                + network_note(self.transport)
             ) from err
         except KeyboardInterrupt:
             self._lose_step("a write was interrupted")
@@ -417,6 +430,7 @@ class SessionChannel:
                         f"{self.name}: session start handshake failed after {start_limit:g}s: "
                         "the device did not answer StartSessionInit. Check that it is flashed, "
                         "running and connected, or raise session_start_timeout_sec."
+                        + network_note(self.transport)
                     )
                 _LOG.debug("%s: no StartSessionReply after %gs; retrying", self.name, retry)
                 deadline += retry
@@ -516,7 +530,7 @@ class SessionChannel:
                     f"{self.name}: no reply from the device within {limit:g}s ({source}) while "
                     f"waiting for {waiting_for}; the device is still busy or hung: if the call "
                     "needs longer, raise the limit (project-api run --timeout SECONDS; "
-                    "timeout_sec= in Python), else reset the device"
+                    "timeout_sec= in Python), else reset the device" + network_note(self.transport)
                 ) from err
             except KeyboardInterrupt:
                 self._lose_step(f"the wait for {waiting_for} was interrupted")

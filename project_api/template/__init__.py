@@ -15,6 +15,8 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
 * :mod:`.targets`: CPU families and the templates that build for them;
 * :mod:`.flash`: flash runners (pyOCD, OpenOCD, STM32CubeProgrammer, QEMU) behind one interface;
 * :mod:`.serial_ports`: a board's serial port found by USB ID and serial number, opened as a UART.
+* :mod:`.remote`: boards on other machines: ``-o serial_url`` (any pyserial URL), ``-o
+  labgrid_place`` (a labgrid place held while the transport is open), ``-o probe=remote:...``.
 
 This package imports nothing from ``templates/``; the templates import it.
 """

@@ -11,6 +11,8 @@ runtime's defaults (``crt/include/tvm/runtime/crt/config.h``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -157,9 +159,46 @@ def workspace_bytes(modules: Iterable[Mapping[str, Any]]) -> int:
     return (largest + WORKSPACE_SLACK_BYTES + 15) // 16 * 16
 
 
-def render_model_glue(env: jinja2.Environment, modules: list[dict[str, Any]]) -> str:
-    """``model_glue.c`` for the module contexts of :func:`module_context`."""
-    return env.get_template("model_glue.c.j2").render(modules=modules)
+def render_model_glue(env: jinja2.Environment, modules: list[dict[str, Any]],
+                      build_hash: str | None = None) -> str:
+    """``model_glue.c`` for the module contexts of :func:`module_context`; with ``build_hash``
+    (hex, from :func:`compute_build_hash`) it defines ``TVMAotModelBuildHash``, which the
+    device answers to the ``project_api.build_hash`` global function."""
+    if build_hash is not None and not _BUILD_HASH_RE.fullmatch(build_hash):
+        raise ValueError(f"build hash {build_hash!r}: want {BUILD_HASH_DIGITS} hex digits")
+    return env.get_template("model_glue.c.j2").render(modules=modules, build_hash=build_hash)
+
+
+#: Where a generated project keeps the hash its firmware reports (one line of hex).
+BUILD_HASH_FILE = "build_hash.txt"
+#: Hex digits of the build hash: 60 bits, a positive int64 on the device.
+BUILD_HASH_DIGITS = 15
+_BUILD_HASH_RE = re.compile(f"[0-9a-f]{{{BUILD_HASH_DIGITS}}}")
+
+
+def compute_build_hash(model_dir: Path, options: Mapping[str, Any], template_dir: Path,
+                       platform: str) -> str:
+    """A hash of what a firmware is generated from: every file of the extracted model archive,
+    the options (as sorted JSON) and every file of the template; :data:`BUILD_HASH_DIGITS`
+    hex digits. Two projects generated alike from the same inputs get the same hash."""
+    digest = hashlib.sha256(platform.encode() + b"\0")
+    digest.update(json.dumps(dict(options), sort_keys=True, default=str).encode() + b"\0")
+    for root in (Path(model_dir), Path(template_dir)):
+        for path in sorted(p for p in root.rglob("*")
+                           if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:BUILD_HASH_DIGITS]
+
+
+def read_build_hash(project_dir: Path) -> str | None:
+    """The hash a generated project's firmware reports, or None for a project without one."""
+    path = Path(project_dir) / BUILD_HASH_FILE
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return text if _BUILD_HASH_RE.fullmatch(text) else None
 
 
 _DEFAULT_RE = re.compile(r"#ifndef\s+(\w+)\s*\n\s*#define\s+\1\s+(.+?)\s*\n\s*#endif")

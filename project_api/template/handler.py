@@ -123,12 +123,16 @@ class NewProject:
         path.write_text(self.env.get_template(template).render(values))
 
     def write_model_glue(self, dest: str = "src/model_glue.c") -> None:
-        """The model glue (one TVMAotModel per module) at ``dest``."""
+        """The model glue (one TVMAotModel per module) at ``dest``, reporting the build hash
+        that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`)."""
         from project_api.template import glue
 
         path = self.dir / dest
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(glue.render_model_glue(self.env, self.modules))
+        build_hash = glue.compute_build_hash(self.dir / "model", self.options, self.template_dir,
+                                             self.platform)
+        (self.dir / glue.BUILD_HASH_FILE).write_text(build_hash + "\n")
+        path.write_text(glue.render_model_glue(self.env, self.modules, build_hash))
 
     def write_crt_config(self, knobs: Mapping[str, tuple[Any, str]], title: str,
                          dest: str = "crt_config/crt_config.h") -> None:

@@ -32,6 +32,7 @@ from project_api.template import (
     compile_definitions,
     memory,
     option,
+    remote,
     require,
     run_logged,
     serial_ports,
@@ -127,6 +128,7 @@ class Handler(TransportMixin, TemplateHandler):
         option("baud_rate", "int", default=115200, minimum=1200, maximum=12_000_000,
                optional=["generate_project", "open_transport"],
                help="UART baud rate of the firmware and the host side."),
+        *remote.REMOTE_OPTIONS,
     ]
 
     def render(self, project: NewProject) -> None:
@@ -206,13 +208,21 @@ class Handler(TransportMixin, TemplateHandler):
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
+        if remote.flash_with_labgrid(values, elf, {"name": name, **board}):
+            return  # labgrid's OpenOCD driver on the place's USB debugger
         runner = flash_runners.runner_for(values["flash_runner"], {"name": name, **board}, values)
         flash_runners.check_arm_elf(elf)
         with flash_runners.progress_report(f"flash {name} ({runner.NAME})") as progress:
-            runner.flash(elf, {"name": name, **board}, values["serial_number"], progress)
+            runner.flash(elf, {"name": name, **board},
+                         remote.probe_id(values) or values["serial_number"], progress)
 
     def open_transport(self, options: dict) -> dict:
         values, (name, board) = self.options_for("open_transport", options), self._board()
+        link = remote.open_link(values, values["baud_rate"])  # serial_url, labgrid_place
+        if link is not None:
+            self.close_transport()
+            self.attach(link.transport, *link.parts)
+            return link.reply()
         if not board["emulated"]:
             port = serial_ports.board_port(board["usb"], values["serial_port"],
                                            values["serial_number"], f"{name}'s ST-LINK")

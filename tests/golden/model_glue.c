@@ -74,3 +74,8 @@ const TVMAotModel* TVMAotModelLookup(const char* module_name) {
   }
   return NULL;
 }
+
+/* What this firmware was generated from (project-api's build hash, build_hash.txt in the project). */
+int64_t TVMAotModelBuildHash(void) {
+  return INT64_C(0x0123456789abcde);
+}

@@ -259,6 +259,24 @@ static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_v
   return 0;
 }
 
+static int BuildHash(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                     int* ret_tcode, void* resource_handle) {
+  (void)args;
+  (void)type_codes;
+  (void)resource_handle;
+  if (num_args != 0) {
+    TVMAPIErrorf("project_api.build_hash: expected no argument, got %d", num_args);
+    return kTvmErrorFunctionCallNumArguments;
+  }
+  ret_val->v_int64 = TVMAotModelBuildHash();
+  *ret_tcode = kTVMArgInt;
+  return 0;
+}
+
 tvm_crt_error_t TVMAotExecutorModule_Register(void) {
-  return TVMRuntimeRegisterGlobal("tvm.aot_executor.create", Create, 0);
+  tvm_crt_error_t err = TVMRuntimeRegisterGlobal("tvm.aot_executor.create", Create, 0);
+  if (err == kTvmErrorNoError && TVMAotModelBuildHash != NULL) {
+    err = TVMRuntimeRegisterGlobal("project_api.build_hash", BuildHash, 0);
+  }
+  return err;
 }

@@ -44,6 +44,13 @@ typedef struct TVMAotModel {
 /*! \brief Provided by the application/glue: the model named module_name, or NULL. */
 const TVMAotModel* TVMAotModelLookup(const char* module_name);
 
+/*!
+ * \brief Optional, provided by the glue: a hash of what the firmware was generated from (the
+ * model archive, the options, the template), so a host can check which build a device runs. When
+ * defined, the global function "project_api.build_hash" returns it (weak: glue may omit it).
+ */
+int64_t TVMAotModelBuildHash(void) __attribute__((weak));
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

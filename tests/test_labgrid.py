@@ -1,0 +1,330 @@
+"""labgrid places on this machine (#11): a coordinator and an exporter on 127.0.0.1 publish three
+QEMU STM32 boards (board 0 through ser2net's RFC 2217 accepter, boards 1 and 2 raw TCP) as the
+NetworkSerialPort resources of places farm-0..2. ``run -o labgrid_place=``, ``validate --places``
+over all three, a board killed mid-run, an acquisition conflict and the wait for it, the release
+after the client is killed, a place with other firmware refused, ``devices`` with the
+coordinator; every process started here is stopped again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from farm_support import Farm, labgrid_client, require_farm_tools
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    build_project,
+    stm32_tools_and_no_qemu_left,
+)
+
+from project_api.emit import emit
+from project_api.errors import ProjectError, ServerError
+from project_api.farm import validate_on_places
+from project_api.project import GeneratedProject, generate_project
+from project_api.validate import tflm_outputs, validate
+
+HOLDER = {"LG_USERNAME": "alice", "LG_HOSTNAME": "bench-pc"}
+
+
+def keeper_pids(coordinator: str) -> set[int]:
+    """Place keepers (project_api.template.remote) talking to ``coordinator``."""
+    out = subprocess.run(["pgrep", "-f", f"project_api.template.remote --coordinator "
+                          f"{coordinator}"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+@pytest.fixture(scope="module")
+def lab(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    require_farm_tools()
+    root = tmp_path_factory.mktemp("labgrid")
+    tflite = models_dir / "hello_world_int8.tflite"
+    mlf = emit(tflite, root / "hello.tar", name="default")
+    build_project(mlf.path, root / "prj").close()
+    farm = Farm(root / "farm", root / "prj" / "build" / "firmware.elf", boards=3, debugger=True)
+    try:
+        yield {"prj": root / "prj", "tflite": tflite, "mlf": mlf, "farm": farm, "root": root}
+    finally:
+        coordinator = farm.coordinator
+        farm.close()
+        farm.assert_stopped()
+        assert coordinator is not None and not keeper_pids(coordinator), "a keeper was left"
+
+
+def _samples(mlf, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    t = mlf.inputs[0]
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.integers(-128, 127, (n, *t.shape), dtype=np.int8, endpoint=True)}
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> \
+        subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "project_api", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _wait_holder(farm: Farm, place: str, want: str | None, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (holder := farm.holder(place)) != want:
+        assert time.monotonic() < deadline, f"{place} is held by {holder}, want {want}"
+        time.sleep(0.2)
+
+
+def test_cli_run_through_a_labgrid_place(lab: dict, tmp_path: Path) -> None:
+    """``project-api run prj -o labgrid_place=farm-0`` with LG_COORDINATOR: the RFC 2217 place,
+    bit-exact with TFLite Micro; the place is free again afterwards."""
+    farm, mlf = lab["farm"], lab["mlf"]
+    x = _samples(mlf, 1, seed=7)[mlf.inputs[0].name][0]
+    np.save(tmp_path / "x.npy", x)
+    out = _cli("run", str(lab["prj"]), "-o", "labgrid_place=farm-0", "--input",
+               f"0={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npz"),
+               env={"LG_COORDINATOR": farm.coordinator})
+    assert out.returncode == 0, out.stderr
+    (want,) = tflm_outputs(lab["tflite"].read_bytes(), [x[None]])
+    got = np.load(tmp_path / "y.npz")
+    assert np.array_equal(got[got.files[0]].reshape(want[0].shape), want[0])
+    assert farm.holder("farm-0") is None
+
+
+def test_validate_through_a_raw_place_is_bit_exact(lab: dict) -> None:
+    farm = lab["farm"]
+    with GeneratedProject.from_directory(lab["prj"], {
+            "labgrid_place": "farm-2", "labgrid_coordinator": farm.coordinator}) as project:
+        report = validate(project, _samples(lab["mlf"], 30), tflite=lab["tflite"], litert=False,
+                          number=1, repeat=1)
+        assert farm.holder("farm-2") is None  # the session is closed: released
+    (tflm,) = report.comparison("tflm").outputs
+    assert tflm.exact == 1.0 and tflm.samples == 30
+
+
+def test_validate_places_over_three_boards(lab: dict, tmp_path: Path) -> None:
+    """``project-api validate prj --places 'farm-*'``: every sample once, bit-exact, every place
+    did some, samples/s per place and in total."""
+    farm, mlf = lab["farm"], lab["mlf"]
+    np.savez(tmp_path / "samples.npz", **_samples(mlf, 240, seed=3))
+    out = _cli("validate", str(lab["prj"]), "--data", str(tmp_path / "samples.npz"), "--model",
+               str(lab["tflite"]), "--no-litert", "--places", "farm-*", "--coordinator",
+               farm.coordinator, "--fail-under", "exact=1.0", "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    places = {p["name"]: p for p in data["places"]}
+    assert set(places) == {"farm-0", "farm-1", "farm-2"}
+    assert all(p["status"] == "ok" and p["samples"] > 0 for p in places.values()), places
+    assert sum(p["samples"] for p in places.values()) == 240
+    assert data["samples"] == 240 and data["ok"] and data["samples_per_second"] > 0
+    assert all(p["samples_per_second"] > 0 for p in places.values())
+    text = _cli("validate", str(lab["prj"]), "--data", str(tmp_path / "samples.npz"), "--model",
+                str(lab["tflite"]), "--no-litert", "--places", "farm-[12]", "--coordinator",
+                farm.coordinator, "--limit", "40", "-q")
+    assert text.returncode == 0, text.stderr
+    assert "40 samples over 2 places" in text.stdout and "farm-1" in text.stdout
+    assert all(farm.holder(p) is None for p in farm.places)
+
+
+def test_acquisition_conflict_names_the_holder_and_wait_gets_it(lab: dict) -> None:
+    farm = lab["farm"]
+    labgrid_client(farm.coordinator, "-p", "farm-1", "acquire", env=HOLDER)
+    try:
+        with GeneratedProject.from_directory(lab["prj"], {
+                "labgrid_place": "farm-1", "labgrid_coordinator": farm.coordinator}) as project:
+            with pytest.raises(ServerError) as info:
+                project.session().open()
+        message = str(info.value)
+        assert "held by bench-pc/alice" in message and "labgrid_wait" in message
+        # --places refuses a pattern whose every place is held, naming the holder.
+        with pytest.raises(ProjectError, match="held: farm-1 held by bench-pc/alice"):
+            validate_on_places(lab["prj"], _samples(lab["mlf"], 12), "farm-1",
+                               coordinator=farm.coordinator)
+        # labgrid_wait: alice releases after 2 s, and the session gets the place.
+        releaser = threading.Timer(2.0, labgrid_client, (farm.coordinator, "-p", "farm-1",
+                                                         "release"), {"env": HOLDER})
+        releaser.start()
+        began = time.monotonic()
+        with GeneratedProject.from_directory(lab["prj"], {
+                "labgrid_place": "farm-1", "labgrid_coordinator": farm.coordinator,
+                "labgrid_wait": 60}) as project, project.session() as session:
+            assert time.monotonic() - began >= 1.5
+            assert farm.holder("farm-1") not in (None, "bench-pc/alice")
+            model = session.model()
+            model.set_input(0, np.zeros((1, 1), np.int8))
+            model.run()
+        releaser.join()
+        assert farm.holder("farm-1") is None
+    finally:
+        if farm.holder("farm-1") == "bench-pc/alice":
+            labgrid_client(farm.coordinator, "-p", "farm-1", "release", env=HOLDER)
+
+
+def test_unknown_place_lists_the_places(lab: dict) -> None:
+    farm = lab["farm"]
+    with GeneratedProject.from_directory(lab["prj"], {
+            "labgrid_place": "nope", "labgrid_coordinator": farm.coordinator}) as project:
+        with pytest.raises(ServerError, match=r"labgrid place nope on 127.0.0.1:\d+: no such "
+                                              r"place \(places: dbg-0, farm-0, farm-1, farm-2\)"):
+            project.session().open()
+    assert not keeper_pids(farm.coordinator)
+
+
+CLIENT = """
+import sys, time
+from project_api.project import GeneratedProject
+project = GeneratedProject.from_directory(sys.argv[1], {"labgrid_place": "farm-2",
+                                                        "labgrid_coordinator": sys.argv[2]})
+session = project.session().open()
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL to the client", "Ctrl-C (SIGINT to its group)"])
+def test_place_released_after_the_client_is_killed(lab: dict, how: str) -> None:
+    """The client dies without closing anything (SIGKILL), or the terminal's Ctrl-C reaches
+    the client, its server and the place keeper at once: the place is released either way."""
+    farm = lab["farm"]
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT, str(lab["prj"]), farm.coordinator],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+        holder = farm.holder("farm-2")
+        assert holder is not None
+        if how.startswith("SIGKILL"):
+            proc.send_signal(signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+        _wait_holder(farm, "farm-2", None)
+        deadline = time.monotonic() + 10
+        while keeper_pids(farm.coordinator) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not keeper_pids(farm.coordinator)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_place_with_other_firmware_is_refused(lab: dict) -> None:
+    """A project generated with other options has another build hash: every place runs the
+    first project's firmware, so each is refused and no sample runs."""
+    other = generate_project("stm32", lab["mlf"].path, lab["root"] / "other",
+                             {"board": "qemu_netduinoplus2", "opt_level": "2"})
+    other.close()
+    assert (lab["root"] / "other" / "build_hash.txt").read_text() != \
+        (lab["prj"] / "build_hash.txt").read_text()
+    with pytest.raises(ProjectError) as info:
+        validate_on_places(lab["root"] / "other", _samples(lab["mlf"], 6), "farm-[12]",
+                           coordinator=lab["farm"].coordinator)
+    message = str(info.value)
+    assert "6 of 6 samples were not run" in message
+    assert "farm-1: refused (its firmware reports build hash" in message
+
+
+def test_devices_lists_the_places(lab: dict) -> None:
+    farm = lab["farm"]
+    labgrid_client(farm.coordinator, "-p", "farm-1", "acquire", env=HOLDER)
+    try:
+        out = _cli("devices", "--json", "--no-probes", env={"LG_COORDINATOR": farm.coordinator})
+        assert out.returncode == 0, out.stderr
+        places = {p["name"]: p for p in json.loads(out.stdout)["labgrid"]["places"]}
+        assert places["farm-1"]["state"] == "acquired"
+        assert places["farm-1"]["acquired"] == "bench-pc/alice"
+        assert places["farm-0"]["state"] == "free"
+        assert places["farm-0"]["serial_ports"][0].startswith(
+            f"rfc2217://127.0.0.1:{farm.rfc2217_port}")
+        assert places["farm-2"]["serial_ports"] == [farm.url(2)]
+        text = _cli("devices", "--no-probes", "--coordinator", farm.coordinator).stdout
+        assert "farm-1  acquired by bench-pc/alice" in text and "farm-2  free" in text
+    finally:
+        labgrid_client(farm.coordinator, "-p", "farm-1", "release", env=HOLDER)
+
+
+def test_board_killed_mid_run_its_samples_finish_on_the_others(
+        lab: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Its own farm (a board is lost): board 1's QEMU is killed once a third of the samples are
+    done; the report names farm-1 as failed and every sample is there once, bit-exact."""
+    farm = Farm(tmp_path_factory.mktemp("killed"), lab["prj"] / "build" / "firmware.elf",
+                boards=3, rfc2217=False, prefix="kill")
+    try:
+        n, done = 300, [0]
+
+        def progress(label: str, total: int):
+            def advance(k: int) -> None:
+                done[0] += k
+                if done[0] >= n // 3 and farm.qemus[1] is not None:
+                    farm.kill_board(1)
+                    farm.qemus[1] = None
+            return advance if label == "device" else None
+
+        report = validate_on_places(lab["prj"], _samples(lab["mlf"], n, seed=11), "kill-*",
+                                    coordinator=farm.coordinator, tflite=lab["tflite"],
+                                    litert=False, chunk_samples=8, progress=progress)
+        runs = {r.name: r for r in report.places}
+        assert runs["kill-1"].status == "failed" and runs["kill-1"].error
+        assert runs["kill-0"].status == runs["kill-2"].status == "ok"
+        assert sum(r.samples for r in runs.values()) == n
+        (tflm,) = report.validation.comparison("tflm").outputs
+        assert tflm.samples == n and tflm.exact == 1.0
+        assert all(farm.holder(p) is None for p in farm.places)
+    finally:
+        farm.close()
+        farm.assert_stopped()
+
+
+def test_flash_through_labgrids_openocd_driver_golden_calls(lab: dict, tmp_path: Path) -> None:
+    """``project-api flash prj -o labgrid_place=dbg-0`` on a place that exports an ST-LINK
+    (NetworkUSBDebugger): the place is acquired for real, labgrid's RemotePlace finds the
+    debugger through the coordinator and its OpenOCDDriver is driven; only what would go to
+    the exporter host over SSH (copying the image, running OpenOCD) is replaced. Golden: the
+    OpenOCD command line labgrid runs there. The place is released afterwards."""
+    from unittest import mock
+
+    from test_flash_runners import F429, arm_elf
+
+    from project_api.template import remote
+
+    farm = lab["farm"]
+    image = arm_elf(tmp_path / "build" / "firmware.elf", [(0x08000000, bytes(range(64)))])
+    synced: list[str] = []
+
+    class FakeManagedFile:
+        def __init__(self, local_path: str, resource: object) -> None:
+            self.local_path = local_path
+
+        def sync_to_resource(self) -> None:
+            synced.append(self.local_path)
+
+        def get_remote_path(self) -> str:
+            return f"/var/cache/labgrid/{Path(self.local_path).name}"
+
+    ssh = ["ssh", "-x", "127.0.0.1", "--"]
+    with mock.patch("labgrid.driver.openocddriver.ManagedFile", FakeManagedFile), \
+            mock.patch("labgrid.resource.common.NetworkResource.command_prefix",
+                       new_callable=mock.PropertyMock, return_value=ssh), \
+            mock.patch("labgrid.driver.openocddriver.processwrapper.check_output",
+                       return_value=b"") as run:
+        assert remote.flash_with_labgrid(
+            {"labgrid_place": "dbg-0", "labgrid_coordinator": farm.coordinator}, image, F429)
+    script = image.parent / "labgrid-openocd.cfg"
+    assert script.read_text() == "source [find target/stm32f4x.cfg]\n"
+    assert synced == [str(image), str(script)]  # the image first (load), then the script
+    run.assert_called_once()
+    assert run.call_args.args[0] == ssh + [
+        "openocd", "--command", "'adapter usb location \"1-1.4\"'", "--file",
+        "interface/stlink.cfg", "--file", "/var/cache/labgrid/labgrid-openocd.cfg",
+        "--command", "init", "--command", "'program /var/cache/labgrid/firmware.elf verify "
+        "reset'", "--command", "exit"]
+    assert farm.holder("dbg-0") is None
+    # A place without a debugger, and a pyOCD remote probe given instead.
+    with pytest.raises(ServerError, match="exports no USB debugger"):
+        remote.flash_with_labgrid({"labgrid_place": "farm-1",
+                                   "labgrid_coordinator": farm.coordinator}, image, F429)
+    assert farm.holder("farm-1") is None
+    assert not remote.flash_with_labgrid({"labgrid_place": "farm-1", "probe": "remote:h:5555"},
+                                         image, F429)
