@@ -243,6 +243,7 @@ def test_generate_mlperftiny_matches_golden(mlf: Path, tmp_path: Path, board: st
     conf = (prj / "prj.conf").read_text()
     assert "CONFIG_UART_INTERRUPT_DRIVEN=y" in conf and "CONFIG_UART_CONSOLE=n" in conf
     assert "CONFIG_HEAP_MEM_POOL_SIZE" not in conf and "RANDOM" not in conf
+    assert f"CONFIG_MAIN_STACK_SIZE={Z.MLPERFTINY_MAIN_STACK_BYTES}\n" in conf
     assert '"kws01"' in (prj / "src/mlperftiny_model.c").read_text()
     assert (prj / "crt_config/crt_config.h").is_file()
 

@@ -76,6 +76,8 @@ HOST_DRIVEN_SOURCES = ("src/main.c", "src/platform.c")
 STANDALONE_SOURCES = ("src/standalone_main.c", "src/platform.c")
 #: mlperftiny needs no platform.c: its runtime libraries call only the port and the model glue.
 MLPERFTINY_SOURCES = ("src/mlperftiny_main.c",)
+#: mlperftiny's CONFIG_MAIN_STACK_SIZE unless config_main_stack_size is given.
+MLPERFTINY_MAIN_STACK_BYTES = 4096
 #: QEMU runs a model run of a few seconds; a real board answers like any UART device.
 QEMU_TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                          session_start_timeout_sec=20.0,
@@ -295,7 +297,8 @@ class Handler(TransportMixin, TemplateHandler):
         option("gdbserver_port", "int", minimum=1, maximum=65535, optional=["open_transport"],
                help="QEMU boards: start QEMU's GDB server on this port, CPU halted."),
         option("config_main_stack_size", "int", minimum=512, maximum=1 << 20,
-               optional=["generate_project"], help="Sets CONFIG_MAIN_STACK_SIZE."),
+               optional=["generate_project"],
+               help="Sets CONFIG_MAIN_STACK_SIZE (mlperftiny default: 4096)."),
         option("workspace_size_bytes", "int", minimum=4096, maximum=1 << 30,
                optional=["generate_project"],
                help="TVM_WORKSPACE_SIZE_BYTES: the runtime heap (CONFIG_HEAP_MEM_POOL_SIZE) for "
@@ -349,6 +352,10 @@ class Handler(TransportMixin, TemplateHandler):
                                       f"{ram} bytes ({source}); pass a smaller -o "
                                       "workspace_size_bytes=N")
         self._check_cmsis(project, opts["cmsis_path"])
+        if mlperftiny and not opts["config_main_stack_size"]:
+            # The protocol and the model run on main's stack: about 1 KiB deep on Cortex-M
+            # (results formatting, the model's run function), more than Zephyr's default.
+            opts["config_main_stack_size"] = MLPERFTINY_MAIN_STACK_BYTES
 
         crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
             opts["project_type"]) if str(p) not in REPLACED_BY_ZEPHYR]
