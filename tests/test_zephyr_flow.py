@@ -1,5 +1,6 @@
 """zephyr template with Zephyr itself: the full flow on qemu_cortex_m3 (generate, ``west
-build``, run under QEMU, host-driven inference bit-exact with TFLite Micro).
+build``, run under QEMU, host-driven inference bit-exact with TFLite Micro; project type
+mlperftiny through the golden MLPerf Tiny transcript, results equal to TFLite Micro's).
 
 Needs ``ZEPHYR_BASE`` (a Zephyr tree with its SDK or toolchain set up) and west. Zephyr cannot be
 installed from the package registries CI reaches, so without them these tests skip with that
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_mlperftiny_protocol import _samples, play_golden, tflm_results
 
 from project_api.emit import emit
 from project_api.emit.reference import run_tflm
@@ -45,13 +47,16 @@ def hello(zephyr_installation: Path, models_dir: Path,
                         name="default")
 
 
+def _west_cmd() -> str:
+    return (f"{sys.executable} -m west" if importlib.util.find_spec("west") is not None
+            else "west")
+
+
 def test_full_flow_on_qemu_cortex_m3(zephyr_installation: Path, hello, tmp_path: Path) -> None:
     tflite, emitted = hello
     shape = emitted.inputs[0].shape
-    west = (f"{sys.executable} -m west" if importlib.util.find_spec("west") is not None
-            else "west")
     options = {"board": "qemu_cortex_m3", "zephyr_base": str(zephyr_installation),
-               "west_cmd": west}
+               "west_cmd": _west_cmd()}
     with generate_project("zephyr", emitted.path, tmp_path / "prj", options, build=True) as project:
         prj = Path(project.directory)
         assert (prj / "build/zephyr/zephyr.elf").is_file()
@@ -69,3 +74,26 @@ def test_full_flow_on_qemu_cortex_m3(zephyr_installation: Path, hello, tmp_path:
             timing = session.time(model, number=2, repeat=2)
             assert all(t > 0 for t in timing.results)
         project.build()  # pristine auto: a second build reuses the build directory
+
+
+def test_mlperftiny_golden_transcript_on_qemu_cortex_m3(zephyr_installation: Path,
+                                                        models_dir: Path, tmp_path: Path) -> None:
+    """project_type=mlperftiny: generate and build, then the shared golden transcript
+    (tests/golden/mlperftiny/kws01.txt) over QEMU's UART, results equal to TFLite Micro's."""
+    tflite = models_dir / "kws_ref_model_int8.tflite"
+    kws = emit(tflite, tmp_path / "kws.tar")
+    options = {"board": "qemu_cortex_m3", "zephyr_base": str(zephyr_installation),
+               "west_cmd": _west_cmd(), "project_type": "mlperftiny",
+               "mlperftiny_model": "kws01"}
+    (x,) = _samples(kws, 1, seed=13)
+    with generate_project("zephyr", kws.path, tmp_path / "prj", options, build=True) as project:
+        assert (Path(project.directory) / "build/zephyr/zephyr.elf").is_file()
+        project.flash()  # QEMU board: nothing to write
+        transport = project.transport()
+        transport.open()
+        try:
+            results = play_golden(transport, x.tobytes())
+        finally:
+            transport.close()
+    want = tflm_results(tflite, kws, x)
+    assert len(results) == 3 and all([f"{v:.3f}" for v in r] == want for r in results)

@@ -2,7 +2,9 @@
 can build here, the stm32 template's for the emulated STM32F405, standing in for zephyr.elf:
 the console on a socket chardev that waits for our connection, a host-driven inference through
 the template server's read/write_transport that matches TFLite Micro bit for bit (so no byte is
-lost or doubled, 0x01 included), a second open_transport after close, and no QEMU left.
+lost or doubled, 0x01 included), a second open_transport after close, and no QEMU left; for
+project type mlperftiny, the ready line awaited and the benchmark's start-up lines left to the
+client, which plays the golden MLPerf Tiny transcript.
 The full flow with Zephyr itself is test_zephyr_flow.py."""
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from stm32_support import (  # noqa: F401  (the fixture is autouse)
     qemu_pids,
     stm32_tools_and_no_qemu_left,
 )
+from test_mlperftiny_protocol import _samples, play_golden, tflm_results
 
 from project_api import paths, server
 from project_api.emit import emit
@@ -74,15 +78,16 @@ def hello(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     return tflite, emit(tflite, out / "hello.tar", name="default")
 
 
-@pytest.fixture
-def stand_in_zephyr_project(hello, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A zephyr qemu_cortex_m3 project whose zephyr.elf is the stm32 template's QEMU firmware,
-    and a handler whose board entry runs it on its own machine (netduinoplus2)."""
+def _stand_in(mlf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              **options: Any) -> Any:
+    """A zephyr qemu_cortex_m3 project whose zephyr.elf is the stm32 template's QEMU firmware
+    of the same project type, and a handler whose board entry runs it on its own machine
+    (netduinoplus2)."""
     monkeypatch.delenv("ZEPHYR_BASE", raising=False)
-    with build_project(hello[1].path, tmp_path / "stm32") as stm32:
+    with build_project(mlf_path, tmp_path / "stm32", **options) as stm32:
         elf = Path(stm32.directory) / "build/firmware.elf"
     prj = tmp_path / "zephyr"
-    generate_project("zephyr", hello[1].path, prj, {"board": "qemu_cortex_m3"}).close()
+    generate_project("zephyr", mlf_path, prj, {"board": "qemu_cortex_m3", **options}).close()
     (prj / "build/zephyr").mkdir(parents=True)
     shutil.copy2(elf, prj / "build/zephyr/zephyr.elf")
     module = _server_module()
@@ -92,7 +97,12 @@ def stand_in_zephyr_project(hello, tmp_path: Path, monkeypatch: pytest.MonkeyPat
                  "enable=on,target=native"]}}
     monkeypatch.setitem(module.BOARDS, "qemu_cortex_m3", board)
     monkeypatch.setattr(module, "BANNER", b"project-api stm32 ready")
-    handler = module.Handler(project_dir=prj)
+    return module.Handler(project_dir=prj)
+
+
+@pytest.fixture
+def stand_in_zephyr_project(hello, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    handler = _stand_in(hello[1].path, tmp_path, monkeypatch)
     yield handler
     handler.close_transport()
 
@@ -134,3 +144,29 @@ def test_qemu_log_and_missing_elf(stand_in_zephyr_project) -> None:
     with pytest.raises(server.ServerError, match="zephyr.elf does not exist; run 'project-api "
                                                  "build' first"):
         handler.open_transport({})
+
+
+def test_qemu_mlperftiny_golden_transcript(models_dir: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """project_type=mlperftiny: open_transport starts QEMU, waits for the ready line and leaves
+    the start-up lines to the client; the golden transcript plays through read/write_transport
+    and the results equal TFLite Micro's."""
+    tflite = models_dir / "kws_ref_model_int8.tflite"
+    kws = emit(tflite, tmp_path / "kws.tar")
+    handler = _stand_in(kws.path, tmp_path, monkeypatch, project_type="mlperftiny",
+                        mlperftiny_model="kws01")
+    before = qemu_pids()
+    (x,) = _samples(kws, 1, seed=13)
+    transport = HandlerTransport(handler, {})
+    transport.open()
+    try:
+        assert "endpoint" not in transport.reply
+        results = play_golden(transport, x.tobytes())
+    finally:
+        transport.close()
+    want = tflm_results(tflite, kws, x)
+    assert len(results) == 3 and all([f"{v:.3f}" for v in r] == want for r in results)
+    deadline = time.monotonic() + 5
+    while qemu_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not qemu_pids() - before, "QEMU left running after close"

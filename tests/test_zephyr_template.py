@@ -216,6 +216,61 @@ def test_standalone_uses_the_shared_ai_api(mlf: Path, tmp_path: Path) -> None:
     assert "ai_create" in (prj / "src/ai/ai_runtime.h").read_text()
 
 
+MLPERFTINY_BOARDS = ["qemu_cortex_m3", "nucleo_f746zg"]
+
+
+@pytest.mark.parametrize("board", MLPERFTINY_BOARDS)
+def test_generate_mlperftiny_matches_golden(mlf: Path, tmp_path: Path, board: str) -> None:
+    """project_type=mlperftiny: the shared protocol (crt library mlperftiny) behind our port
+    file, no RPC, heap or random-number Kconfig, the console UART interrupt-driven."""
+    prj = _generate(mlf, tmp_path / "prj", board=board, project_type="mlperftiny",
+                    mlperftiny_model="kws01")
+    text = _summary(prj)
+    golden = GOLDEN / "mlperftiny" / f"{board}.txt"
+    if os.environ.get("PROJECT_API_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text()
+    cmake = (prj / "CMakeLists.txt").read_text()
+    for src in ("src/mlperftiny_main.c", "src/model_glue.c", "src/mlperftiny_model.c"):
+        assert f"  {src}\n" in cmake and (prj / src).is_file()
+    assert "src/main.c" not in cmake and "src/platform.c" not in cmake
+    listed = [line.strip() for line in cmake.splitlines() if line.strip().startswith("crt/src/")]
+    want = [f"crt/{p}" for p in read_manifest(paths.crt_dir()).project_sources("mlperftiny")
+            if str(p) not in Z.REPLACED_BY_ZEPHYR]
+    assert listed == want and all((prj / p).is_file() for p in listed)
+    assert "crt/src/mlperftiny/protocol.c" in listed and "rpc_server" not in cmake
+    conf = (prj / "prj.conf").read_text()
+    assert "CONFIG_UART_INTERRUPT_DRIVEN=y" in conf and "CONFIG_UART_CONSOLE=n" in conf
+    assert "CONFIG_HEAP_MEM_POOL_SIZE" not in conf and "RANDOM" not in conf
+    assert f"CONFIG_MAIN_STACK_SIZE={Z.MLPERFTINY_MAIN_STACK_BYTES}\n" in conf
+    assert '"kws01"' in (prj / "src/mlperftiny_model.c").read_text()
+    assert (prj / "crt_config/crt_config.h").is_file()
+
+
+def test_mlperftiny_ready_line_is_the_banner_open_transport_waits_for() -> None:
+    """open_transport reads up to the end of the line holding BANNER and leaves the benchmark's
+    start-up lines, sent after it, to the client."""
+    text = (TEMPLATE / "src/mlperftiny_main.c").read_text()
+    assert f'#define READY_BANNER "{Z.BANNER.decode()}: " PROJECT_API_BOARD " mlperftiny\\r\\n"' \
+        in text
+    assert text.index("TVMMlperfTinyPortWrite(banner") < text.index("TVMMlperfTinyStart(&bench")
+
+
+def test_mlperftiny_model_option_is_the_shared_one() -> None:
+    from project_api.template import ai_api
+
+    assert ai_api.MLPERFTINY_MODEL_OPTION in Z.Handler.OPTIONS
+
+
+def test_mlperftiny_model_guessed_without_the_option(mlf: Path, tmp_path: Path) -> None:
+    """Without -o mlperftiny_model the shared guess applies: hello world's output is as large as
+    its input, so it is scored like the anomaly-detection model."""
+    prj = _generate(mlf, tmp_path / "prj", project_type="mlperftiny")
+    model = (prj / "src/mlperftiny_model.c").read_text()
+    assert '"ad01"' in model and "kTVMMlperfTinyScoreReconstruction" in model
+
+
 def test_extra_files_tar(mlf: Path, tmp_path: Path) -> None:
     import tarfile
 
@@ -485,6 +540,26 @@ def test_open_transport_real_board_uses_the_dts_baud(mlf: Path, tmp_path: Path) 
     (prj / "build/zephyr/zephyr.dts").unlink()
     with pytest.raises(ServerError, match="zephyr.dts does not exist; run 'project-api build'"):
         handler.open_transport({"serial_port": "loop://"})
+
+
+def test_open_transport_mlperftiny_real_board_and_standalone_refused(mlf: Path,
+                                                                    tmp_path: Path) -> None:
+    """mlperftiny opens the console UART as host_driven does; standalone has nothing to open."""
+    prj = _generate(mlf, tmp_path / "prj", board="nucleo_f746zg", project_type="mlperftiny",
+                    mlperftiny_model="kws01")
+    (prj / "build/zephyr").mkdir(parents=True)
+    (prj / "build/zephyr/zephyr.dts").write_text(DTS)
+    handler = Z.Handler(project_dir=prj)
+    try:
+        reply = handler.open_transport({"serial_port": "loop://"})
+        assert reply["endpoint"] == {"type": "serial", "port": "loop://", "baudrate": 115200}
+        handler.write_transport(b"name%", 1.0)
+        assert handler.read_transport(5, 1.0) == b"name%"
+    finally:
+        handler.close_transport()
+    alone = _generate(mlf, tmp_path / "alone", board="nucleo_f746zg", project_type="standalone")
+    with pytest.raises(ServerError, match="a standalone firmware has no RPC server"):
+        Z.Handler(project_dir=alone).open_transport({"serial_port": "loop://"})
 
 
 def test_open_transport_finds_the_nrf_console_port(mlf: Path, tmp_path: Path,

@@ -34,6 +34,7 @@ import numpy as np
 from project_api import mlf
 from project_api.errors import ServerError
 from project_api.template import glue
+from project_api.template.options import option
 
 _LOG = logging.getLogger(__name__)
 
@@ -307,6 +308,11 @@ def generate(project: Any, extra_models: str | None, shared_pool: bool, seed: in
 #: MLPerf Tiny model versions (the benchmark's EE_MODEL_VERSION_*) and how each is scored.
 MLPERFTINY_MODELS = {"kws01": "vector", "vww01": "vector", "ic01": "vector",
                      "ad01": "reconstruction"}
+#: The ``mlperftiny_model`` option, declared once for every template with project type
+#: mlperftiny (add it to the handler's OPTIONS).
+MLPERFTINY_MODEL_OPTION = option(
+    "mlperftiny_model", "str", choices=list(MLPERFTINY_MODELS), optional=["generate_project"],
+    help="mlperftiny: the benchmark's model (default: guessed from the outputs).")
 #: Models whose data sets hold uint8 pixels that an int8 model takes less 128 (the benchmark's
 #: reference firmware does so).
 MLPERFTINY_UINT8_IMAGES = ("vww01", "ic01")

@@ -59,9 +59,7 @@ class Handler(TransportMixin, TemplateHandler):
                help="host_driven: an RPC server the host drives; standalone: runs the model on "
                     "input files; mlperftiny: the MLPerf Tiny benchmark protocol on "
                     "stdin/stdout."),
-        option("mlperftiny_model", "str", choices=["kws01", "vww01", "ic01", "ad01"],
-               optional=["generate_project"],
-               help="mlperftiny: the benchmark's model (default: guessed from the outputs)."),
+        ai_api.MLPERFTINY_MODEL_OPTION,
         option("verbose", "bool", default=False, optional=["build"],
                help="Run make with verbose output."),
         option("workspace_size_bytes", "int", default=2 * 1024 * 1024, minimum=4096,

@@ -89,9 +89,7 @@ class Handler(TransportMixin, TemplateHandler):
                help="host_driven: an RPC server on the UART; standalone: the ai_ API "
                     "(src/ai/ai_runtime.h) and a main that runs every model once; "
                     "mlperftiny: the MLPerf Tiny benchmark protocol on the UART."),
-        option("mlperftiny_model", "str", choices=["kws01", "vww01", "ic01", "ad01"],
-               optional=["generate_project"],
-               help="mlperftiny: the benchmark's model (default: guessed from the outputs)."),
+        ai_api.MLPERFTINY_MODEL_OPTION,
         option("extra_models", "str", optional=["generate_project"],
                help="standalone: more MLF archives in the firmware, comma-separated paths."),
         option("shared_pool", "bool", default=False, optional=["generate_project"],

@@ -60,6 +60,8 @@ _LOG = logging.getLogger("zephyr")
 TEMPLATE_DIR = Path(__file__).resolve().parent
 BOARDS: dict[str, dict[str, Any]] = yaml.safe_load(
     (TEMPLATE_DIR / "boards.yaml").read_text())["boards"]
+#: The start of the firmware's first line (host_driven and mlperftiny). open_transport reads up to
+#: its end; what follows (mlperftiny: the benchmark's start-up lines) is left for the client.
 BANNER = b"project-api zephyr ready"
 ELF = "build/zephyr/zephyr.elf"
 DTS = "build/zephyr/zephyr.dts"
@@ -72,6 +74,10 @@ HWM2_FROM = (3, 7)
 REPLACED_BY_ZEPHYR = {"src/platform/memory_pool.c", "src/memory/page_allocator.c"}
 HOST_DRIVEN_SOURCES = ("src/main.c", "src/platform.c")
 STANDALONE_SOURCES = ("src/standalone_main.c", "src/platform.c")
+#: mlperftiny needs no platform.c: its runtime libraries call only the port and the model glue.
+MLPERFTINY_SOURCES = ("src/mlperftiny_main.c",)
+#: mlperftiny's CONFIG_MAIN_STACK_SIZE unless config_main_stack_size is given.
+MLPERFTINY_MAIN_STACK_BYTES = 4096
 #: QEMU runs a model run of a few seconds; a real board answers like any UART device.
 QEMU_TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                          session_start_timeout_sec=20.0,
@@ -268,10 +274,12 @@ class Handler(TransportMixin, TemplateHandler):
                optional=["generate_project"],
                help="Board of boards.yaml (qemu_cortex_m3, qemu_x86 and mps2_an521 run under "
                     "QEMU)."),
-        option("project_type", "str", choices=["host_driven", "standalone"],
+        option("project_type", "str", choices=["host_driven", "standalone", "mlperftiny"],
                default="host_driven", optional=["generate_project"],
                help="host_driven: an RPC server on the console UART; standalone: the ai_ API "
-                    "(src/ai/ai_runtime.h) and a main that runs every model once."),
+                    "(src/ai/ai_runtime.h) and a main that runs every model once; "
+                    "mlperftiny: the MLPerf Tiny benchmark protocol on the console UART."),
+        ai_api.MLPERFTINY_MODEL_OPTION,
         option("west_cmd", "str", default=DEFAULT_WEST,
                optional=["generate_project", "build", "flash", "open_transport"],
                help="The west command, split like a shell would (default: this Python's -m "
@@ -289,7 +297,8 @@ class Handler(TransportMixin, TemplateHandler):
         option("gdbserver_port", "int", minimum=1, maximum=65535, optional=["open_transport"],
                help="QEMU boards: start QEMU's GDB server on this port, CPU halted."),
         option("config_main_stack_size", "int", minimum=512, maximum=1 << 20,
-               optional=["generate_project"], help="Sets CONFIG_MAIN_STACK_SIZE."),
+               optional=["generate_project"],
+               help="Sets CONFIG_MAIN_STACK_SIZE (mlperftiny default: 4096)."),
         option("workspace_size_bytes", "int", minimum=4096, maximum=1 << 30,
                optional=["generate_project"],
                help="TVM_WORKSPACE_SIZE_BYTES: the runtime heap (CONFIG_HEAP_MEM_POOL_SIZE) for "
@@ -322,6 +331,7 @@ class Handler(TransportMixin, TemplateHandler):
         opts = project.options
         name, board = opts["board"], BOARDS[opts["board"]]
         standalone = opts["project_type"] == "standalone"
+        mlperftiny = opts["project_type"] == "mlperftiny"
         if not standalone and (opts["extra_models"] or opts["shared_pool"]):
             raise ServerError(message="extra_models and shared_pool need project_type=standalone")
         base = opts["zephyr_base"] or os.environ.get("ZEPHYR_BASE")
@@ -342,11 +352,16 @@ class Handler(TransportMixin, TemplateHandler):
                                       f"{ram} bytes ({source}); pass a smaller -o "
                                       "workspace_size_bytes=N")
         self._check_cmsis(project, opts["cmsis_path"])
+        if mlperftiny and not opts["config_main_stack_size"]:
+            # The protocol and the model run on main's stack: about 1 KiB deep on Cortex-M
+            # (results formatting, the model's run function), more than Zephyr's default.
+            opts["config_main_stack_size"] = MLPERFTINY_MAIN_STACK_BYTES
 
         crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
             opts["project_type"]) if str(p) not in REPLACED_BY_ZEPHYR]
         project.copy_crt(crt)
-        app = STANDALONE_SOURCES if standalone else HOST_DRIVEN_SOURCES
+        app = (STANDALONE_SOURCES if standalone else MLPERFTINY_SOURCES if mlperftiny
+               else HOST_DRIVEN_SOURCES)
         project.copy(*app, "boards.yaml")
         if (project.template_dir / "boards" / f"{name}.overlay").is_file():
             project.copy(f"boards/{name}.overlay")
@@ -354,6 +369,11 @@ class Handler(TransportMixin, TemplateHandler):
             ai = ai_api.generate(project, opts["extra_models"], opts["shared_pool"],
                                  opts["sample_seed"])
             sources, model_dirs = [*app, *ai.sources], ai.model_dirs
+        elif mlperftiny:
+            project.write_model_glue()
+            ai_api.write_mlperftiny_model(project, opts["mlperftiny_model"])
+            sources = [*app, "src/model_glue.c", "src/mlperftiny_model.c"]
+            model_dirs = ["model"]
         else:
             project.write_model_glue()
             sources, model_dirs = [*app, "src/model_glue.c"], ["model"]
@@ -367,7 +387,7 @@ class Handler(TransportMixin, TemplateHandler):
         context = dict(
             board_name=name, board=board, zephyr_board=zephyr_board_name(name, version),
             app_sources=sources, model_dirs=model_dirs, crt_sources=[f"crt/{p}" for p in crt],
-            definitions=definitions, rx_ring_bytes=1024 if standalone else
+            definitions=definitions, rx_ring_bytes=1024 if standalone or mlperftiny else
             max(1024, 1 << (packet + 64).bit_length()),
         )
         project.render("CMakeLists.txt.j2", "CMakeLists.txt", **context)
@@ -453,7 +473,7 @@ class Handler(TransportMixin, TemplateHandler):
 
     def open_transport(self, options: dict) -> dict:
         values, (name, board) = self.options_for("open_transport", options), self._board()
-        if self.require_generated("project_type")["project_type"] != "host_driven":
+        if self.require_generated("project_type")["project_type"] == "standalone":
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
         if not board["qemu"]:
