@@ -170,3 +170,33 @@ def test_qemu_mlperftiny_golden_transcript(models_dir: Path, tmp_path: Path,
     while qemu_pids() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not qemu_pids() - before, "QEMU left running after close"
+
+
+def test_serial_url_reaches_a_remote_board_without_a_local_qemu(
+        hello, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-o serial_url on a QEMU board of the zephyr template: the board on the other end (here a
+    QEMU this test serves on a loopback TCP port) is used, and the server starts none."""
+    from farm_support import Farm, require_farm_tools
+
+    require_farm_tools()
+    tflite, emitted = hello
+    handler = _stand_in(emitted.path, tmp_path, monkeypatch)
+    farm = Farm(tmp_path / "farm", handler.project_dir / "build/zephyr/zephyr.elf", boards=1,
+                rfc2217=False, labgrid=False)
+    try:
+        before = qemu_pids()
+        transport = HandlerTransport(handler, {"serial_url": farm.url(0)})
+        with Session(transport) as session:
+            assert transport.reply["endpoint"] == {"type": "serial", "port": farm.url(0),
+                                                   "baudrate": 115200}
+            assert qemu_pids() == before  # no local QEMU started
+            model = session.model()
+            x = np.full(emitted.inputs[0].shape, -3, dtype=np.int8)
+            model.set_input(0, x)
+            model.run()
+            want = run_tflm(tflite.read_bytes(), [x])[0]
+            np.testing.assert_array_equal(model.get_output(0).reshape(want.shape), want)
+    finally:
+        handler.close_transport()
+        farm.close()
+        farm.assert_stopped()

@@ -77,22 +77,35 @@ NETWORK_TIMEOUTS = TransportTimeouts(session_start_retry_timeout_sec=2.0,
 #: labgrid's default coordinator port (``labgrid-client -x HOST`` means HOST:20408).
 LABGRID_DEFAULT_PORT = 20408
 
-#: The options of this module, for a template's ``OPTIONS``.
-REMOTE_OPTIONS = [
-    option("serial_url", "str", optional=["open_transport"],
-           help="pyserial URL of the board's UART (rfc2217://host:port, socket://host:port, "
-                "hwgrep://regex, ...): replaces port discovery; never starts a local QEMU."),
-    option("labgrid_place", "str", optional=["open_transport", "flash"],
-           help="labgrid place to acquire; its NetworkSerialPort is the UART (released on close); "
-                "flash: through labgrid's OpenOCD driver on its USB debugger (or -o probe)."),
-    option("labgrid_coordinator", "str", optional=["open_transport", "flash"],
-           help="labgrid coordinator HOST:PORT (default: LG_COORDINATOR)."),
-    option("labgrid_wait", "int", default=0, minimum=0, maximum=24 * 3600,
-           optional=["open_transport", "flash"],
-           help="seconds to wait for a labgrid place someone else holds (0: fail at once)."),
-    option("probe", "str", optional=["flash"],
-           help="debug probe: remote:HOST:PORT for a 'pyocd server' on another machine."),
-]
+def remote_options(flash: bool = True) -> list[dict[str, Any]]:
+    """The options of this module, for a template's ``OPTIONS``: the remote UART
+    (``serial_url``, ``labgrid_*``) and, with ``flash``, flashing through a place's debugger or a
+    pyOCD server (``probe``; a template whose flash tool cannot, such as ``west flash``, leaves
+    that out)."""
+    flash_too = ["open_transport", "flash"] if flash else ["open_transport"]
+    opts = [
+        option("serial_url", "str", optional=["open_transport"],
+               help="pyserial URL of the board's UART (rfc2217://host:port, socket://host:port, "
+                    "hwgrep://regex, ...): replaces port discovery; never starts a local QEMU."),
+        option("labgrid_place", "str", optional=flash_too,
+               help="labgrid place to acquire; its NetworkSerialPort is the UART (released on "
+                    "close)" + ("; flash: through labgrid's OpenOCD driver on its USB debugger "
+                                "(or -o probe)." if flash else ".")),
+        option("labgrid_coordinator", "str", optional=flash_too,
+               help="labgrid coordinator HOST:PORT (default: LG_COORDINATOR)."),
+        option("labgrid_wait", "int", default=0, minimum=0, maximum=24 * 3600,
+               optional=flash_too,
+               help="seconds to wait for a labgrid place someone else holds (0: fail at once)."),
+    ]
+    if flash:
+        opts.append(option("probe", "str", optional=["flash"],
+                           help="debug probe: remote:HOST:PORT for a 'pyocd server' on another "
+                                "machine."))
+    return opts
+
+
+#: Every option of this module (:func:`remote_options` with flashing).
+REMOTE_OPTIONS = remote_options()
 
 
 def require_labgrid() -> None:

@@ -50,6 +50,7 @@ from project_api.template import (
     ai_api,
     compile_definitions,
     option,
+    remote,
     run_logged,
     serial_ports,
     targets,
@@ -323,6 +324,7 @@ class Handler(TransportMixin, TemplateHandler):
                optional=["generate_project"], help="standalone: seed of the known inputs."),
         option("verbose", "bool", default=False, optional=["build"],
                help="Run west build with verbose output."),
+        *remote.remote_options(flash=False),  # west flash runs on the board's own machine
     ]
 
     # --- generate ----------------------------------------------------------------------------
@@ -476,8 +478,14 @@ class Handler(TransportMixin, TemplateHandler):
         if self.require_generated("project_type")["project_type"] == "standalone":
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
+        remote_baud = values["baud_rate"] or (None if board["qemu"] else self._console_baud())
+        link = remote.open_link(values, remote_baud or 115200)  # serial_url, labgrid_place
+        if link is not None:
+            self.close_transport()
+            self.attach(link.transport, *link.parts)
+            return link.reply()
         if not board["qemu"]:
-            baud = values["baud_rate"] or self._console_baud()
+            baud = remote_baud
             port = serial_ports.board_port(_usb(board), values["serial_port"],
                                            values["serial_number"], f"{name}'s debug probe",
                                            index=board.get("usb_port_index"))
