@@ -15,9 +15,10 @@ from project_api import paths
 from project_api.cli import devices
 from project_api.cli import main as cli_main
 
-ST_BOARDS = sorted(f"stm32/{name}" for name, b in yaml.safe_load(
-    (paths.template_dir("stm32") / "boards.yaml").read_text())["boards"].items()
-    if b.get("usb") == {"vid": 0x0483, "pid": 0x374B})
+ST_BOARDS = sorted(f"{template}/{name}" for template in ("stm32", "zephyr")
+                   for name, b in yaml.safe_load((paths.template_dir(template) / "boards.yaml")
+                                                 .read_text())["boards"].items()
+                   if b.get("usb") == {"vid": 0x0483, "pid": 0x374B})
 
 
 def _probe(unique_id: str, description: str) -> mock.Mock:
@@ -28,7 +29,7 @@ def _probe(unique_id: str, description: str) -> mock.Mock:
 def test_board_usb_ids_come_from_every_template() -> None:
     ids = devices.board_usb_ids()
     assert sorted(ids[(0x0483, 0x374B)]) == ST_BOARDS
-    assert "stm32/nucleo_f429zi" in ST_BOARDS and len(ST_BOARDS) >= 2
+    assert {"stm32/nucleo_f429zi", "zephyr/nucleo_f746zg"} <= set(ST_BOARDS)
 
 
 def test_devices_json(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,11 +126,11 @@ def test_boards_yaml_is_data_with_every_field() -> None:
             assert board["usb"] is None and board["flash_runner"] is None
             assert board["emulator"]["binary"].startswith("qemu-system-")
         else:
-            vid, pid = board["usb"].split(":")
-            assert len(vid) == len(pid) == 4 and board["flash_runner"] in (
+            assert set(board["usb"]) == {"vid", "pid"}
+            assert board["flash_runner"] in (
                 "openocd", "jlink", "nrfjprog", "pyocd", "stm32cubeprogrammer")
-    assert BOARDS["nrf5340dk_nrf5340_cpuapp"]["usb"] == "1366:1055"
-    assert BOARDS["b_u585i_iot02a"]["usb"] == "0483:374e"
+    assert BOARDS["nrf5340dk_nrf5340_cpuapp"]["usb"] == {"vid": 0x1366, "pid": 0x1055}
+    assert BOARDS["b_u585i_iot02a"]["usb"] == {"vid": 0x0483, "pid": 0x374E}
 
 
 def test_targets_see_the_zephyr_boards() -> None:

@@ -22,6 +22,7 @@ _LOG = logging.getLogger(__name__)
 def board_usb_ids() -> dict[tuple[int, int], list[str]]:
     """``(vid, pid) -> ["template/board", ...]`` from every template's ``boards.yaml``."""
     from project_api import paths
+    from project_api.template.serial_ports import usb_ids
 
     out: dict[tuple[int, int], list[str]] = {}
     root = paths.templates_dir()
@@ -32,9 +33,8 @@ def board_usb_ids() -> dict[tuple[int, int], list[str]]:
             _LOG.warning("skipping %s: %s", boards_file, exc)
             continue
         for name, board in boards.items():
-            usb = (board or {}).get("usb")
-            if usb:
-                key = (int(usb["vid"]), int(usb["pid"]))
+            key = usb_ids((board or {}).get("usb"))
+            if key:
                 out.setdefault(key, []).append(f"{boards_file.parent.name}/{name}")
     return out
 

@@ -80,16 +80,29 @@ def find_port(vid: int, pid: int, serial_number: str | None = None, what: str = 
     return str(matches[0].device)
 
 
-def board_port(usb: Mapping[str, int] | None, serial_port: str | None,
+def usb_ids(usb: Any) -> tuple[int, int] | None:
+    """``(vid, pid)`` of a boards.yaml ``usb`` entry: ``{vid: 0x0483, pid: 0x374b}`` or the
+    string ``"0483:374b"`` (hex); None for none (an emulated board)."""
+    if not usb:
+        return None
+    if isinstance(usb, Mapping):
+        return int(usb["vid"]), int(usb["pid"])
+    vid, _, pid = str(usb).partition(":")
+    return int(vid, 16), int(pid, 16)
+
+
+def board_port(usb: Any, serial_port: str | None,
                serial_number: str | None, what: str = "the board",
                index: int | None = None) -> str:
-    """``serial_port`` if given, else :func:`find_port` by the board's ``usb`` IDs."""
+    """``serial_port`` if given, else :func:`find_port` by the board's ``usb`` IDs
+    (:func:`usb_ids`)."""
     if serial_port:
         return serial_port
-    if not usb:
+    ids = usb_ids(usb)
+    if ids is None:
         raise ServerError(message=f"{what} has no USB IDs in boards.yaml to find its serial port "
                                   "by; pass -o serial_port=PORT")
-    return find_port(int(usb["vid"]), int(usb["pid"]), serial_number, what, index=index)
+    return find_port(*ids, serial_number, what, index=index)
 
 
 class UartTransport(SerialTransport):

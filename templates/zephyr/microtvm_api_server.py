@@ -246,13 +246,6 @@ def console_baud_rate(dts_text: str) -> int:
     return int(speed.group(1), 0)
 
 
-def _usb(board: Mapping[str, Any]) -> dict[str, int] | None:
-    if not board.get("usb"):
-        return None
-    vid, pid = str(board["usb"]).split(":")
-    return {"vid": int(vid, 16), "pid": int(pid, 16)}
-
-
 def qemu_argv(board: Mapping[str, Any], elf: Path, line: QemuSocketLine,
               gdbserver_port: int | None) -> list[str]:
     """The emulator's command line: the board's machine, our kernel, the console on ``line``
@@ -486,7 +479,7 @@ class Handler(TransportMixin, TemplateHandler):
             return link.reply()
         if not board["qemu"]:
             baud = remote_baud
-            port = serial_ports.board_port(_usb(board), values["serial_port"],
+            port = serial_ports.board_port(board.get("usb"), values["serial_port"],
                                            values["serial_number"], f"{name}'s debug probe",
                                            index=board.get("usb_port_index"))
             self.close_transport()
