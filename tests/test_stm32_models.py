@@ -60,10 +60,11 @@ def test_validate_on_qemu_is_bit_exact_with_tflite_micro(projects: dict, name: s
     (tflm,) = report.comparison("tflm").outputs
     assert report.samples == n and tflm.samples == n
     assert tflm.exact == 1.0 and tflm.max_abs_int == 0.0, tflm
-    # -icount shift=0: SysTick counts instructions, so every timing round gives the same time.
+    # -icount shift=0: SysTick counts instructions, so every timing round gives the same time,
+    # but for the few instructions of a UART interrupt that may land in one round (1 ns each).
     assert report.timing is not None
     times = report.timing.results
-    assert min(times) > 0 and max(times) - min(times) <= 1e-3 * max(times)
+    assert min(times) > 0 and max(times) - min(times) <= max(1e-3 * max(times), 50e-9)
 
 
 def test_qemu_killed_mid_session_is_a_clear_error(projects: dict) -> None:
