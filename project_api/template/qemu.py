@@ -123,6 +123,15 @@ class QemuSerialLine:
         """The server's own ends (for clients that ignore the endpoint), opened by attach()."""
         return FdTransport.for_fifos(self.rx_path, self.tx_path, timeouts)
 
+    def open(self, timeouts: TransportTimeouts | None = None,
+             process: DeviceProcess | None = None, log_path: Path | None = None) -> FdTransport:
+        """The server's own ends as a transport (attach() opens it); QEMU need not run yet."""
+        return self.transport(timeouts)
+
+    def endpoint(self) -> dict[str, Any]:
+        """The endpoint our client opens itself (:meth:`to_json`)."""
+        return self.to_json()
+
     def to_json(self) -> dict[str, Any]:
         """The ``"fifo"`` endpoint for the ``open_transport`` reply; our client removes the
         FIFOs once it has opened them, so nothing stays behind if the server is killed."""
@@ -179,14 +188,54 @@ class QemuSocketLine:
         fd = sock.detach()
         return FdTransport(fd, fd, timeouts)
 
+    def open(self, timeouts: TransportTimeouts | None = None,
+             process: DeviceProcess | None = None, log_path: Path | None = None) -> FdTransport:
+        """:meth:`connect`: the server's connection, once QEMU listens."""
+        return self.connect(timeouts, process, log_path=log_path)
+
+    def endpoint(self) -> None:
+        """None: QEMU takes one connection, the server's, so the bytes go through JSON-RPC."""
+        return None
+
+    def release_spares(self) -> None:
+        """Nothing to release (a socket has no spare ends)."""
+
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def require_image(path: Path) -> Path:
+    """``path`` if the firmware image is built, else ServerError saying to build it."""
+    if not Path(path).is_file():
+        raise ServerError(message=f"open_transport: {path} does not exist; run 'project-api "
+                                  "build' first")
+    return Path(path)
+
+
+def run_emulator(handler: Any, line: QemuSerialLine | QemuSocketLine, argv: Sequence[str],
+                 *, cwd: Path, log_path: Path, timeouts: TransportTimeouts, banner: bytes,
+                 banner_timeout_sec: float = 30.0) -> dict[str, Any]:
+    """Start QEMU (``argv``, whose serial line is ``line``), attach it to ``handler`` (a
+    TransportMixin) and wait for the firmware's ``banner``: the ``open_transport`` reply.
+
+    Whatever fails, nothing is left: QEMU is stopped and the line's folder removed."""
+    handler.close_transport()
+    try:
+        qemu = start_qemu(argv, cwd=cwd, log_path=log_path)
+        handler.attach(line.open(timeouts, qemu, log_path), qemu, line)
+        wait_for_banner(handler._transport, banner, banner_timeout_sec, qemu, log_path, line)
+    except BaseException:
+        handler.close_transport()
+        line.close()
+        raise
+    endpoint = line.endpoint()
+    return {"timeouts": timeouts, **({"endpoint": endpoint} if endpoint else {})}
 
 
 def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,
                     process: DeviceProcess | None = None,
                     log_path: Path | None = None,
-                    line_owner: QemuSerialLine | None = None) -> bytes:
+                    line_owner: QemuSerialLine | QemuSocketLine | None = None) -> bytes:
     """Read from ``transport`` until a line containing ``banner`` has arrived; return that line.
 
     Then ``line_owner``'s spare ends are released. Raises ServerError naming what was seen

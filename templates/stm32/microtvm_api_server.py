@@ -25,7 +25,6 @@ from project_api.crt_manifest import read_manifest
 from project_api.errors import BuildError, FlashError, ServerError
 from project_api.template import (
     NewProject,
-    SerialEndpoint,
     TemplateHandler,
     TransportMixin,
     ai_api,
@@ -38,7 +37,7 @@ from project_api.template import (
     serial_ports,
 )
 from project_api.template import flash as flash_runners
-from project_api.template.qemu import QemuSerialLine, start_qemu, wait_for_banner
+from project_api.template.qemu import QemuSerialLine, require_image, run_emulator
 
 _LOG = logging.getLogger("stm32")
 BOARDS = yaml.safe_load((Path(__file__).resolve().parent / "boards.yaml").read_text())["boards"]
@@ -216,38 +215,21 @@ class Handler(TransportMixin, TemplateHandler):
 
     def open_transport(self, options: dict) -> dict:
         values, (name, board) = self.options_for("open_transport", options), self._board()
-        link = remote.open_link(values, values["baud_rate"])  # serial_url, labgrid_place
-        if link is not None:
-            self.close_transport()
-            self.attach(link.transport, *link.parts)
-            return link.reply()
+        reply = self.open_remote(values, values["baud_rate"])  # serial_url, labgrid_place
+        if reply is not None:
+            return reply
         if not board["emulated"]:
-            port = serial_ports.board_port(board["usb"], values["serial_port"],
-                                           values["serial_number"], f"{name}'s ST-LINK")
-            self.close_transport()
-            endpoint = SerialEndpoint(port, values["baud_rate"])
-            self.attach(serial_ports.UartTransport(port, values["baud_rate"]), endpoint)
-            return {"timeouts": serial_ports.UART_TIMEOUTS, "endpoint": endpoint.to_json()}
-        elf = self.project_dir / ELF
-        if not elf.is_file():
-            raise ServerError(message=f"open_transport: {elf} does not exist; run 'project-api "
-                                      "build' first")
-        self.close_transport()
+            return self.open_uart(serial_ports.board_port(
+                board["usb"], values["serial_port"], values["serial_number"],
+                f"{name}'s ST-LINK"), values["baud_rate"])
+        elf = require_image(self.project_dir / ELF)
         line = QemuSerialLine()
-        log = self.project_dir / "build" / "qemu.log"
-        try:
-            qemu = start_qemu(
-                ["qemu-system-arm", "-M", board["qemu"]["machine"], "-nographic", "-monitor",
-                 "none", "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
-                 "-kernel", str(elf), *line.qemu_args("uart"), "-serial", "chardev:uart"],
-                cwd=self.project_dir, log_path=log)
-            self.attach(line.transport(TIMEOUTS), qemu, line)
-            wait_for_banner(self._transport, BANNER, 30.0, qemu, log, line)
-        except BaseException:
-            self.close_transport()
-            line.close()
-            raise
-        return {"timeouts": TIMEOUTS, "endpoint": line.to_json()}
+        argv = ["qemu-system-arm", "-M", board["qemu"]["machine"], "-nographic", "-monitor",
+                "none", "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
+                "-kernel", str(elf), *line.qemu_args("uart"), "-serial", "chardev:uart"]
+        return run_emulator(self, line, argv, cwd=self.project_dir,
+                            log_path=self.project_dir / "build" / "qemu.log", timeouts=TIMEOUTS,
+                            banner=BANNER)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ from project_api.crt_manifest import read_manifest
 from project_api.errors import BuildError, FlashError, MissingProgramError, ServerError
 from project_api.template import (
     NewProject,
-    SerialEndpoint,
     TemplateHandler,
     TransportMixin,
     ai_api,
@@ -55,7 +54,7 @@ from project_api.template import (
     serial_ports,
     targets,
 )
-from project_api.template.qemu import QemuSocketLine, start_qemu, wait_for_banner
+from project_api.template.qemu import QemuSocketLine, require_image, run_emulator
 
 _LOG = logging.getLogger("zephyr")
 TEMPLATE_DIR = Path(__file__).resolve().parent
@@ -471,40 +470,20 @@ class Handler(TransportMixin, TemplateHandler):
         if self.require_generated("project_type")["project_type"] == "standalone":
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
-        remote_baud = values["baud_rate"] or (None if board["qemu"] else self._console_baud())
-        link = remote.open_link(values, remote_baud or 115200)  # serial_url, labgrid_place
-        if link is not None:
-            self.close_transport()
-            self.attach(link.transport, *link.parts)
-            return link.reply()
+        baud = values["baud_rate"] or (None if board["qemu"] else self._console_baud())
+        reply = self.open_remote(values, baud or 115200)  # serial_url, labgrid_place
+        if reply is not None:
+            return reply
         if not board["qemu"]:
-            baud = remote_baud
-            port = serial_ports.board_port(board.get("usb"), values["serial_port"],
-                                           values["serial_number"], f"{name}'s debug probe",
-                                           index=board.get("usb_port_index"))
-            self.close_transport()
-            endpoint = SerialEndpoint(port, baud)
-            self.attach(serial_ports.UartTransport(port, baud), endpoint)
-            return {"timeouts": serial_ports.UART_TIMEOUTS, "endpoint": endpoint.to_json()}
-        elf = self.project_dir / ELF
-        if not elf.is_file():
-            raise ServerError(message=f"open_transport: {elf} does not exist; run 'project-api "
-                                      "build' first")
-        self.close_transport()
+            return self.open_uart(serial_ports.board_port(
+                board.get("usb"), values["serial_port"], values["serial_number"],
+                f"{name}'s debug probe", index=board.get("usb_port_index")), baud)
+        elf = require_image(self.project_dir / ELF)
         line = QemuSocketLine()
-        log = self.project_dir / "build" / "qemu.log"
-        try:
-            qemu = start_qemu(qemu_argv(board, elf, line, values["gdbserver_port"]),
-                              cwd=self.project_dir, log_path=log)
-            self.attach(line.connect(QEMU_TIMEOUTS, qemu, log_path=log), qemu, line)
-            wait_for_banner(self._transport, BANNER,  # type: ignore[arg-type]
-                            600.0 if values["gdbserver_port"] else 30.0, qemu, log)
-        except BaseException:
-            self.close_transport()
-            line.close()
-            raise
-        # No endpoint: our client has none for a socket; the bytes go through JSON-RPC.
-        return {"timeouts": QEMU_TIMEOUTS}
+        return run_emulator(self, line, qemu_argv(board, elf, line, values["gdbserver_port"]),
+                            cwd=self.project_dir, log_path=self.project_dir / "build" / "qemu.log",
+                            timeouts=QEMU_TIMEOUTS, banner=BANNER,
+                            banner_timeout_sec=600.0 if values["gdbserver_port"] else 30.0)
 
     def _console_baud(self) -> int:
         path = self.project_dir / DTS
