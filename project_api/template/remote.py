@@ -293,6 +293,17 @@ def open_link(values: Mapping[str, Any], baudrate: int = 115200) -> RemoteLink |
     return RemoteLink(NetworkUartTransport(str(url), baudrate), endpoint, parts)
 
 
+def open_remote(handler: Any, values: Mapping[str, Any], baudrate: int) -> dict[str, Any] | None:
+    """Attach the board ``-o serial_url`` or ``-o labgrid_place`` names to ``handler`` (a
+    TransportMixin): the ``open_transport`` reply, or None when neither option is set."""
+    link = open_link(values, baudrate)
+    if link is None:
+        return None
+    handler.close_transport()
+    handler.attach(link.transport, *link.parts)
+    return link.reply()
+
+
 # --- flashing through labgrid's OpenOCD driver ------------------------------------------------
 
 #: What labgrid's OpenOCDDriver runs on the exporter host (``{filename}``: the image it copied).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,18 +117,6 @@ class TransportMixin:
         endpoint = SerialEndpoint(port, baudrate)
         self.attach(UartTransport(port, baudrate), endpoint)
         return {"timeouts": UART_TIMEOUTS, "endpoint": endpoint.to_json()}
-
-    def open_remote(self, values: Mapping[str, Any], baudrate: int) -> dict[str, Any] | None:
-        """Attach the board ``-o serial_url`` or ``-o labgrid_place`` names (template.remote);
-        the ``open_transport`` reply, or None when neither option is set."""
-        from project_api.template import remote
-
-        link = remote.open_link(values, baudrate)
-        if link is None:
-            return None
-        self.close_transport()
-        self.attach(link.transport, *link.parts)
-        return link.reply()
 
     def close_transport(self) -> None:
         transport, self._transport = self._transport, None

@@ -215,7 +215,7 @@ class Handler(TransportMixin, TemplateHandler):
 
     def open_transport(self, options: dict) -> dict:
         values, (name, board) = self.options_for("open_transport", options), self._board()
-        reply = self.open_remote(values, values["baud_rate"])  # serial_url, labgrid_place
+        reply = remote.open_remote(self, values, values["baud_rate"])  # serial_url, labgrid_place
         if reply is not None:
             return reply
         if not board["emulated"]:

@@ -471,7 +471,7 @@ class Handler(TransportMixin, TemplateHandler):
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
         baud = values["baud_rate"] or (None if board["qemu"] else self._console_baud())
-        reply = self.open_remote(values, baud or 115200)  # serial_url, labgrid_place
+        reply = remote.open_remote(self, values, baud or 115200)  # serial_url, labgrid_place
         if reply is not None:
             return reply
         if not board["qemu"]:
