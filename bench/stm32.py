@@ -43,10 +43,13 @@ from mlf_kernels import Module, Tensor, write_mlf  # noqa: E402
 
 from project_api.emit import emit  # noqa: E402
 from project_api.emit.reference import run_tflm  # noqa: E402
+from project_api.emit.target import for_cpu  # noqa: E402
 from project_api.errors import ProjectAPIError  # noqa: E402
 from project_api.micro import Session  # noqa: E402
 from project_api.micro.framing import Framer  # noqa: E402
+from project_api.paths import template_dir  # noqa: E402
 from project_api.project import generate_project  # noqa: E402
+from project_api.template.targets import board_cpu  # noqa: E402
 from project_api.transport import Transport, WrappedTransport  # noqa: E402
 
 _LOG = logging.getLogger("bench.stm32")
@@ -102,6 +105,10 @@ class CountingTransport(WrappedTransport):
         data = self.child.read(n, timeout_sec)
         self.read_bytes += len(data)
         return data
+
+
+#: The emitter's kernels for the board's CPU, as `run --template stm32 --model x.tflite` picks.
+KERNELS = for_cpu(board_cpu(template_dir("stm32"), BOARD))
 
 
 def _build(mlf: Path, where: Path, **options: Any):
@@ -172,7 +179,7 @@ def upload(session: Session, counting: CountingTransport) -> dict[str, float]:
 
 
 def bench_model(name: str, tflite: Path, work: Path, sec_per_instr: float) -> dict[str, Any]:
-    emitted = emit(tflite, work / f"{name}.tar", name="default")
+    emitted = emit(tflite, work / f"{name}.tar", name="default", target=KERNELS)
     try:
         project = _build(emitted.path, work / name)
     except ProjectAPIError as err:
@@ -209,7 +216,8 @@ def bench_model(name: str, tflite: Path, work: Path, sec_per_instr: float) -> di
 
 def _table(results: list[dict[str, Any]], cal: dict[str, Any]) -> list[str]:
     spi = cal["sec_per_instruction"]
-    lines = [f"stm32 on QEMU {BOARD} (-icount shift=0)", "",
+    lines = [f"stm32 on QEMU {BOARD} (-icount shift=0), emitted with the {KERNELS.name} kernels "
+             "(the board's CPU)", "",
              f"calibration: loop of 2n instructions, n = {CALIBRATION_N}: device timer "
              f"{spi * 1e9:.4f} ns/instruction ({1 / spi / 1e6:.1f} M instructions per device "
              f"second); small-n check {cal['linearity']:.4f} (1 = linear); "
