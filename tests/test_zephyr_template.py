@@ -22,6 +22,7 @@ from project_api.emit import emit
 from project_api.errors import ProjectAPIError, ServerError
 from project_api.project import GeneratedProject, generate_project
 from project_api.template import serial_ports
+from project_api.template import zephyr as zephyr_tree
 
 TEMPLATE = paths.template_dir("zephyr")
 GOLDEN = Path(__file__).resolve().parent / "golden" / "zephyr"
@@ -320,7 +321,7 @@ def test_heap_larger_than_ram(mlf: Path, tmp_path: Path, folder: str) -> None:
     """Reference bug: RAM looked up only under boards/arm/. Both layouts are read (the tree's 32
     KiB wins over boards.yaml's 64 KiB), and the error is one line naming both numbers."""
     base = fake_zephyr(tmp_path / "z", (3, 7, 0), {"qemu_cortex_m3": (folder, 32)})
-    assert Z.board_ram_bytes(base, "qemu_cortex_m3") == (
+    assert zephyr_tree.board_ram_bytes(base, "qemu_cortex_m3", BOARDS["qemu_cortex_m3"]) == (
         32768, str(base / folder / "qemu_cortex_m3.yaml"))
     with pytest.raises(ProjectAPIError, match=r"workspace_size_bytes=40000 does not fit "
                                               r"qemu_cortex_m3's RAM of 32768 bytes .*pass a "
@@ -333,9 +334,9 @@ def test_heap_larger_than_ram(mlf: Path, tmp_path: Path, folder: str) -> None:
 
 def test_board_ram_of_a_hardware_model_v2_target(tmp_path: Path) -> None:
     base = fake_zephyr(tmp_path / "z", (4, 0, 0), {"mps2_an521_cpu0": ("boards/arm/mps2", 4096)})
-    assert Z.board_ram_bytes(base, "mps2_an521") == (4096 * 1024,
+    assert zephyr_tree.board_ram_bytes(base, "mps2_an521", BOARDS["mps2_an521"]) == (4096 * 1024,
                                                      str(base / "boards/arm/mps2/mps2_an521_cpu0.yaml"))
-    assert Z.board_ram_bytes(base, "qemu_x86") == (BOARDS["qemu_x86"]["ram_bytes"], "boards.yaml")
+    assert zephyr_tree.board_ram_bytes(base, "qemu_x86", BOARDS["qemu_x86"]) == (BOARDS["qemu_x86"]["ram_bytes"], "boards.yaml")
 
 
 def test_unknown_board(mlf: Path, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,6 +310,25 @@ MLPERFTINY_MODELS = {"kws01": "vector", "vww01": "vector", "ic01": "vector",
                      "ad01": "reconstruction"}
 #: The ``mlperftiny_model`` option, declared once for every template with project type
 #: mlperftiny (add it to the handler's OPTIONS).
+#: The options of a standalone (ai_ API) project, for a template's ``OPTIONS``.
+STANDALONE_OPTIONS = [
+    option("extra_models", "str", optional=["generate_project"],
+           help="standalone: more MLF archives in the firmware, comma-separated paths."),
+    option("shared_pool", "bool", default=False, optional=["generate_project"],
+           help="standalone: one activation pool sized to the largest model."),
+    option("sample_seed", "int", default=0, minimum=0, maximum=(1 << 31) - 1,
+           optional=["generate_project"], help="standalone: seed of the known inputs."),
+]
+
+
+
+def check_standalone_options(options: Mapping[str, Any]) -> None:
+    """ServerError when a project that is not standalone is given standalone-only options."""
+    if options.get("project_type") != "standalone" and (options.get("extra_models")
+                                                        or options.get("shared_pool")):
+        raise ServerError(message="extra_models and shared_pool need project_type=standalone")
+
+
 MLPERFTINY_MODEL_OPTION = option(
     "mlperftiny_model", "str", choices=list(MLPERFTINY_MODELS), optional=["generate_project"],
     help="mlperftiny: the benchmark's model (default: guessed from the outputs).")

@@ -115,6 +115,20 @@ class NewProject:
                 raise ServerError(message=f"the C runtime at {self.crt_dir} lacks {rel}; "
                                           "reinstall project-api")
 
+    def extract_tar(self, archive: str | Path, option: str = "extra_files_tar") -> None:
+        """Extract a user's tar archive (the ``option`` that names it) into the project, safely
+        (no absolute paths, no ``..``, no links out)."""
+        from project_api import mlf
+
+        archive = Path(archive)
+        if not archive.is_file():
+            raise ServerError(message=f"{option} {archive} is not a file; pass a tar archive's "
+                                      "path")
+        try:
+            mlf.safe_extract(archive, self.dir)
+        except mlf.MLFError as exc:
+            raise ServerError(message=f"{option} {archive}: {exc}; pass a tar archive") from None
+
     def render(self, template: str, dest: str, **context: Any) -> None:
         """Render Jinja2 ``template`` to ``dest`` with the options, modules and ``context``."""
         path = self.dir / dest
@@ -290,6 +304,19 @@ class TemplateHandler(server.ProjectAPIHandler):
                 f"module {mod.name!r} targets {targets.family_title(family)} ({evidence}), "
                 f"which {self.where} cannot build; {hint}"
             )
+
+    def check_board_cpu(self, board_name: str, cpu: str) -> None:
+        """BuildError if a module's C builds only for a CPU family that board ``board_name``
+        (``cpu`` of boards.yaml) is not, such as Arm-only code on an x86 board."""
+        from project_api.template import targets
+
+        family = targets.family_of(cpu)
+        for mod in self.model_library().modules.values():
+            need = targets.arch_requirement(mod)
+            if need is not None and not targets.builds(need[0], (family,)):
+                raise BuildError(f"module {mod.name!r} targets {targets.family_title(need[0])} "
+                                 f"({need[1]}), which board {board_name} ({cpu}) cannot run; "
+                                 "regenerate the project with a board of that family")
 
     def close_transport(self) -> None:
         """Templates with a device channel override this (see TransportMixin)."""

@@ -22,7 +22,7 @@ import yaml
 
 from project_api import server
 from project_api.crt_manifest import read_manifest
-from project_api.errors import BuildError, FlashError, ServerError
+from project_api.errors import BuildError, FlashError
 from project_api.template import (
     NewProject,
     TemplateHandler,
@@ -89,12 +89,7 @@ class Handler(TransportMixin, TemplateHandler):
                     "(src/ai/ai_runtime.h) and a main that runs every model once; "
                     "mlperftiny: the MLPerf Tiny benchmark protocol on the UART."),
         ai_api.MLPERFTINY_MODEL_OPTION,
-        option("extra_models", "str", optional=["generate_project"],
-               help="standalone: more MLF archives in the firmware, comma-separated paths."),
-        option("shared_pool", "bool", default=False, optional=["generate_project"],
-               help="standalone: one activation pool sized to the largest model."),
-        option("sample_seed", "int", default=0, minimum=0, maximum=(1 << 31) - 1,
-               optional=["generate_project"], help="standalone: seed of the known inputs."),
+        *ai_api.STANDALONE_OPTIONS,
         option("opt_level", "str", choices=["0", "1", "2", "3", "s", "z", "g"], default="s",
                optional=["generate_project"], help="GCC optimisation level (-O<level>)."),
         option("workspace_size_bytes", "int", default=32 * 1024, minimum=4096, maximum=1 << 24,
@@ -132,8 +127,7 @@ class Handler(TransportMixin, TemplateHandler):
         opts = project.options
         name, board = opts["board"], BOARDS[opts["board"]]
         standalone = opts["project_type"] == "standalone"
-        if not standalone and (opts["extra_models"] or opts["shared_pool"]):
-            raise ServerError(message="extra_models and shared_pool need project_type=standalone")
+        ai_api.check_standalone_options(opts)
         crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
             opts["project_type"])]
         project.copy_crt(crt)
