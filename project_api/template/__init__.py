@@ -11,12 +11,17 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
 * :mod:`.runner`: :func:`require` for programs, :func:`run_logged` for builds (full log in the
   project, first compiler error in the message);
 * :mod:`.transport`: :class:`TransportMixin` (read/write/close over
-  :mod:`project_api.transport`), :class:`DeviceProcess`, :class:`SerialEndpoint`;
+  :mod:`project_api.transport`, ``open_uart``), :class:`DeviceProcess`, :class:`SerialEndpoint`;
+* :mod:`.qemu`: emulated boards: the serial line on FIFOs or a socket, QEMU that dies with the
+  server, the ready banner (``run_emulator``);
+* :mod:`.ai_api`: the generated ``ai_`` C API of standalone projects, the MLPerf Tiny model file;
+* :mod:`.memory`: the memory report of a GNU ld map;
 * :mod:`.targets`: CPU families and the templates that build for them;
 * :mod:`.flash`: flash runners (pyOCD, OpenOCD, STM32CubeProgrammer, QEMU) behind one interface;
-* :mod:`.serial_ports`: a board's serial port found by USB ID and serial number, opened as a UART.
+* :mod:`.serial_ports`: a board's serial port found by USB ID and serial number, opened as a UART;
 * :mod:`.remote`: boards on other machines: ``-o serial_url`` (any pyserial URL), ``-o
-  labgrid_place`` (a labgrid place held while the transport is open), ``-o probe=remote:...``.
+  labgrid_place`` (a labgrid place held while the transport is open), ``-o probe=remote:...``;
+* :mod:`.zephyr`: Zephyr's tree (version, board RAM, board names), west and the devicetree.
 
 This package imports nothing from ``templates/``; the templates import it.
 """
