@@ -23,6 +23,7 @@ from project_api.errors import ProjectAPIError, ServerError
 from project_api.project import GeneratedProject, generate_project
 from project_api.template import serial_ports
 from project_api.template import zephyr as zephyr_tree
+from project_api.template.qemu import emulator_argv
 
 TEMPLATE = paths.template_dir("zephyr")
 GOLDEN = Path(__file__).resolve().parent / "golden" / "zephyr"
@@ -486,12 +487,13 @@ def test_gdbserver_port_is_passed_as_text(tmp_path: Path) -> None:
     """Reference bug: the port went into the environment as an int (TypeError). Here it is a
     QEMU argument, every item a str."""
     line = SimpleNamespace(qemu_args=lambda cid: ["-chardev", f"socket,id={cid},path=x"])
-    argv = Z.qemu_argv(BOARDS["qemu_cortex_m3"], tmp_path / "zephyr.elf", line, 1234)
+    emulator = BOARDS["qemu_cortex_m3"]["emulator"]
+    argv = emulator_argv(emulator["binary"], emulator["args"], tmp_path / "zephyr.elf", line, 1234)
     assert all(isinstance(a, str) for a in argv)
     assert argv[-3:] == ["-gdb", "tcp::1234", "-S"]
     assert argv[:5] == ["qemu-system-arm", "-cpu", "cortex-m3", "-machine", "lm3s6965evb"]
     assert "chardev:uart" in argv and "mux=on" not in " ".join(argv)
-    assert "-gdb" not in Z.qemu_argv(BOARDS["qemu_cortex_m3"], tmp_path / "e", line, None)
+    assert "-gdb" not in emulator_argv(emulator["binary"], emulator["args"], tmp_path / "e", line)
 
 
 DTS = """/dts-v1/;

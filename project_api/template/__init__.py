@@ -26,7 +26,12 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
 This package imports nothing from ``templates/``; the templates import it.
 """
 
-from project_api.template.handler import SERVER_SCRIPT, NewProject, TemplateHandler
+from project_api.template.handler import (
+    SERVER_SCRIPT,
+    NewProject,
+    TemplateHandler,
+    load_boards,
+)
 from project_api.template.options import (
     OPTIONS_FILE,
     DeclaredOption,
@@ -47,6 +52,7 @@ __all__ = [
     "NewProject",
     "SerialEndpoint",
     "TemplateHandler",
+    "load_boards",
     "TransportMixin",
     "check_declared",
     "compile_definitions",

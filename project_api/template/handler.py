@@ -52,6 +52,14 @@ MODEL_LIBRARY_FORMAT_RELPATH = "model.tar"
 SERVER_SCRIPT = "microtvm_api_server.py"
 
 
+def load_boards(server_file: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``boards`` of the ``boards.yaml`` beside a template's server (``__file__``)."""
+    import yaml
+
+    path = Path(server_file).resolve().parent / "boards.yaml"
+    return yaml.safe_load(path.read_text())["boards"]
+
+
 @dataclass
 class NewProject:
     """A project being generated, handed to :meth:`TemplateHandler.render`."""
@@ -174,6 +182,8 @@ class TemplateHandler(server.ProjectAPIHandler):
     OPTIONS: ClassVar[list[DeclaredOption]] = []
     #: CPU families the template compiles for ("host", "cortex-m"); see :meth:`check_targets`.
     BUILDS_FOR: ClassVar[tuple[str, ...]] = ()
+    #: Its boards (:func:`load_boards`), for templates with a ``board`` option.
+    BOARDS: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(self, project_dir: Path | None = None) -> None:
         super().__init__()
@@ -262,6 +272,11 @@ class TemplateHandler(server.ProjectAPIHandler):
                                       "a project first ('project-api generate')")
         saved = load_options(self.project_dir)
         return {o.name: saved.get(o.name, o.default) for o in self.OPTIONS}
+
+    def board(self) -> tuple[str, dict[str, Any]]:
+        """The generated project's board: its name and its :attr:`BOARDS` entry."""
+        name = self.require_generated("board")["board"]
+        return name, self.BOARDS[name]
 
     def options_for(self, method: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """The values ``method`` runs with: the call's for options scoped to ``method``, the

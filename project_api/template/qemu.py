@@ -204,6 +204,19 @@ class QemuSocketLine:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def emulator_argv(binary: str, machine_args: Sequence[str], image: Path,
+                  line: QemuSerialLine | QemuSocketLine,
+                  gdbserver_port: int | None = None) -> list[str]:
+    """QEMU's command line: ``binary`` with the board's ``machine_args``, no monitor, ``image``
+    as the kernel, the first serial port on ``line`` and, with ``gdbserver_port``, a GDB server
+    that holds the CPU until GDB continues it."""
+    argv = [str(binary), *map(str, machine_args), "-monitor", "none", "-kernel", str(image),
+            *line.qemu_args("uart"), "-serial", "chardev:uart"]
+    if gdbserver_port is not None:
+        argv += ["-gdb", f"tcp::{int(gdbserver_port)}", "-S"]
+    return argv
+
+
 def require_image(path: Path) -> Path:
     """``path`` if the firmware image is built, else ServerError saying to build it."""
     if not Path(path).is_file():

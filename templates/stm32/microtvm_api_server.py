@@ -15,10 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from project_api import server
 from project_api.crt_manifest import read_manifest
@@ -29,6 +26,7 @@ from project_api.template import (
     TransportMixin,
     ai_api,
     compile_definitions,
+    load_boards,
     memory,
     option,
     remote,
@@ -37,10 +35,15 @@ from project_api.template import (
     serial_ports,
 )
 from project_api.template import flash as flash_runners
-from project_api.template.qemu import QemuSerialLine, require_image, run_emulator
+from project_api.template.qemu import (
+    QemuSerialLine,
+    emulator_argv,
+    require_image,
+    run_emulator,
+)
 
 _LOG = logging.getLogger("stm32")
-BOARDS = yaml.safe_load((Path(__file__).resolve().parent / "boards.yaml").read_text())["boards"]
+BOARDS = load_boards(__file__)
 ELF = "build/firmware.elf"
 BANNER = b"project-api stm32 ready"
 APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c",
@@ -79,6 +82,7 @@ class Handler(TransportMixin, TemplateHandler):
 
     PLATFORM_NAME = "stm32"
     BUILDS_FOR = ("cortex-m",)
+    BOARDS = BOARDS
     OPTIONS = [
         option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
                optional=["generate_project"],
@@ -168,15 +172,13 @@ class Handler(TransportMixin, TemplateHandler):
                        crt_sources=[f"crt/{p}" for p in crt], **context,
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
 
-    def _board(self) -> tuple[str, dict[str, Any]]:
-        return (name := self.require_generated("board")["board"]), BOARDS[name]
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
         self.check_targets()
         make = require("make", "install make, e.g. 'apt-get install make'")
         require("arm-none-eabi-gcc", "install the Arm GNU toolchain, e.g. 'apt-get install "
                 "gcc-arm-none-eabi libnewlib-arm-none-eabi'")
-        name, board = self._board()
+        name, board = self.board()
         log = self.project_dir / "build" / "build.log"
         cmd = [make, "-C", str(self.project_dir), f"-j{max(1, min(4, os.cpu_count() or 1))}"]
         try:
@@ -195,7 +197,7 @@ class Handler(TransportMixin, TemplateHandler):
         _LOG.info("%s", memory.write_report(self.project_dir / "build", name, board))
 
     def flash(self, options: dict) -> None:
-        values, (name, board) = self.options_for("flash", options), self._board()
+        values, (name, board) = self.options_for("flash", options), self.board()
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
@@ -208,7 +210,7 @@ class Handler(TransportMixin, TemplateHandler):
                          remote.probe_id(values) or values["serial_number"], progress)
 
     def open_transport(self, options: dict) -> dict:
-        values, (name, board) = self.options_for("open_transport", options), self._board()
+        values, (name, board) = self.options_for("open_transport", options), self.board()
         reply = remote.open_remote(self, values, values["baud_rate"])  # serial_url, labgrid_place
         if reply is not None:
             return reply
@@ -218,9 +220,9 @@ class Handler(TransportMixin, TemplateHandler):
                 f"{name}'s ST-LINK"), values["baud_rate"])
         elf = require_image(self.project_dir / ELF)
         line = QemuSerialLine()
-        argv = ["qemu-system-arm", "-M", board["qemu"]["machine"], "-nographic", "-monitor",
-                "none", "-icount", "shift=0", "-semihosting-config", "enable=on,target=native",
-                "-kernel", str(elf), *line.qemu_args("uart"), "-serial", "chardev:uart"]
+        argv = emulator_argv("qemu-system-arm", [
+            "-M", board["qemu"]["machine"], "-nographic", "-icount", "shift=0",
+            "-semihosting-config", "enable=on,target=native"], elf, line)
         return run_emulator(self, line, argv, cwd=self.project_dir,
                             log_path=self.project_dir / "build" / "qemu.log", timeouts=TIMEOUTS,
                             banner=BANNER)

@@ -30,8 +30,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from project_api import server
 from project_api.crt_manifest import read_manifest
 from project_api.errors import FlashError, ServerError
@@ -41,12 +39,18 @@ from project_api.template import (
     TransportMixin,
     ai_api,
     compile_definitions,
+    load_boards,
     option,
     remote,
     run_logged,
     serial_ports,
 )
-from project_api.template.qemu import QemuSocketLine, require_image, run_emulator
+from project_api.template.qemu import (
+    QemuSocketLine,
+    emulator_argv,
+    require_image,
+    run_emulator,
+)
 from project_api.template.zephyr import (
     DEFAULT_WEST,
     check_cmsis,
@@ -62,8 +66,7 @@ from project_api.template.zephyr import (
 
 _LOG = logging.getLogger("zephyr")
 TEMPLATE_DIR = Path(__file__).resolve().parent
-BOARDS: dict[str, dict[str, Any]] = yaml.safe_load(
-    (TEMPLATE_DIR / "boards.yaml").read_text())["boards"]
+BOARDS = load_boards(__file__)
 #: The start of the firmware's first line (host_driven and mlperftiny). open_transport reads up to
 #: its end; what follows (mlperftiny: the benchmark's start-up lines) is left for the client.
 BANNER = b"project-api zephyr ready"
@@ -84,23 +87,12 @@ QEMU_TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                          session_established_timeout_sec=120.0)
 
 
-def qemu_argv(board: Mapping[str, Any], elf: Path, line: QemuSocketLine,
-              gdbserver_port: int | None) -> list[str]:
-    """The emulator's command line: the board's machine, our kernel, the console on ``line``
-    and, with ``gdbserver_port``, a GDB server that holds the CPU until GDB continues it."""
-    emulator = board["emulator"]
-    argv = [str(emulator["binary"]), *map(str, emulator["args"]), "-monitor", "none",
-            "-kernel", str(elf), *line.qemu_args("uart"), "-serial", "chardev:uart"]
-    if gdbserver_port is not None:
-        argv += ["-gdb", f"tcp::{int(gdbserver_port)}", "-S"]
-    return argv
-
-
 class Handler(TransportMixin, TemplateHandler):
     """The zephyr template's Project API handler."""
 
     PLATFORM_NAME = "zephyr"
     BUILDS_FOR = ("cortex-m", "x86")
+    BOARDS = BOARDS
     OPTIONS = [
         option("board", "str", choices=list(BOARDS), default="qemu_cortex_m3",
                optional=["generate_project"],
@@ -208,9 +200,6 @@ class Handler(TransportMixin, TemplateHandler):
 
     # --- build and flash ---------------------------------------------------------------------
 
-    def _board(self) -> tuple[str, dict[str, Any]]:
-        return (name := self.require_generated("board")["board"]), BOARDS[name]
-
     def _west(self, values: Mapping[str, Any], method: str) -> tuple[list[str], dict[str, str],
                                                                         tuple[int, int, int]]:
         west = west_argv(values["west_cmd"])
@@ -220,7 +209,7 @@ class Handler(TransportMixin, TemplateHandler):
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
         self.check_targets()
-        name, board = self._board()
+        name, board = self.board()
         self.check_board_cpu(name, str(board["cpu"]))
         west, env, version = self._west(values, "build")
         check_version(version, values["warning_as_error"])
@@ -232,7 +221,7 @@ class Handler(TransportMixin, TemplateHandler):
         run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / BUILD_LOG, env=env)
 
     def flash(self, options: dict) -> None:
-        values, (name, board) = self.options_for("flash", options), self._board()
+        values, (name, board) = self.options_for("flash", options), self.board()
         if board["qemu"]:
             _LOG.info("%s is emulated: nothing to flash; open_transport starts QEMU", name)
             return
@@ -248,7 +237,7 @@ class Handler(TransportMixin, TemplateHandler):
     # --- transport ---------------------------------------------------------------------------
 
     def open_transport(self, options: dict) -> dict:
-        values, (name, board) = self.options_for("open_transport", options), self._board()
+        values, (name, board) = self.options_for("open_transport", options), self.board()
         if self.require_generated("project_type")["project_type"] == "standalone":
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
@@ -262,7 +251,9 @@ class Handler(TransportMixin, TemplateHandler):
                 f"{name}'s debug probe", index=board.get("usb_port_index")), baud)
         elf = require_image(self.project_dir / ELF)
         line = QemuSocketLine()
-        return run_emulator(self, line, qemu_argv(board, elf, line, values["gdbserver_port"]),
+        argv = emulator_argv(board["emulator"]["binary"], board["emulator"]["args"], elf, line,
+                             values["gdbserver_port"])
+        return run_emulator(self, line, argv,
                             cwd=self.project_dir, log_path=self.project_dir / "build" / "qemu.log",
                             timeouts=QEMU_TIMEOUTS, banner=BANNER,
                             banner_timeout_sec=600.0 if values["gdbserver_port"] else 30.0)
