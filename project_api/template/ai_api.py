@@ -322,6 +322,21 @@ STANDALONE_OPTIONS = [
 
 
 
+def write_model_sources(project: Any) -> tuple[list[str], list[str]]:
+    """The model's side of a firmware for ``project``'s ``project_type``: standalone, the ai_ API
+    (:func:`generate`); otherwise the model glue and, for mlperftiny, the benchmark's model file.
+    Returns the generated C sources and the model folders their code is in."""
+    opts = project.options
+    if opts["project_type"] == "standalone":
+        ai = generate(project, opts["extra_models"], opts["shared_pool"], opts["sample_seed"])
+        return list(ai.sources), list(ai.model_dirs)
+    project.write_model_glue()
+    if opts["project_type"] == "mlperftiny":
+        write_mlperftiny_model(project, opts["mlperftiny_model"])
+        return ["src/model_glue.c", "src/mlperftiny_model.c"], ["model"]
+    return ["src/model_glue.c"], ["model"]
+
+
 def check_standalone_options(options: Mapping[str, Any]) -> None:
     """ServerError when a project that is not standalone is given standalone-only options."""
     if options.get("project_type") != "standalone" and (options.get("extra_models")

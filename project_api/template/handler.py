@@ -166,6 +166,15 @@ class NewProject:
         header = self.crt_dir / "include" / "tvm" / "runtime" / "crt" / "config.h"
         path.write_text(glue.render_crt_config(self.env, knobs, title=title, config_header=header))
 
+    def write_device_crt_config(self, max_packet_bytes: int, title: str) -> None:
+        """``crt_config.h`` of a firmware: its largest RPC packet and the model's workspace."""
+        self.write_crt_config({
+            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (max_packet_bytes,
+                                              "Largest RPC packet, header included."),
+            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
+                                               "Model workspace given to TVMBackendWorkspaceInit."),
+        }, title=title)
+
     def workspace_bytes(self) -> int:
         """The model workspace to reserve for all modules (see :func:`glue.workspace_bytes`)."""
         from project_api.template import glue

@@ -46,13 +46,11 @@ _LOG = logging.getLogger("stm32")
 BOARDS = load_boards(__file__)
 ELF = "build/firmware.elf"
 BANNER = b"project-api stm32 ready"
-APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c",
-               "src/model_glue.c")
+APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c")
 STANDALONE_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
                       "src/standalone_main.c")
 MLPERFTINY_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
-                      "src/mlperftiny_main.c", "src/model_glue.c", "src/mlperftiny_model.c")
-GENERATED_SOURCES = ("src/model_glue.c", "src/mlperftiny_model.c")
+                      "src/mlperftiny_main.c")
 # QEMU runs instructions at about 1e8/s here; a model run of a few seconds is normal.
 TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                     session_start_timeout_sec=20.0,
@@ -138,25 +136,11 @@ class Handler(TransportMixin, TemplateHandler):
         mlperftiny = opts["project_type"] == "mlperftiny"
         app = (STANDALONE_SOURCES if standalone else MLPERFTINY_SOURCES if mlperftiny
                else APP_SOURCES)
-        project.copy(*(s for s in app if s not in GENERATED_SOURCES), "src/firmware.h",
-                     "src/stm32_regs.h", "boards.yaml")
-        if mlperftiny:
-            project.write_model_glue()
-            ai_api.write_mlperftiny_model(project, opts["mlperftiny_model"])
-            model_dirs = ["model"]
-        elif standalone:
-            ai = ai_api.generate(project, opts["extra_models"], opts["shared_pool"],
-                                 opts["sample_seed"])
-            app, model_dirs = (*app, *ai.sources), ai.model_dirs
-        else:
-            project.write_model_glue()
-            model_dirs = ["model"]
+        project.copy(*app, "src/firmware.h", "src/stm32_regs.h", "boards.yaml")
+        generated, model_dirs = ai_api.write_model_sources(project)
+        app = (*app, *generated)
         packet = opts["max_packet_size_bytes"]
-        project.write_crt_config({
-            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (packet, "Largest RPC packet, header included."),
-            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
-                                               "Model workspace given to TVMBackendWorkspaceInit."),
-        }, title=f"stm32 template, board {name}")
+        project.write_device_crt_config(packet, f"stm32 template, board {name}")
         bus_div = board["clock"][f"{board['uart']['bus']}_div"]
         enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
         context = dict(board_name=name, board=board, baudrate=opts["baud_rate"],

@@ -168,24 +168,10 @@ class Handler(TransportMixin, TemplateHandler):
         project.copy(*app, "boards.yaml")
         if (project.template_dir / "boards" / f"{name}.overlay").is_file():
             project.copy(f"boards/{name}.overlay")
-        if standalone:
-            ai = ai_api.generate(project, opts["extra_models"], opts["shared_pool"],
-                                 opts["sample_seed"])
-            sources, model_dirs = [*app, *ai.sources], ai.model_dirs
-        elif mlperftiny:
-            project.write_model_glue()
-            ai_api.write_mlperftiny_model(project, opts["mlperftiny_model"])
-            sources = [*app, "src/model_glue.c", "src/mlperftiny_model.c"]
-            model_dirs = ["model"]
-        else:
-            project.write_model_glue()
-            sources, model_dirs = [*app, "src/model_glue.c"], ["model"]
+        generated, model_dirs = ai_api.write_model_sources(project)
+        sources = [*app, *generated]
         packet = opts["max_packet_size_bytes"]
-        project.write_crt_config({
-            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (packet, "Largest RPC packet, header included."),
-            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
-                                               "Model workspace given to TVMBackendWorkspaceInit."),
-        }, title=f"zephyr template, board {name}")
+        project.write_device_crt_config(packet, f"zephyr template, board {name}")
         definitions = compile_definitions(opts["compile_definitions"])
         context = dict(
             board_name=name, board=board, zephyr_board=zephyr_board_name(name, board, version),
