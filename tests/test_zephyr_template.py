@@ -519,13 +519,13 @@ DTS = """/dts-v1/;
 
 
 def test_console_baud_rate_from_the_devicetree() -> None:
-    assert Z.console_baud_rate(DTS) == 115200
+    assert zephyr_tree.console_baud_rate(DTS) == 115200
     by_path = DTS.replace("&usart3;", '"/soc/serial@40011000";')
-    assert Z.console_baud_rate(by_path) == 9600
+    assert zephyr_tree.console_baud_rate(by_path) == 9600
     with pytest.raises(ValueError, match="no current-speed"):
-        Z.console_baud_rate(DTS.replace("current-speed = < 0x1c200 >;", ""))
+        zephyr_tree.console_baud_rate(DTS.replace("current-speed = < 0x1c200 >;", ""))
     with pytest.raises(ValueError, match="no zephyr,console"):
-        Z.console_baud_rate(DTS.replace("zephyr,console", "zephyr,other"))
+        zephyr_tree.console_baud_rate(DTS.replace("zephyr,console", "zephyr,other"))
 
 
 def test_open_transport_real_board_uses_the_dts_baud(mlf: Path, tmp_path: Path) -> None:

@@ -232,3 +232,16 @@ def check_tree_for_board(options: dict[str, Any], name: str,
                                   f"{ram} bytes ({source}); pass a smaller -o "
                                   "workspace_size_bytes=N")
     return version
+
+
+def built_console_baud(dts_path: Path) -> int:
+    """The console's baud rate in a built ``zephyr.dts``; ServerError saying what to do when the
+    file is missing or names none."""
+    if not dts_path.is_file():
+        raise ServerError(message=f"open_transport: {dts_path} does not exist; run 'project-api "
+                                  "build' first (or pass -o baud_rate=N)")
+    try:
+        return console_baud_rate(dts_path.read_text(errors="replace"))
+    except ValueError as exc:
+        raise ServerError(message=f"open_transport: cannot read the console's baud rate from "
+                                  f"{dts_path} ({exc}); pass -o baud_rate=N") from None

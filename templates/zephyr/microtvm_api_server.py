@@ -53,10 +53,10 @@ from project_api.template.qemu import (
 )
 from project_api.template.zephyr import (
     DEFAULT_WEST,
+    built_console_baud,
     check_cmsis,
     check_tree_for_board,
     check_version,
-    console_baud_rate,
     flash_serial_args,
     west_argv,
     zephyr_base_of,
@@ -227,7 +227,7 @@ class Handler(TransportMixin, TemplateHandler):
         if self.require_generated("project_type")["project_type"] == "standalone":
             raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
                                       "read its ai: lines on the console instead")
-        baud = values["baud_rate"] or (None if board["qemu"] else self._console_baud())
+        baud = values["baud_rate"] or (None if board["qemu"] else built_console_baud(self.project_dir / DTS))
         reply = remote.open_remote(self, values, baud or 115200)  # serial_url, labgrid_place
         if reply is not None:
             return reply
@@ -243,17 +243,6 @@ class Handler(TransportMixin, TemplateHandler):
                             cwd=self.project_dir, log_path=self.project_dir / "build" / "qemu.log",
                             timeouts=QEMU_TIMEOUTS, banner=BANNER,
                             banner_timeout_sec=600.0 if values["gdbserver_port"] else 30.0)
-
-    def _console_baud(self) -> int:
-        path = self.project_dir / DTS
-        if not path.is_file():
-            raise ServerError(message=f"open_transport: {path} does not exist; run 'project-api "
-                                      "build' first (or pass -o baud_rate=N)")
-        try:
-            return console_baud_rate(path.read_text(errors="replace"))
-        except ValueError as exc:
-            raise ServerError(message=f"open_transport: cannot read the console's baud rate from "
-                                      f"{path} ({exc}); pass -o baud_rate=N") from None
 
 
 if __name__ == "__main__":
