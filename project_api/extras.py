@@ -31,10 +31,10 @@ MODULES: dict[str, tuple[str, str]] = {
 }
 
 #: Each runtime extra and the distributions it brings (``test`` adds the test tools to them all).
-EXTRAS: dict[str, tuple[str, ...]] = {}
-for _dist, _extra in MODULES.values():
-    EXTRAS.setdefault(_extra, ())
-    EXTRAS[_extra] += (_dist,)
+EXTRAS: dict[str, tuple[str, ...]] = {
+    extra: tuple(dist for dist, e in MODULES.values() if e == extra)
+    for extra in dict.fromkeys(e for _, e in MODULES.values())
+}
 
 
 class MissingExtraError(ProjectAPIError, ImportError):
