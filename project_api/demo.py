@@ -4,7 +4,9 @@ Two bundled models, both deterministic (seeded weights and inputs):
 
 * ``"int8"`` (the default): the emitter's demo network (:func:`project_api.emit.builder.demo_model`,
   int8 conv -> depthwise conv -> residual add -> pool -> fully connected -> softmax), built as a
-  TFLite model in code, emitted to MLF and checked bit for bit against TensorFlow Lite Micro;
+  TFLite model in code, emitted to MLF and checked bit for bit against TensorFlow Lite Micro,
+  or, when ``tflite-micro`` is not installed (the base install), against the same network
+  evaluated in numpy with TFLM's integer arithmetic (:mod:`project_api.emit.numpy_reference`);
 * ``"mlp"``: a float32 multilayer perceptron (8 -> 16 -> 4, ReLU between the layers) written
   here as an MLF with plain C kernels that use the TVM backend API as generated code does (one
   activation pool from ``TVMBackendAllocWorkspace`` per run), checked against numpy. It needs
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from project_api import extras
 from project_api.errors import ProjectError
 
 _LOG = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ class DemoResult:
     description: str = ""  #: what the model is
     reference_name: str = "numpy"  #: what the outputs were checked against
     output_info: list = field(default_factory=list)  #: the MLF's TensorInfo per output
+    note: str = ""  #: how to get a stronger check, when one was not available
 
     @property
     def ok(self) -> bool:
@@ -216,6 +220,17 @@ def write_demo_mlf(path: str | Path, seed: int = 0) -> list[tuple[np.ndarray, np
 _MARKER = ".project-api-demo"
 
 
+@dataclass
+class _Model:
+    """The demo's model archive and what its outputs are checked against."""
+
+    path: Path
+    reference: Callable[[list[np.ndarray]], list[np.ndarray]]
+    description: str
+    reference_name: str
+    note: str = ""
+
+
 def _prepare(out_dir: Path, force: bool) -> None:
     """Make room for the demo's output; only ever removes what an earlier demo run wrote."""
     if not out_dir.exists():
@@ -232,15 +247,14 @@ def _prepare(out_dir: Path, force: bool) -> None:
     shutil.rmtree(out_dir)
 
 
-def _int8_model(out: Path, seed: int, say: Callable[[str], None]) -> tuple[Path, Callable, str] | None:
-    """Emit the int8 demo network; returns (MLF path, reference runner, description), or None
-    when the emitter or the TFLite Micro reference is not available."""
+def _int8_model(out: Path, seed: int, say: Callable[[str], None]) -> _Model | None:
+    """Emit the int8 demo network with its reference: TFLite Micro when installed, else numpy's
+    evaluation of the same TFLite model. None when the emitter cannot be imported."""
     try:
         from project_api.emit import emit
         from project_api.emit.builder import demo_model
-        from project_api.emit.reference import run_tflm
     except ImportError as exc:
-        say(f"the int8 demo needs the emitter and tflite-micro ({exc}); running the float32 MLP")
+        say(f"the int8 demo needs the emitter ({exc}); running the float32 MLP")
         return None
     tflite = out / "model.tflite"
     tflite.write_bytes(demo_model(seed))
@@ -248,7 +262,19 @@ def _int8_model(out: Path, seed: int, say: Callable[[str], None]) -> tuple[Path,
     emit(tflite, model_path, name=DEMO_MODULE)
     description = ("int8 CNN 16x16x1 -> conv 3x3 -> depthwise 3x3 -> add -> pool -> dense -> "
                    "softmax(10), built as TFLite and emitted to C")
-    return model_path, lambda inputs: run_tflm(tflite.read_bytes(), inputs), description
+    try:
+        extras.require("tflite_micro", "the demo's TFLite Micro comparison")
+    except extras.MissingExtraError:
+        from project_api.emit.numpy_reference import run_numpy
+
+        note = ("tflite-micro is not installed, so the check is numpy's bit-exact int8 "
+                f"evaluation; for the TFLite Micro comparison: {extras.install_line('reference')}")
+        return _Model(model_path, lambda inputs: run_numpy(tflite.read_bytes(), inputs),
+                      description, "numpy int8", note)
+    from project_api.emit.reference import run_tflm
+
+    return _Model(model_path, lambda inputs: run_tflm(tflite.read_bytes(), inputs),
+                  description, "TFLite Micro")
 
 
 def run_demo(
@@ -263,11 +289,13 @@ def run_demo(
 ) -> DemoResult:
     """Generate, build and run a demo model on the host template, and check its outputs.
 
-    ``model`` is ``"int8"`` (emitted, checked against TensorFlow Lite Micro) or ``"mlp"`` (float32,
-    checked against numpy). Writes the model (``out_dir/model.tar``, and ``model.tflite`` for int8)
-    and the generated project ``out_dir/project``; a folder left by an earlier demo run is
-    replaced, anything else needs ``force`` (and must hold only demo output). ``progress`` is
-    called with a short line before each step (the CLI prints them).
+    ``model`` is ``"int8"`` (emitted, checked bit for bit against TensorFlow Lite Micro, or
+    against numpy's int8 evaluation when ``tflite-micro`` is not installed: ``note`` then says
+    how to get the TFLite Micro comparison) or ``"mlp"`` (float32, checked against numpy).
+    Writes the model (``out_dir/model.tar``, and ``model.tflite`` for int8) and the generated
+    project ``out_dir/project``; a folder left by an earlier demo run is replaced, anything else
+    needs ``force`` (and must hold only demo output). ``progress`` is called with a short line
+    before each step and with the ``note`` at the end (the CLI prints them).
     """
     from project_api import mlf
     from project_api.project import generate_project
@@ -279,18 +307,13 @@ def run_demo(
     _prepare(out, force)
     out.mkdir(parents=True)
     (out / _MARKER).write_text("written by 'project-api demo'; the next demo run replaces this folder\n")
-    emitted = _int8_model(out, seed, say) if model == "int8" else None
-    if emitted is not None:
-        model_path, reference, description = emitted
-        reference_name = "TFLite Micro"
-    else:
-        model_path = out / "model.tar"
-        layers = write_demo_mlf(model_path, seed)
-        description = f"float32 MLP {' -> '.join(map(str, _LAYERS))}"
-        reference_name = "numpy"
-
-        def reference(inputs: list[np.ndarray]) -> list[np.ndarray]:
-            return [demo_reference(inputs[0], layers)]
+    chosen = _int8_model(out, seed, say) if model == "int8" else None
+    if chosen is None:
+        mlp_path = out / "model.tar"
+        layers = write_demo_mlf(mlp_path, seed)
+        chosen = _Model(mlp_path, lambda inputs: [demo_reference(inputs[0], layers)],
+                        f"float32 MLP {' -> '.join(map(str, _LAYERS))}", "numpy")
+    model_path, description = chosen.path, chosen.description
     say(f"model: {description} -> {model_path}")
 
     with mlf.open_mlf(model_path) as library:
@@ -318,12 +341,14 @@ def run_demo(
             device_model.run()
             outputs = [device_model.get_output(i) for i in range(len(info.outputs))]
             timing = session.time(device_model, number=number, repeat=repeat)
-    refs = [np.asarray(r) for r in reference(inputs)]
+    refs = [np.asarray(r) for r in chosen.reference(inputs)]
+    if chosen.note:
+        say(chosen.note)
     err = max(
         float(np.max(np.abs(y.reshape(r.shape).astype(np.float64) - r.astype(np.float64))))
         if r.size else 0.0
         for y, r in zip(outputs, refs, strict=True)
     )
     return DemoResult(project_dir, model_path, {t.name: x for t, x in zip(info.inputs, inputs, strict=True)},
-                      outputs, refs, err, timing.results, description, reference_name,
-                      list(info.outputs))
+                      outputs, refs, err, timing.results, description, chosen.reference_name,
+                      list(info.outputs), chosen.note)

@@ -150,9 +150,11 @@ def validate_on_places(
     ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``)."""
     import os
 
+    from project_api import extras
     from project_api.project import GeneratedProject
     from project_api.template import glue, remote
 
+    extras.require("labgrid", "validating on labgrid places (--places)")
     coordinator = remote.coordinator_address({"labgrid_coordinator": coordinator or
                                               os.environ.get("LG_COORDINATOR")})
     want_hash = glue.read_build_hash(Path(project_dir))

@@ -87,5 +87,7 @@ def test_missing_package_names_it(monkeypatch: pytest.MonkeyPatch, module: str, 
         if name == module or name.startswith(module + "."):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, module, None)  # makes "import <module>" raise ImportError
-    with pytest.raises(R.ReferenceUnavailableError, match=f"pip install {package}"):
+    with pytest.raises(R.ReferenceUnavailableError,
+                       match=f"'{package}' package, which is not installed; install it with: "
+                             r"pip install 'project-api\[reference\]'$"):
         getattr(R, call)(_conv_model(4), [np.zeros((1, 4, 4, 4), np.int8)])

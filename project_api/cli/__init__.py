@@ -26,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from project_api import __version__
+from project_api import TVM_COMPAT_VERSION, __version__
 from project_api.cli.base import Subcommand, UsageError, is_tflite_file, tflite_not_mlf_error
 from project_api.errors import (
     ClientError,
@@ -116,6 +116,32 @@ def _unavailable(name: str, exc: BaseException) -> type[Subcommand]:
                 {"NAMES": [name], "HELP": f"(unavailable: {type(exc).__name__})", "ERROR": message})
 
 
+def version_text() -> str:
+    """What ``--version`` prints: the package version, the Project API protocol version the
+    servers speak and the Model Library Format versions read."""
+    from project_api import mlf, server
+
+    return "\n".join([
+        f"project-api {__version__}",
+        f"Project API protocol v{server.PROTOCOL_VERSION} (JSON-RPC 2.0, as microTVM "
+        f"{TVM_COMPAT_VERSION})",
+        "Model Library Format versions read: " + ", ".join(map(str, mlf.SUPPORTED_VERSIONS)),
+    ])
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: imports what it reports only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors become one line (raised as UsageError)."""
 
@@ -145,7 +171,8 @@ def build_parser(commands: Sequence[type[Subcommand]] | None = None) -> tuple[
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"project-api {__version__}")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="show the package version and the wire versions it speaks, and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = _common_parser()
     table: dict[str, tuple[type[Subcommand], argparse.ArgumentParser]] = {}

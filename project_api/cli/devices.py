@@ -106,8 +106,10 @@ examples:
         coordinator = a.coordinator or os.environ.get("LG_COORDINATOR")
         data["labgrid"] = None
         if coordinator:
+            from project_api import extras
             from project_api.template import remote
 
+            extras.require("labgrid", "listing labgrid places (--coordinator, LG_COORDINATOR)")
             address = remote.coordinator_address({"labgrid_coordinator": coordinator})
             data["labgrid"] = {"coordinator": address,
                                "places": [p.to_json() for p in remote.list_places(address)]}

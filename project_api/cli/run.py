@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from project_api import extras
 from project_api.cli.base import Subcommand, UsageError, add_option_argument
 from project_api.errors import ProjectError
 from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
@@ -244,6 +245,8 @@ examples:
         tflite = model.read_bytes() if model.suffix == ".tflite" else None
         if a.check and tflite is None:
             raise UsageError("--check needs a .tflite model: its reference is TFLite Micro")
+        if a.check:
+            extras.require("tflite_micro", "run --check (its reference is TFLite Micro)")
         with self.one_go_project(model, "project-api-run-") as project:
             return self._run(project, tflite)
 

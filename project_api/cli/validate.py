@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from project_api import extras
 from project_api.cli.base import Subcommand, UsageError, add_option_argument
 from project_api.errors import ProjectError
 
@@ -145,6 +146,9 @@ examples:
         if model is not None and not model.is_file():
             raise ProjectError(f"model {model} does not exist; check the path")
         is_tflite = model is not None and model.suffix == ".tflite"
+        if is_tflite:
+            extras.require("tflite_micro",
+                           "validate --model X.tflite (its reference is TFLite Micro)")
         if a.project_dir and a.template:
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:

@@ -11,8 +11,9 @@ Two independent references:
 :func:`tflm_arena` reports how much of its tensor arena TFLM used for a model, parsed from the
 ``RecordingMicroAllocator`` report that ``print_allocations()`` writes from C.
 
-Both packages are optional (the ``test`` extra). Missing ones raise
-:class:`ReferenceUnavailableError` naming the package to install.
+Both packages are optional (the ``reference`` extra). Missing ones raise
+:class:`ReferenceUnavailableError` (:class:`project_api.extras.MissingExtraError`) naming the
+extra to install.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from project_api.errors import ProjectAPIError
+from project_api.extras import MissingExtraError, require
 
 __all__ = [
     "ReferenceUnavailableError",
@@ -44,28 +45,16 @@ __all__ = [
 DEFAULT_ARENA_SIZE_BYTES = 1 << 20
 
 
-class ReferenceUnavailableError(ProjectAPIError, ImportError):
-    """A reference interpreter's Python package is not installed."""
+#: A reference interpreter's package is not installed (the ``reference`` extra brings both).
+ReferenceUnavailableError = MissingExtraError
 
 
 def _tflm_runtime() -> Any:
-    try:
-        from tflite_micro import runtime
-    except ImportError as exc:
-        raise ReferenceUnavailableError(
-            "the TFLite Micro reference needs the 'tflite-micro' package: pip install tflite-micro"
-        ) from exc
-    return runtime
+    return require("tflite_micro", "the TFLite Micro reference").runtime
 
 
 def _litert_interpreter() -> Any:
-    try:
-        from ai_edge_litert import interpreter
-    except ImportError as exc:
-        raise ReferenceUnavailableError(
-            "the LiteRT reference needs the 'ai-edge-litert' package: pip install ai-edge-litert"
-        ) from exc
-    return interpreter
+    return require("ai_edge_litert.interpreter", "the LiteRT reference")
 
 
 def _subgraph_io_names(model: bytes) -> tuple[list[str], list[str]]:

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from project_api import extras
 from project_api.errors import ServerError
 from project_api.server import TransportTimeouts
 from project_api.template.options import option
@@ -108,13 +109,9 @@ def remote_options(flash: bool = True) -> list[dict[str, Any]]:
 REMOTE_OPTIONS = remote_options()
 
 
-def require_labgrid() -> None:
-    """ServerError with the install line when labgrid's client is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("labgrid") is None:
-        raise ServerError(message="labgrid is not installed; install it with "
-                                  "'pip install \"project-api[labgrid]\"' (or 'pip install labgrid')")
+def require_labgrid(purpose: str = "-o labgrid_place") -> None:
+    """ServerError naming the ``labgrid`` extra when labgrid's client is not installed."""
+    extras.require("labgrid", purpose, error=lambda message: ServerError(message=message))
 
 
 def probe_id(values: Mapping[str, Any]) -> str | None:
