@@ -221,8 +221,9 @@ def acquire_place(place: str, coordinator: str, wait_sec: float = 0.0,
     """Start a keeper that acquires ``place`` on ``coordinator`` and holds it; ServerError
     with the keeper's one-line reason (held by whom, no such place, no serial port) if not."""
     require_labgrid()
-    argv = [sys.executable, "-m", "project_api.template.remote", "--coordinator", coordinator,
-            "--place", place, "--wait", str(wait_sec)]
+    # NAME=VALUE words: a place or address that starts with '-' stays a value.
+    argv = [sys.executable, "-m", "project_api.template.remote", f"--coordinator={coordinator}",
+            f"--place={place}", f"--wait={wait_sec}"]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=None, text=True)
     try:

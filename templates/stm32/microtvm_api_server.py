@@ -35,6 +35,7 @@ from project_api.template import (
     serial_ports,
 )
 from project_api.template import flash as flash_runners
+from project_api.template.options import SERIAL_NUMBER_CHARS
 from project_api.template.qemu import (
     QemuSerialLine,
     emulator_argv,
@@ -116,6 +117,7 @@ class Handler(TransportMixin, TemplateHandler):
         option("pyocd_pack", "str", optional=["flash"],
                help="CMSIS pack (.pack) for a pyOCD target that is not built in."),
         option("serial_number", "str", optional=["flash", "open_transport"],
+               chars=SERIAL_NUMBER_CHARS,
                help="The ST-LINK's serial number: picks the probe and its serial port."),
         option("serial_port", "str", optional=["open_transport"],
                help="The board's serial port or pyserial URL (default: found by USB ID)."),
