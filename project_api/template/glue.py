@@ -24,7 +24,7 @@ from project_api.template.quoting import (
     Environments,
     c_identifier,
     check_c_identifier,
-    make_path,
+    make_path_problem,
 )
 
 #: Added to the largest module workspace for the stack allocator's alignment padding and tags.
@@ -132,11 +132,10 @@ def check_build_files(model_root: Path, archive: str) -> None:
         if not path.is_dir():
             continue
         for entry in sorted(path.iterdir()):
-            try:
-                make_path(entry.name)
-            except ServerError as exc:
-                raise _fail(f"{archive}: archive member {folder}/{entry.name}: {exc.message}; "
-                            "rename it in the archive") from None
+            problem = make_path_problem(entry.name)
+            if problem is not None:
+                raise _fail(f"{archive}: archive member {f'{folder}/{entry.name}'!r} {problem}; "
+                            "rename it in the archive")
 
 
 def module_workspace_bytes(mod: Any) -> int:

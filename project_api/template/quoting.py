@@ -11,7 +11,8 @@ make       :func:`make_word` (a word of a variable that recipes hand to ``/bin/s
            ``#`` for make, the rest for the shell), :func:`make_path` / :func:`make_paths`
            (file names in rules, which make cannot quote: refused unless plain)
 cmake      :func:`cmake_argument` (one argument of a ``CMakeLists.txt`` command),
-           :func:`check_cmake_path` (a path CMake will carry: no ``;``, no control characters)
+           :func:`check_cmake_path` (a path CMake will carry: no ``;``, ``$<`` or control
+           characters)
 kconfig    :func:`kconfig_value` (a ``prj.conf`` value: int, bool or string)
 ld         :func:`ld_comment` (linker scripts take only numbers and our own symbols otherwise)
 =========  ==================================================================================
@@ -195,11 +196,20 @@ def make_path(text: str) -> MakeText:
     ``:`` ``%`` ``#`` ``$`` ``;`` ``*`` and ``\\`` meanings no quoting removes, so anything but
     ``[A-Za-z0-9_.+-/]`` (or a leading ``-``, which the compiler would take as an option) is
     refused."""
-    if not _MAKE_PATH.fullmatch(text) or text.startswith("-"):
-        bad = next((ch for ch in text if not _MAKE_PATH.fullmatch(ch)), text[:1])
-        raise _fail(f"file name {text!r} has {_show(bad)}: a file the build compiles must be "
-                    "named with letters, digits and _.+-/ only (not starting with -)")
+    problem = make_path_problem(text)
+    if problem is not None:
+        raise _fail(f"file name {text!r} {problem}")
     return MakeText(text)
+
+
+def make_path_problem(text: str) -> str | None:
+    """Why make cannot carry ``text`` as a file name (``"has ' ': ..."``), or None."""
+    if _MAKE_PATH.fullmatch(text) and not text.startswith("-"):
+        return None
+    bad = next((ch for ch in text if not _MAKE_PATH.fullmatch(ch)), None)
+    what = f"has {_show(bad)}" if bad is not None else "starts with -"
+    return (f"{what}: a file the build compiles must be named with letters, digits and _.+-/ "
+            "only, not starting with -")
 
 
 def make_paths(paths: Iterable[str]) -> MakeText:
@@ -221,19 +231,26 @@ def check_cmake_path(path: str | Path, what: str) -> str:
     """``str(path)`` when CMake can carry it; ServerError naming ``what`` when it holds ``;``
     (CMake's list separator: the path would become two) or a control character."""
     text = str(path)
-    bad = _first_control(text) or (";" if ";" in text else None)
+    bad = _cmake_unsafe(text)
     if bad is not None:
         raise _fail(f"{what} {text!r} holds {_show(bad)}, which CMake cannot carry in a path; "
-                    "use a path without ';' or control characters")
+                    "use a path without ';', '$<' or control characters")
     return text
+
+
+def _cmake_unsafe(text: str) -> str | None:
+    """What CMake cannot carry as data: a control character, ``;`` (its list separator) or
+    ``$<`` (a generator expression, evaluated where the value lands in a target property)."""
+    return _first_control(text) or (";" if ";" in text else "$<" if "$<" in text else None)
 
 
 def cmake_argument(text: str) -> CMakeText:
     """One argument of a CMake command: as is when it is only ``[A-Za-z0-9_.+-/=]``, else a
     quoted argument with ``\\`` ``"`` and ``$`` escaped (no variable reference, no generator
     expression survives). ``;`` (a list separator even inside quotes, once the value is stored
-    in a list such as COMPILE_OPTIONS) and control characters are refused."""
-    bad = _first_control(text) or (";" if ";" in text else None)
+    in a list such as COMPILE_OPTIONS), ``$<`` (a generator expression there) and control
+    characters are refused."""
+    bad = _cmake_unsafe(text)
     if bad is not None:
         raise _fail(f"{text!r} holds {_show(bad)}, which CMake cannot carry as one argument")
     if _CMAKE_BARE.fullmatch(text):

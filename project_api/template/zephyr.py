@@ -125,7 +125,13 @@ def west_argv(west_cmd: str | None) -> list[str]:
     ``west_cmd`` is a command by design: whatever program it names runs, with the user's
     rights, as ``west`` would. It is never given to a shell, so ``;``, ``$()`` or a backtick in
     it is only part of a word."""
-    argv = shlex.split(west_cmd or DEFAULT_WEST)
+    try:
+        argv = shlex.split(west_cmd or DEFAULT_WEST)
+    except ValueError as exc:  # an unbalanced quote
+        raise ServerError(message=f"west_cmd {west_cmd!r}: {exc}; write it as a shell command "
+                                  "line (quotes balanced)") from None
+    if not argv:
+        raise ServerError(message="west_cmd is empty; pass -o west_cmd=<path of west>")
     hint = ("install it with 'pip install west', or pass -o west_cmd=<path of west>")
     if len(argv) >= 3 and argv[1:3] == ["-m", "west"]:
         python = shutil.which(argv[0])
