@@ -373,6 +373,22 @@ def test_zephyr_refuses_paths_cmake_cannot_carry(tmp_path: Path,
         assert not prj.exists()
 
 
+def test_zephyr_extra_files_tar_from_an_odd_path(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """extra_files_tar is read by Python only: a path with a space, '$', ';' and a newline
+    works."""
+    monkeypatch.delenv("ZEPHYR_BASE", raising=False)
+    mlf = add_mlf(tmp_path / "add.tar")
+    extra = tmp_path / ODD_DIR / "extra $(x).tar"
+    extra.parent.mkdir()
+    (tmp_path / "notes.txt").write_text("kept\n")
+    with tarfile.open(extra, "w") as tar:
+        tar.add(tmp_path / "notes.txt", arcname="notes.txt")
+    prj = tmp_path / "prj"
+    generate_project("zephyr", mlf, prj, {"extra_files_tar": str(extra)}).close()
+    assert (prj / "notes.txt").read_text() == "kept\n"
+
+
 # --- prj.conf (Kconfig) ------------------------------------------------------------------------
 
 

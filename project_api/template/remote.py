@@ -61,6 +61,7 @@ from project_api import extras
 from project_api.errors import ServerError
 from project_api.server import TransportTimeouts
 from project_api.template.options import option
+from project_api.template.quoting import tcl_word
 from project_api.template.serial_ports import UartTransport
 from project_api.template.transport import SerialEndpoint
 
@@ -332,7 +333,7 @@ def flash_with_labgrid(values: Mapping[str, Any], image: Path, board: Mapping[st
     try:
         os.environ["LG_COORDINATOR"] = coordinator  # where labgrid's RemotePlace looks
         script = Path(image).parent / "labgrid-openocd.cfg"
-        script.write_text(f"source [find {target_cfg}]\n")
+        script.write_text(f"source [find {tcl_word(str(target_cfg), 'openocd_target')}]\n")
         _labgrid_openocd_load(place, Path(image), script)
     finally:
         keeper.close()

@@ -109,7 +109,9 @@ class Handler(TransportMixin, TemplateHandler):
         option("warning_as_error", "bool", default=False, optional=["generate_project"],
                help="Treat warnings as errors (-Werror) in the runtime and model code too."),
         option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra -D/-U flags for every C file, e.g. \"-DFOO=1 -UBAR\"."),
+               help="Extra flags for every C file: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
+                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
+                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
         option("verbose", "bool", default=False, optional=["build"],
                help="Run make with verbose output."),
         option("flash_runner", "str", choices=list(flash_runners.RUNNERS), optional=["flash"],

@@ -138,7 +138,9 @@ class Handler(TransportMixin, TemplateHandler):
                help="Warnings are errors (CONFIG_COMPILER_WARNINGS_AS_ERRORS), and an untested "
                     "Zephyr version is an error."),
         option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra -D/-U flags for the application, e.g. \"-DFOO=1 -UBAR\"."),
+               help="Extra flags for the application: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
+                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
+                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
         option("extra_files_tar", "str", optional=["generate_project"],
                help="A tar archive extracted into the generated project."),
         option("cmsis_path", "str", optional=["generate_project"],
