@@ -7,6 +7,11 @@ size, the workspace), and :func:`render_model_glue` renders ``model_glue.c`` (on
 aot_model.h``). :func:`workspace_bytes` sizes the model workspace all modules share, and
 :func:`render_crt_config` writes a ``crt_config.h`` holding only the knobs that differ from the
 runtime's defaults (``crt/include/tvm/runtime/crt/config.h``).
+
+What an archive names reaches C only as data: module and tensor names in C strings and comments
+(:mod:`.quoting`), the entry point and the interface header's struct members as identifiers
+checked against the C grammar (one line naming the header when one is not), and the files the
+build compiles (:func:`check_build_files`) only when make and CMake can carry their names.
 """
 
 from __future__ import annotations
