@@ -24,7 +24,7 @@ from project_api import mlf, paths
 from project_api.crt_manifest import read_manifest
 from project_api.emit import emit
 from project_api.errors import ServerError
-from project_api.template import ai_api, glue
+from project_api.template import ai_api, quoting
 
 UNIT_C = Path(__file__).resolve().parent / "ai_api_unit.c"
 
@@ -42,7 +42,7 @@ def _project(where: Path, main: Path, extra: list[Path], shared: bool) -> ai_api
     where.mkdir()
     mlf.safe_extract(main, where / "model")
     project = ai_api.prepare(where, extra, "test", shared_pool=shared, seed=3)
-    ai_api.write_sources(glue.environment(), where, project)
+    ai_api.write_sources(quoting.environment(), where, project)
     return project
 
 

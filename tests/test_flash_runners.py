@@ -108,7 +108,7 @@ def test_openocd_golden_argv(stand_in, image: Path, monkeypatch: pytest.MonkeyPa
     assert stand_in() == [
         [openocd, "--version"],
         [openocd, "-f", "interface/stlink.cfg", *serial_args, "-f", "target/stm32f4x.cfg",
-         "-c", f"program {{{image}}} verify reset exit"],
+         "-c", f"program {{{image.name}}} verify reset exit"],  # run in image.parent
     ]
     assert seen == [0.0, 1.0]
     assert (image.parent / flash.FLASH_LOG).read_text().startswith(f"$ {openocd} -f ")
@@ -124,8 +124,8 @@ def test_openocd_argv_through_the_call_wrapper(image: Path) -> None:
     output.assert_called_once_with(["/usr/bin/openocd", "--version"])
     call.assert_called_once_with(
         ["/usr/bin/openocd", "-f", "interface/stlink.cfg", "-c", "adapter serial 0670FF", "-f",
-         "target/stm32f4x.cfg", "-c", f"program {{{image}}} verify reset exit"],
-        image.parent / "flash.log")
+         "target/stm32f4x.cfg", "-c", f"program {{{image.name}}} verify reset exit"],
+        image.parent / "flash.log", cwd=image.parent)
 
 
 def test_openocd_target_per_family(stand_in, image: Path) -> None:
@@ -404,7 +404,7 @@ def test_server_flash_runner_option(stand_in, image: Path) -> None:
     assert stand_in() == [[cli, "--connect", "port=SWD", "sn=0670FF", "--write", str(image),
                            "--verify", "-rst"]]
     handler.flash({"flash_runner": "openocd"})
-    assert stand_in()[-1][-1] == f"program {{{image}}} verify reset exit"
+    assert stand_in()[-1][-1] == f"program {{{image.name}}} verify reset exit"
     with PyOcdMocks([_probe("0670FF")]) as m:
         handler.flash({"serial_number": "0670FF"})  # pyocd by default on hardware
     m.list_mock.assert_called_once_with(blocking=False, unique_id="0670FF",

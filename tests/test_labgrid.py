@@ -36,7 +36,7 @@ HOLDER = {"LG_USERNAME": "alice", "LG_HOSTNAME": "bench-pc"}
 
 def keeper_pids(coordinator: str) -> set[int]:
     """Place keepers (project_api.template.remote) talking to ``coordinator``."""
-    out = subprocess.run(["pgrep", "-f", f"project_api.template.remote --coordinator "
+    out = subprocess.run(["pgrep", "-f", f"project_api.template.remote --coordinator="
                           f"{coordinator}"], capture_output=True, text=True)
     return {int(p) for p in out.stdout.split()}
 

@@ -13,14 +13,14 @@ from conftest import require_tool
 from project_api import paths
 from project_api.errors import ServerError
 from project_api.mlf import ModuleInfo, TensorInfo
-from project_api.template import glue
+from project_api.template import glue, quoting
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def _tensor(name: str, dtype: str, shape: tuple[int, ...], bits: int) -> TensorInfo:
     size = (bits * math.prod(shape) + 7) // 8
-    return TensorInfo(name=name, c_name=glue.c_identifier(name), dtype=dtype, size_bytes=size,
+    return TensorInfo(name=name, c_name=quoting.c_identifier(name), dtype=dtype, size_bytes=size,
                       shape=shape)
 
 
@@ -50,7 +50,7 @@ def _modules() -> list[ModuleInfo]:
 
 
 def test_model_glue_matches_golden() -> None:
-    env = glue.environment()
+    env = quoting.environment()
     contexts = [glue.module_context(m, "host") for m in _modules()]
     text = glue.render_model_glue(env, contexts, build_hash="0123456789abcde")
     golden = GOLDEN / "model_glue.c"
@@ -66,9 +66,9 @@ def test_model_glue_facts() -> None:
     assert kws["inputs"][0]["size_bytes"] == 490
     assert sine["api"] == "flat" and sine["ident"] == "model_sine_model__"
     assert [t["dtype_code"] for t in sine["inputs"]] == [2, 1]  # float, uint
-    assert glue.c_string('sine"model') == '"sine\\"model"'
-    assert glue.c_string("scale/é") == '"scale/\\303\\251"'  # UTF-8 bytes as octal escapes
-    assert glue.c_identifier("9lives") == "_9lives"
+    assert quoting.c_string('sine"model') == '"sine\\"model"'
+    assert quoting.c_string("scale/é") == '"scale/\\303\\251"'  # UTF-8 bytes as octal escapes
+    assert quoting.c_identifier("9lives") == "_9lives"
 
 
 def test_workspace_sizing() -> None:
@@ -100,7 +100,7 @@ def test_module_context_errors_name_the_fix() -> None:
 
 
 def test_crt_config_lists_only_overrides() -> None:
-    env = glue.environment()
+    env = quoting.environment()
     defaults = glue.crt_defaults()
     assert defaults["TVM_CRT_MAX_PACKET_SIZE_BYTES"] == "2048"
     text = glue.render_crt_config(env, {

@@ -210,11 +210,11 @@ def test_standalone_uses_the_shared_ai_api(mlf: Path, tmp_path: Path) -> None:
     assert "src/main.c" not in cmake and "rpc_server" not in cmake
     # The very files the stm32 template renders (project_api/template/jinja/ai_*.j2): the
     # zephyr template has no ai_ templates of its own.
-    from project_api.template import glue
+    from project_api.template import quoting
 
     assert not list((TEMPLATE / "templates").glob("ai_*"))
-    rendered = glue.environment(TEMPLATE / "templates").get_template("ai_runtime.h.j2")
-    assert Path(rendered.filename).parent == glue.JINJA_DIR
+    rendered = quoting.environment(TEMPLATE / "templates").get_template("ai_runtime.h.j2")
+    assert Path(rendered.filename).parent == quoting.JINJA_DIR
     assert "ai_create" in (prj / "src/ai/ai_runtime.h").read_text()
 
 

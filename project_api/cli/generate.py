@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -88,7 +89,7 @@ examples:
         data = {"project_dir": str(Path(args.out).absolute()), "template": str(template_dir),
                 "platform": platform, "options": full}
         self.output(data, f"generated {out} (template {args.template}, platform {platform}); "
-                          f"next: project-api build {out}")
+                          f"next: project-api build {shlex.quote(out)}")  # pasted into a shell
         return 0
 
     def _note_missing_shapes(self, model: Path) -> None:

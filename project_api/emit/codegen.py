@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import EmitError, UnsupportedOperatorError
+from ..template.quoting import c_comment
 from . import planner
 from .graph import Graph, Tensor
 from .ops import (
@@ -245,8 +246,9 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     constants_size = 0
     for idx, k in enumerate(kernels):
         if k.alias:
-            calls.append(f"  /* node {k.op.index} {k.op.opcode}: '{graph.tensor(k.outputs[0]).name}'"
-                         f" aliases '{graph.tensor(k.inputs[0]).name}' */")
+            calls.append(f"  /* node {k.op.index} {k.op.opcode}: "
+                         f"'{c_comment(graph.tensor(k.outputs[0]).name)}' aliases "
+                         f"'{c_comment(graph.tensor(k.inputs[0]).name)}' */")
             continue
         fn = f"op{k.op.index}_{k.op.opcode.lower()}"
         for c in k.constants:
@@ -318,7 +320,8 @@ def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
     for kind, tensors in (("Input", inputs), ("Output", outputs)):
         for t in tensors:
             out += ["/*!",
-                    f" * \\brief {kind} tensor {t.name} size (in bytes) for TVM module \"{name}\" ",
+                    f" * \\brief {kind} tensor {c_comment(t.name)} size (in bytes) for TVM module "
+                    f"\"{name}\" ",
                     " */",
                     f"#define TVMGEN_{upper}_{t.c_name.upper()}_SIZE {t.size_bytes}"]
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):

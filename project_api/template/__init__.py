@@ -6,8 +6,11 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
 * :mod:`.handler`: :class:`TemplateHandler` (info, the generate skeleton with rollback, the
   project's saved options) and :class:`NewProject` (what ``render`` gets);
 * :mod:`.options`: declared options with bounds (:func:`option`), their checks, the one options
-  file per project, ``compile_definitions`` parsing;
+  file per project, the ``compile_definitions`` grammar;
 * :mod:`.glue`: the model glue and ``crt_config.h`` generators and their Jinja2 files (``jinja/``);
+* :mod:`.quoting`: one escaping function per consumer (C, Makefile, CMake, Kconfig, linker
+  script, Tcl, QEMU options) and the Jinja2 environments, one per file kind, that refuse any
+  value not escaped for their kind;
 * :mod:`.runner`: :func:`require` for programs, :func:`run_logged` for builds (full log in the
   project, first compiler error in the message);
 * :mod:`.transport`: :class:`TransportMixin` (read/write/close over

@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from project_api import mlf
 from project_api.errors import ServerError
-from project_api.template import glue
+from project_api.template import glue, quoting
 from project_api.template.options import option
 
 _LOG = logging.getLogger(__name__)
@@ -215,6 +214,7 @@ def prepare(project_dir: Path, extra_archives: Iterable[str | Path], platform: s
         dest.mkdir(parents=True)
         shutil.copy2(src, dest / "model.tar")
         mlf.safe_extract(dest / "model.tar", dest / "model")
+        glue.check_build_files(dest / "model", src.name)
         roots.append((dest / "model", f"{rel}/model", src.name))
     project = AiProject([], [], [], shared_pool=shared_pool, seed=seed)
     taken: set[str] = set()
@@ -267,7 +267,7 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
     outputs = [{**c, "quant": quant_context(t.quantization, t.shape,
                                             f"{where}, output {t.name!r}")}
                for t, c in zip(mod.outputs, ctx["outputs"], strict=True)]
-    cident = glue.c_identifier(mod.name).lower()
+    cident = quoting.c_identifier(mod.name).lower()
     return {
         "name": mod.name, "source_name": source_name, "archive": archive,
         "version": version, "cident": cident,
@@ -277,7 +277,7 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
     }
 
 
-def write_sources(env: jinja2.Environment, project_dir: Path, ai: AiProject) -> None:
+def write_sources(env: quoting.Environments, project_dir: Path, ai: AiProject) -> None:
     """Render ``src/model_glue.c`` and the ai_ files of :data:`AI_DIR` into the project."""
     out = project_dir / AI_DIR
     out.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from project_api.errors import FlashError, MissingProgramError
+from project_api.template.quoting import tcl_word
 
 _LOG = logging.getLogger(__name__)
 
@@ -106,8 +107,9 @@ class FlashRunner(abc.ABC):
                               stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
         return proc.stdout
 
-    def check_call(self, argv: Sequence[str], log_path: Path) -> None:
-        """Run ``argv`` with its output in ``log_path``; FlashError naming its first error line."""
+    def check_call(self, argv: Sequence[str], log_path: Path, cwd: Path | None = None) -> None:
+        """Run ``argv`` (in ``cwd``) with its output in ``log_path``; FlashError naming its first
+        error line."""
         _LOG.info("%s: %s", self.NAME, shlex.join(argv))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w", encoding="utf-8", errors="replace") as log:
@@ -115,7 +117,7 @@ class FlashRunner(abc.ABC):
             log.flush()
             proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, errors="replace",
-                                  check=False)
+                                  check=False, cwd=cwd)
             log.write(proc.stdout)
         for line in proc.stdout.splitlines():
             _LOG.info("%s: %s", self.NAME, line.rstrip())
@@ -259,7 +261,11 @@ class OpenOcdRunner(FlashRunner):
 
     def argv(self, program: str, image: Path, board: Mapping[str, Any],
              serial_number: str | None, version: tuple[int, ...]) -> list[str]:
-        """The command line; ``adapter serial`` from OpenOCD 0.11 on, ``hla_serial`` before."""
+        """The command line, run in the image's folder (:meth:`flash`); ``adapter serial``
+        from OpenOCD 0.11 on, ``hla_serial`` before. ``-c`` takes Tcl, and OpenOCD's ``program``
+        procedure passes its file name to ``eval`` again, so it gets the image's bare name and
+        the serial number, both checked by :func:`~project_api.template.quoting.tcl_word`:
+        the project's path, whatever it holds, never reaches Tcl."""
         target = board.get("openocd_target")
         if not target:
             raise FlashError(f"board {board.get('name')} has no openocd_target; add it to the "
@@ -267,15 +273,16 @@ class OpenOcdRunner(FlashRunner):
         argv = [program, "-f", self.INTERFACE]
         if serial_number:
             word = "adapter serial" if version >= (0, 11) else "hla_serial"
-            argv += ["-c", f"{word} {serial_number}"]
-        return argv + ["-f", target, "-c", f"program {{{image}}} verify reset exit"]
+            argv += ["-c", f"{word} {tcl_word(serial_number, 'serial_number')}"]
+        name = tcl_word(image.name, "the image's file name")
+        return argv + ["-f", target, "-c", f"program {{{name}}} verify reset exit"]
 
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
         program = self.require()
         argv = self.argv(program, image, board, serial_number, self.version(program))
         progress(0.0)
-        self.check_call(argv, image.parent / FLASH_LOG)
+        self.check_call(argv, image.parent / FLASH_LOG, cwd=image.parent)
         progress(1.0)
 
 

@@ -7,6 +7,11 @@ size, the workspace), and :func:`render_model_glue` renders ``model_glue.c`` (on
 aot_model.h``). :func:`workspace_bytes` sizes the model workspace all modules share, and
 :func:`render_crt_config` writes a ``crt_config.h`` holding only the knobs that differ from the
 runtime's defaults (``crt/include/tvm/runtime/crt/config.h``).
+
+What an archive names reaches C only as data: module and tensor names in C strings and comments
+(:mod:`.quoting`), the entry point and the interface header's struct members as identifiers
+checked against the C grammar (one line naming the header when one is not), and the files the
+build compiles (:func:`check_build_files`) only when make and CMake can carry their names.
 """
 
 from __future__ import annotations
@@ -18,55 +23,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from project_api import dtypes, paths
 from project_api.errors import ServerError
+from project_api.template.quoting import (
+    Environments,
+    c_identifier,
+    check_c_identifier,
+    make_path_problem,
+)
 
-#: Jinja2 templates every template may use (``model_glue.c.j2``, ``crt_config.h.j2``).
-JINJA_DIR = Path(__file__).resolve().parent / "jinja"
 #: Added to the largest module workspace for the stack allocator's alignment padding and tags.
 WORKSPACE_SLACK_BYTES = 1024
 #: Smallest model workspace a project reserves (modules that allocate nothing still init one).
 MIN_WORKSPACE_BYTES = 16
-
-
-def c_string(text: str) -> str:
-    """A C string literal for ``text`` (non-printable and non-ASCII bytes as octal escapes)."""
-    out = []
-    for byte in text.encode("utf-8"):
-        ch = chr(byte)
-        if ch in '"\\?':
-            out.append("\\" + ch)
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return '"' + "".join(out) + '"'
-
-
-def c_comment(text: str) -> str:
-    """``text`` made safe inside a ``/* ... */`` comment."""
-    return text.replace("*/", "* /")
-
-
-def c_identifier(text: str) -> str:
-    """``text`` with every character that cannot appear in a C identifier replaced by ``_``."""
-    ident = re.sub(r"\W", "_", text, flags=re.ASCII)
-    return ident if ident and not ident[0].isdigit() else "_" + ident
-
-
-def environment(*template_dirs: Path) -> jinja2.Environment:
-    """A Jinja2 environment over ``template_dirs`` (searched first) and :data:`JINJA_DIR`."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(d) for d in (*template_dirs, JINJA_DIR)]),
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["c_string"] = c_string
-    env.filters["c_identifier"] = c_identifier
-    env.filters["c_comment"] = c_comment
-    return env
 
 
 def _fail(message: str) -> ServerError:
@@ -79,6 +48,7 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
     ``platform`` names the template in error messages ("the host template ...").
     """
     where = f"module {mod.name!r}"
+    _check_name(mod.name, where, "its name")
     if "aot" not in mod.executors:
         raise _fail(
             f"{where} was built for the {'/'.join(mod.executors) or 'unknown'} executor; the "
@@ -90,7 +60,9 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
             "interface header or generated C; export with the C interface API (interface-api=c)"
         )
     api = "flat" if mod.run_function.endswith("_run_model") else "struct"
-    prefix = mod.run_function[: -len("_run_model" if api == "flat" else "_run")]
+    run_function = check_c_identifier(mod.run_function, f"{where}: entry point")
+    prefix = check_c_identifier(mod.run_function[: -len("_run_model" if api == "flat" else "_run")],
+                                f"{where}: entry point prefix")
     if api == "struct" and mod.interface_header is None:
         raise _fail(f"{where}: {mod.run_function} needs the interface header tvmgen_<name>.h")
     extra = [what for what, present in (
@@ -107,10 +79,16 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
             "(tir.usmp.use_workspace_io=0, no external pools)"
         )
 
+    header = (f"codegen/host/include/{Path(mod.interface_header).name}" if mod.interface_header
+              else "its generated C")
+
     def tensors(items: Iterable[Any], kind: str) -> list[dict[str, Any]]:
         out = []
         for t in items:
             what = f"{where}, {kind} {t.name!r}"
+            _check_name(t.name, what, "its name")
+            c_name = check_c_identifier(t.c_name, f"{what}: the member of struct {prefix}_{kind}s "
+                                                  f"in {header}")
             if t.shape is None:
                 raise _fail(
                     f"{what}: the archive records no shape; supply it with "
@@ -122,7 +100,7 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
                 raise _fail(f"{what}: dtype {t.dtype!r} is not supported by the {platform} "
                             "template") from None
             out.append({
-                "name": t.name, "c_name": t.c_name, "size_bytes": t.size_bytes,
+                "name": t.name, "c_name": c_name, "size_bytes": t.size_bytes,
                 "shape": list(t.shape), "dtype_code": dt.code, "dtype_bits": dt.bits,
                 "dtype_lanes": dt.lanes,
             })
@@ -130,10 +108,39 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
 
     return {
         "name": mod.name, "prefix": prefix, "ident": "model_" + c_identifier(mod.name),
-        "api": api, "run_function": mod.run_function,
+        "api": api, "run_function": run_function,
         "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
         "workspace_size_bytes": module_workspace_bytes(mod),
     }
+
+
+def _check_name(name: str, where: str, what: str) -> None:
+    """ServerError when an archive's name cannot be carried intact into the C strings that
+    hold it (the device looks modules and tensors up by these names)."""
+    if "\0" in name:
+        raise _fail(f"{where}: {what} holds a NUL character, which a C string cannot carry; "
+                    "rename it in the archive's metadata.json")
+
+
+#: The folders of an archive whose every entry the build files name (make's $(wildcard ...),
+#: CMake's file(GLOB ...)).
+BUILD_FOLDERS = ("codegen/host/src", "codegen/host/lib")
+
+
+def check_build_files(model_root: Path, archive: str) -> None:
+    """ServerError naming the archive member when a file the build compiles or links (every
+    entry of :data:`BUILD_FOLDERS`) has a name make and CMake cannot carry as data: a generated
+    Makefile globs these folders, and a name such as ``x`touch${IFS}f`.c`` would reach the
+    shell of the recipe that compiles it."""
+    for folder in BUILD_FOLDERS:
+        path = Path(model_root) / folder
+        if not path.is_dir():
+            continue
+        for entry in sorted(path.iterdir()):
+            problem = make_path_problem(entry.name)
+            if problem is not None:
+                raise _fail(f"{archive}: archive member {f'{folder}/{entry.name}'!r} {problem}; "
+                            "rename it in the archive")
 
 
 def module_workspace_bytes(mod: Any) -> int:
@@ -159,7 +166,7 @@ def workspace_bytes(modules: Iterable[Mapping[str, Any]]) -> int:
     return (largest + WORKSPACE_SLACK_BYTES + 15) // 16 * 16
 
 
-def render_model_glue(env: jinja2.Environment, modules: list[dict[str, Any]],
+def render_model_glue(env: Environments, modules: list[dict[str, Any]],
                       build_hash: str | None = None) -> str:
     """``model_glue.c`` for the module contexts of :func:`module_context`; with ``build_hash``
     (hex, from :func:`compute_build_hash`) it defines ``TVMAotModelBuildHash``, which the
@@ -211,7 +218,7 @@ def crt_defaults(config_header: Path | None = None) -> dict[str, str]:
 
 
 def render_crt_config(
-    env: jinja2.Environment,
+    env: Environments,
     knobs: Mapping[str, tuple[Any, str]],
     *,
     title: str,
@@ -224,7 +231,7 @@ def render_crt_config(
     """
     defaults = crt_defaults(config_header)
     kept = [
-        {"name": name, "value": str(value), "doc": doc}
+        {"name": check_c_identifier(name, "crt_config.h knob"), "value": str(value), "doc": doc}
         for name, (value, doc) in knobs.items()
         if defaults.get(name) != str(value)
     ]

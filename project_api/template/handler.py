@@ -69,13 +69,16 @@ class NewProject:
     crt_dir: Path  #: the C runtime sources (include/, src/)
     options: dict[str, Any]  #: every declared option's checked value
     platform: str  #: the template's platform name, for messages
-    env: Any = field(repr=False, default=None)  #: Jinja2 environment (template's templates/ first)
+    #: Jinja2 environments, one per file kind (template's templates/ first; see quoting)
+    env: Any = field(repr=False, default=None)
 
     @functools.cached_property
     def library(self) -> Any:
         """The extracted archive (``model/``), a :class:`project_api.mlf.ModelLibrary`."""
         from project_api import mlf
+        from project_api.template import glue
 
+        glue.check_build_files(self.dir / "model", "model.tar")
         library = mlf.open_mlf(self.dir / "model")
         if library.has_bundled_runtime:
             _LOG.info("ignoring the archive's bundled ./runtime and ./templates: the project "
@@ -256,14 +259,14 @@ class TemplateHandler(server.ProjectAPIHandler):
                   values: dict[str, Any]) -> None:
         # Imported here: a generated project's server needs neither to build or run.
         from project_api import mlf
-        from project_api.template import glue
+        from project_api.template import quoting
 
         shutil.copy2(self._script, project_dir / SERVER_SCRIPT)
         shutil.copy2(mlf_path, project_dir / MODEL_LIBRARY_FORMAT_RELPATH)
         mlf.safe_extract(project_dir / MODEL_LIBRARY_FORMAT_RELPATH, project_dir / "model")
         project = NewProject(
             dir=project_dir, template_dir=self.project_dir, crt_dir=crt_dir, options=values,
-            platform=self.PLATFORM_NAME, env=glue.environment(self.project_dir / "templates"),
+            platform=self.PLATFORM_NAME, env=quoting.environment(self.project_dir / "templates"),
         )
         self.render(project)
         save_options(project_dir, values)

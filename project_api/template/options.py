@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,9 @@ from project_api.errors import ServerError
 OPTIONS_FILE = "project_options.json"
 
 _PY_TYPES = {"bool": (bool,), "int": (int,), "str": (str,)}
+#: What a debug probe's serial number is made of (``chars`` of a ``serial_number`` option): it
+#: reaches OpenOCD's Tcl commands and flash tools' own argument parsers.
+SERIAL_NUMBER_CHARS = "A-Za-z0-9._:-"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class DeclaredOption:
     wire: server.ProjectOption
     minimum: int | None = None
     maximum: int | None = None
+    #: For str options: the characters every value must be made of, e.g. ``A-Za-z0-9._:-``.
+    chars: str | None = None
 
     @property
     def name(self) -> str:
@@ -62,6 +66,8 @@ class DeclaredOption:
             raise ServerError(
                 message=f"option {self.name} must be {_describe(kind)}; got {value!r}"
             )
+        if kind == "str":
+            self._check_text(value)
         if self.wire.choices and value not in self.wire.choices:
             raise ServerError(
                 message=f"option {self.name}={value!r} is not one of "
@@ -74,6 +80,17 @@ class DeclaredOption:
             raise ServerError(message=f"option {self.name}={value} is above its maximum "
                                       f"{self.maximum}; {self._range_hint()}")
         return value
+
+    def _check_text(self, value: str) -> None:
+        if "\0" in value:
+            raise ServerError(message=f"option {self.name}={value!r} holds a NUL character; "
+                                      "no option value may")
+        if self.chars is not None:
+            bad = next((c for c in value if not re.fullmatch(f"[{self.chars}]", c)), None)
+            if bad is not None or not value or value.startswith("-"):
+                what = f"has {bad!r}" if bad is not None else "is empty or starts with -"
+                raise ServerError(message=f"option {self.name}={value!r} {what}; it takes "
+                                          f"[{self.chars}] only, not starting with -")
 
     def _range_hint(self) -> str:
         low = "" if self.minimum is None else str(self.minimum)
@@ -94,12 +111,19 @@ def option(
     choices: Iterable[Any] | None = None,
     minimum: int | None = None,
     maximum: int | None = None,
+    chars: str | None = None,
     required: list[str] | None = None,
     optional: list[str] | None = None,
 ) -> DeclaredOption:
-    """Declare an option; ``minimum``/``maximum`` (ints only) are added to its help text."""
+    """Declare an option; ``minimum``/``maximum`` (ints only) are added to its help text, and so
+    is ``chars`` (str only: a regex character class, without brackets, every value must keep
+    to, for values that reach a tool that parses them again)."""
     if (minimum is not None or maximum is not None) and type != "int":
         raise TypeError(f"option {name}: bounds apply to int options only")
+    if chars is not None and type != "str":
+        raise TypeError(f"option {name}: chars applies to str options only")
+    if chars is not None:
+        help = f"{help} (characters {chars})"
     if minimum is not None or maximum is not None:
         low = "" if minimum is None else f"{minimum}"
         high = "" if maximum is None else f"{maximum}"
@@ -108,7 +132,7 @@ def option(
         name, choices=list(choices) if choices is not None else None, default=default,
         type=type, required=required, optional=optional, help=help,
     )
-    return DeclaredOption(wire, minimum, maximum)
+    return DeclaredOption(wire, minimum, maximum, chars)
 
 
 def check_declared(
@@ -130,22 +154,81 @@ def check_declared(
     return values
 
 
-_DEFINITION_RE = re.compile(r"-[DU][A-Za-z_]\w*(=.*)?")
+#: What a ``compile_definitions`` VALUE may hold: a number or identifier, or a C string literal.
+VALUE_TOKEN_CHARS = "A-Za-z0-9_.+-"
+VALUE_STRING_CHARS = "A-Za-z0-9 _.,:/+=-"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_FLAG_RE = re.compile(
+    rf'-D(?P<name>{_NAME})(?:=(?P<value>"[{VALUE_STRING_CHARS}]*"|[{VALUE_TOKEN_CHARS}]*))?'
+    rf"|-U(?P<undef>{_NAME})"
+)
+_SPACE_RE = re.compile(r"[ \t]*")
+#: The grammar, as every compile_definitions error states it.
+DEFINITIONS_GRAMMAR = (
+    "write -DNAME, -DNAME=VALUE or -UNAME separated by spaces, NAME a C identifier, VALUE a "
+    f"number or identifier of [{VALUE_TOKEN_CHARS}] or a C string \"...\" of letters, digits, "
+    "spaces and _.,:/+=- (e.g. -DFOO=1 -DVERSION=\"1.2\" -UBAR)"
+)
+
+
+def _first_outside(text: str, chars: str) -> str | None:
+    return next((c for c in text if not re.fullmatch(f"[{chars}]", c)), None)
+
+
+def _definition_error(text: str, pos: int) -> ServerError:
+    """The one-line error for the flag that starts at ``text[pos]``: which character, where."""
+    rest = text[pos:]
+    quoted = re.match(rf'-D{_NAME}="[^"]*"?', rest)
+    word = quoted.group() if quoted else re.match(r"[^ \t]*", rest).group()  # type: ignore[union-attr]
+    head = re.match(rf"-([DU])({_NAME})?", word)
+    tail = word[head.end():] if head else ""
+    if head is None:
+        why = "is not a -DNAME, -DNAME=VALUE or -UNAME flag"
+    elif head.group(2) is None:
+        why = f"has no C identifier after -{head.group(1)}"
+    elif head.group(1) == "U" and tail.startswith("="):
+        why = "gives -U a VALUE; -U takes a NAME only"
+    elif not tail.startswith("="):
+        why = f"has {tail[0]!r} in its NAME, which must be a C identifier"
+    elif tail.startswith('="'):
+        closed = len(tail) > 2 and tail.endswith('"')
+        bad = _first_outside(tail[2:-1] if closed else tail[2:], VALUE_STRING_CHARS)
+        why = (f"has {bad!r} in its C string VALUE" if bad is not None else
+               "is not followed by a space" if closed else 'has a C string VALUE with no closing "')
+    else:
+        bad = _first_outside(tail[1:], VALUE_TOKEN_CHARS)
+        why = f"has {bad!r} in its VALUE" if bad is not None else "is not followed by a space"
+    return ServerError(message=f"compile_definitions: {word!r} {why}; {DEFINITIONS_GRAMMAR}")
+
+
+def parse_definitions(text: str | None) -> list[str]:
+    """The flags of a ``compile_definitions`` value, checked against its grammar: ``-DNAME``,
+    ``-DNAME=VALUE`` or ``-UNAME``, separated by spaces or tabs; NAME a C identifier; VALUE a number
+    or identifier (``[A-Za-z0-9_.+-]*``) or a C string literal ``"..."`` of letters, digits,
+    spaces and ``_.,:/+=-``. Nothing else: no shell, make, CMake or Kconfig metacharacter can
+    be in a flag, so each flag is data for every consumer (the templates still escape each one
+    for its file with :mod:`~project_api.template.quoting`). ServerError, in one line, naming the
+    flag and the offending character, for anything else."""
+    text = text or ""
+    flags: list[str] = []
+    pos = _SPACE_RE.match(text).end()  # type: ignore[union-attr]
+    while pos < len(text):
+        m = _FLAG_RE.match(text, pos)
+        if m is None or (m.end() < len(text) and text[m.end()] not in " \t"):
+            raise _definition_error(text, pos)
+        flags.append(m.group())
+        pos = _SPACE_RE.match(text, m.end()).end()  # type: ignore[union-attr]
+    return flags
 
 
 def compile_definitions(text: str | None, defaults: Mapping[str, Any] | None = None) -> list[str]:
-    """The ``-DNAME[=VALUE]``/``-UNAME`` flags of a ``compile_definitions`` option value.
+    """The ``-DNAME[=VALUE]``/``-UNAME`` flags of a ``compile_definitions`` option value
+    (:func:`parse_definitions`).
 
     ``defaults`` are added as ``-DNAME=VALUE`` unless the user's flags name them already.
     Raises ServerError for anything that is not such a flag.
     """
-    flags = shlex.split(text or "")
-    for flag in flags:
-        if not _DEFINITION_RE.fullmatch(flag):
-            raise ServerError(
-                message=f"compile_definitions: {flag!r} is not a -DNAME[=VALUE] or -UNAME flag; "
-                "pass e.g. \"-DFOO=1 -DBAR\""
-            )
+    flags = parse_definitions(text)
     named = {re.match(r"-[DU](\w+)", f).group(1) for f in flags}  # type: ignore[union-attr]
     extra = [f"-D{k}={v}" for k, v in (defaults or {}).items() if k not in named]
     return extra + flags

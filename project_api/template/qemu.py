@@ -50,6 +50,7 @@ from typing import Any
 
 from project_api.errors import IoTimeoutError, ServerError
 from project_api.server import TransportTimeouts, remove_fifo_dir
+from project_api.template.quoting import qemu_option_value
 from project_api.template.transport import DeviceProcess
 from project_api.transport import FdTransport
 
@@ -117,7 +118,7 @@ class QemuSerialLine:
 
     def qemu_args(self, chardev_id: str) -> list[str]:
         """``-chardev pipe,...`` defining ``chardev_id``; pass ``-serial chardev:<id>`` too."""
-        return ["-chardev", f"pipe,id={chardev_id},path={self.base}"]
+        return ["-chardev", f"pipe,id={chardev_id},path={qemu_option_value(str(self.base))}"]
 
     def transport(self, timeouts: TransportTimeouts | None = None) -> FdTransport:
         """The server's own ends (for clients that ignore the endpoint), opened by attach()."""
@@ -160,7 +161,8 @@ class QemuSocketLine:
 
     def qemu_args(self, chardev_id: str) -> list[str]:
         """``-chardev socket,...`` defining ``chardev_id``; pass ``-serial chardev:<id>`` too."""
-        return ["-chardev", f"socket,id={chardev_id},path={self.path},server=on,wait=on"]
+        return ["-chardev", f"socket,id={chardev_id},path={qemu_option_value(str(self.path))},"
+                            "server=on,wait=on"]
 
     def connect(self, timeouts: TransportTimeouts | None = None,
                 process: DeviceProcess | None = None, timeout_sec: float = 10.0,

@@ -61,6 +61,7 @@ from project_api import extras
 from project_api.errors import ServerError
 from project_api.server import TransportTimeouts
 from project_api.template.options import option
+from project_api.template.quoting import tcl_word
 from project_api.template.serial_ports import UartTransport
 from project_api.template.transport import SerialEndpoint
 
@@ -221,8 +222,9 @@ def acquire_place(place: str, coordinator: str, wait_sec: float = 0.0,
     """Start a keeper that acquires ``place`` on ``coordinator`` and holds it; ServerError
     with the keeper's one-line reason (held by whom, no such place, no serial port) if not."""
     require_labgrid()
-    argv = [sys.executable, "-m", "project_api.template.remote", "--coordinator", coordinator,
-            "--place", place, "--wait", str(wait_sec)]
+    # NAME=VALUE words: a place or address that starts with '-' stays a value.
+    argv = [sys.executable, "-m", "project_api.template.remote", f"--coordinator={coordinator}",
+            f"--place={place}", f"--wait={wait_sec}"]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=None, text=True)
     try:
@@ -331,7 +333,7 @@ def flash_with_labgrid(values: Mapping[str, Any], image: Path, board: Mapping[st
     try:
         os.environ["LG_COORDINATOR"] = coordinator  # where labgrid's RemotePlace looks
         script = Path(image).parent / "labgrid-openocd.cfg"
-        script.write_text(f"source [find {target_cfg}]\n")
+        script.write_text(f"source [find {tcl_word(str(target_cfg), 'openocd_target')}]\n")
         _labgrid_openocd_load(place, Path(image), script)
     finally:
         keeper.close()

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from project_api.errors import FlashError, MissingProgramError, ServerError
+from project_api.template.quoting import check_cmake_path, tcl_word
 
 _LOG = logging.getLogger(__name__)
 #: Zephyr releases (major, minor) the generated application is written for, both ends included.
@@ -81,6 +82,7 @@ def zephyr_base_of(values: Mapping[str, Any], method: str) -> Path:
                                   "checkout (e.g. ~/zephyrproject/zephyr) or pass -o "
                                   "zephyr_base=PATH")
     path = Path(base).expanduser()
+    check_cmake_path(path, "zephyr_base")  # CMake reads it from $ENV{ZEPHYR_BASE}
     zephyr_version(path)  # a tree, or the one-line error
     return path
 
@@ -117,8 +119,19 @@ def zephyr_board_name(name: str, board: Mapping[str, Any], version: Sequence[int
 # --- west --------------------------------------------------------------------------------------
 
 def west_argv(west_cmd: str | None) -> list[str]:
-    """``west_cmd`` split like a shell would; MissingProgramError when west is not installed."""
-    argv = shlex.split(west_cmd or DEFAULT_WEST)
+    """``west_cmd`` split like a shell would (``shlex``: quotes group words, nothing is expanded)
+    into the argv our calls start with; MissingProgramError when west is not installed.
+
+    ``west_cmd`` is a command by design: whatever program it names runs, with the user's
+    rights, as ``west`` would. It is never given to a shell, so ``;``, ``$()`` or a backtick in
+    it is only part of a word."""
+    try:
+        argv = shlex.split(west_cmd or DEFAULT_WEST)
+    except ValueError as exc:  # an unbalanced quote
+        raise ServerError(message=f"west_cmd {west_cmd!r}: {exc}; write it as a shell command "
+                                  "line (quotes balanced)") from None
+    if not argv:
+        raise ServerError(message="west_cmd is empty; pass -o west_cmd=<path of west>")
     hint = ("install it with 'pip install west', or pass -o west_cmd=<path of west>")
     if len(argv) >= 3 and argv[1:3] == ["-m", "west"]:
         python = shutil.which(argv[0])
@@ -143,8 +156,8 @@ def flash_serial_args(runner: str, serial_number: str | None) -> list[str]:
         return ["--dev-id", serial_number.lstrip("0") or "0"]
     if runner in ("jlink", "pyocd"):
         return ["--dev-id", serial_number]
-    if runner == "openocd":
-        return ["--cmd-pre-init", f"adapter serial {serial_number}"]
+    if runner == "openocd":  # a Tcl command
+        return ["--cmd-pre-init", f"adapter serial {tcl_word(serial_number, 'serial_number')}"]
     if runner == "stm32cubeprogrammer":
         return ["--conn-modifiers", f"sn={serial_number}"]
     raise FlashError(f"flash runner {runner} takes no serial number here; drop -o serial_number "
@@ -206,6 +219,8 @@ def check_cmsis(modules: Iterable[Any], cmsis_path: str | None) -> None:
     if uses and not cmsis_path:
         raise ServerError(message="the model includes CMSIS-NN headers; pass -o "
                                   "cmsis_path=<CMSIS checkout with CMSIS-NN>")
+    if cmsis_path:
+        check_cmake_path(cmsis_path, "cmsis_path")  # set(CMSIS_PATH ...) in CMakeLists.txt
     if cmsis_path and not Path(cmsis_path).is_dir():
         raise ServerError(message=f"cmsis_path {cmsis_path} is not a directory; pass the "
                                   "path of your CMSIS checkout")

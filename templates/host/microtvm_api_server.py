@@ -68,7 +68,9 @@ class Handler(TransportMixin, TemplateHandler):
         option("warning_as_error", "bool", default=False, optional=["generate_project"],
                help="Treat warnings as errors (-Werror)."),
         option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra -D/-U flags for every C file, e.g. \"-DFOO=1 -UBAR\"."),
+               help="Extra flags for every C file: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
+                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
+                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
         option("max_packet_size_bytes", "int", default=2048, minimum=256, maximum=16 << 20,
                optional=["generate_project"],
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (microTVM "

@@ -35,6 +35,7 @@ from project_api.template import (
     serial_ports,
 )
 from project_api.template import flash as flash_runners
+from project_api.template.options import SERIAL_NUMBER_CHARS
 from project_api.template.qemu import (
     QemuSerialLine,
     emulator_argv,
@@ -108,7 +109,9 @@ class Handler(TransportMixin, TemplateHandler):
         option("warning_as_error", "bool", default=False, optional=["generate_project"],
                help="Treat warnings as errors (-Werror) in the runtime and model code too."),
         option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra -D/-U flags for every C file, e.g. \"-DFOO=1 -UBAR\"."),
+               help="Extra flags for every C file: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
+                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
+                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
         option("verbose", "bool", default=False, optional=["build"],
                help="Run make with verbose output."),
         option("flash_runner", "str", choices=list(flash_runners.RUNNERS), optional=["flash"],
@@ -116,6 +119,7 @@ class Handler(TransportMixin, TemplateHandler):
         option("pyocd_pack", "str", optional=["flash"],
                help="CMSIS pack (.pack) for a pyOCD target that is not built in."),
         option("serial_number", "str", optional=["flash", "open_transport"],
+               chars=SERIAL_NUMBER_CHARS,
                help="The ST-LINK's serial number: picks the probe and its serial port."),
         option("serial_port", "str", optional=["open_transport"],
                help="The board's serial port or pyserial URL (default: found by USB ID)."),

@@ -45,12 +45,14 @@ from project_api.template import (
     run_logged,
     serial_ports,
 )
+from project_api.template.options import SERIAL_NUMBER_CHARS
 from project_api.template.qemu import (
     QemuSocketLine,
     emulator_argv,
     require_image,
     run_emulator,
 )
+from project_api.template.quoting import check_cmake_path
 from project_api.template.zephyr import (
     DEFAULT_WEST,
     built_console_baud,
@@ -106,12 +108,14 @@ class Handler(TransportMixin, TemplateHandler):
         ai_api.MLPERFTINY_MODEL_OPTION,
         option("west_cmd", "str", default=DEFAULT_WEST,
                optional=["generate_project", "build", "flash", "open_transport"],
-               help="The west command, split like a shell would (default: this Python's -m "
+               help="The west command: a command by design, run as given (split into words "
+                    "like a shell would, but never run by one; default: this Python's -m "
                     "west)."),
         option("zephyr_base", "str",
                optional=["generate_project", "build", "flash", "open_transport"],
                help="Path to the Zephyr tree (default: $ZEPHYR_BASE)."),
         option("serial_number", "str", optional=["flash", "open_transport"],
+               chars=SERIAL_NUMBER_CHARS,
                help="The debug probe's serial number: picks the probe and its serial port."),
         option("serial_port", "str", optional=["open_transport"],
                help="The board's serial port or pyserial URL (default: found by USB ID)."),
@@ -134,7 +138,9 @@ class Handler(TransportMixin, TemplateHandler):
                help="Warnings are errors (CONFIG_COMPILER_WARNINGS_AS_ERRORS), and an untested "
                     "Zephyr version is an error."),
         option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra -D/-U flags for the application, e.g. \"-DFOO=1 -UBAR\"."),
+               help="Extra flags for the application: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
+                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
+                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
         option("extra_files_tar", "str", optional=["generate_project"],
                help="A tar archive extracted into the generated project."),
         option("cmsis_path", "str", optional=["generate_project"],
@@ -153,6 +159,7 @@ class Handler(TransportMixin, TemplateHandler):
         standalone = opts["project_type"] == "standalone"
         mlperftiny = opts["project_type"] == "mlperftiny"
         ai_api.check_standalone_options(opts)
+        check_cmake_path(project.dir, "the project directory")  # ${CMAKE_CURRENT_SOURCE_DIR}
         version = check_tree_for_board(opts, name, board)  # sets the default heap
         check_cmsis(project.library.modules.values(), opts["cmsis_path"])
         if mlperftiny and not opts["config_main_stack_size"]:
