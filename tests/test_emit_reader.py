@@ -27,8 +27,10 @@ def test_reads_structure():
     assert [op.opcode for op in g.operators] == [
         "CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"]
     conv = g.operators[0]
-    assert conv.options == {"padding": "SAME", "stride_w": 1, "stride_h": 1, "activation": "RELU",
-                            "dilation_w": 1, "dilation_h": 1}
+    assert conv.options == {"padding": "SAME", "stride_w": 1, "stride_h": 1,
+                            "fused_activation_function": "RELU", "dilation_w_factor": 1,
+                            "dilation_h_factor": 1, "quantized_bias_type": "float32"}
+    assert conv.options_table == "Conv2DOptions"
     w = g.tensor(conv.inputs[1])
     assert w.shape == (3, 3, 3, 2) and w.dtype == "int8" and w.is_const
     assert w.quant is not None and len(w.quant.scale) == 3  # per channel

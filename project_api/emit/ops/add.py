@@ -13,7 +13,9 @@ from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
 from ._binary import operands
-from .common import Kernel, per_tensor, unsupported
+from .common import Kernel, OpSpec, per_tensor, unsupported
+
+SPEC = OpSpec(opcodes=("ADD",), schemes=("float32", "int8"), dsp=("int8",))
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:

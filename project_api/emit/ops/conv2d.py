@@ -29,6 +29,7 @@ from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighte
 from .common import (
     ConstArray,
     Kernel,
+    OpSpec,
     accumulator,
     check_dtype,
     check_same_type,
@@ -39,6 +40,7 @@ from .common import (
     unsupported,
 )
 
+SPEC = OpSpec(opcodes=("CONV_2D",), schemes=("float32", "int8"), dsp=("int8",))
 
 def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
     check_spatial(op)
@@ -46,7 +48,7 @@ def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
         raise unsupported(op, f"input '{x.name}' must be 4-D NHWC, shape {list(x.shape)}")
     n, h, w, c = x.shape
     sh, sw = op.options["stride_h"], op.options["stride_w"]
-    dh, dw = op.options.get("dilation_h", 1), op.options.get("dilation_w", 1)
+    dh, dw = op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)
     oh, pad_h = compute_padding(h, kh, sh, dh, op.options["padding"])
     ow, pad_w = compute_padding(w, kw, sw, dw, op.options["padding"])
     if oh < 1 or ow < 1:

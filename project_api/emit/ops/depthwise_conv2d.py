@@ -24,6 +24,7 @@ from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighte
 from .common import (
     ConstArray,
     Kernel,
+    OpSpec,
     accumulator,
     check_dtype,
     check_same_type,
@@ -33,6 +34,7 @@ from .common import (
 )
 from .conv2d import conv_geometry, prepare_dsp
 
+SPEC = OpSpec(opcodes=("DEPTHWISE_CONV_2D",), schemes=("float32", "int8"), dsp=("int8",))
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)

@@ -22,14 +22,24 @@ from ._weighted import (
     int32_bias,
     weighted_operands,
 )
-from .common import ConstArray, Kernel, check_dtype, check_same_type, per_tensor, unsupported
+from .common import (
+    ConstArray,
+    Kernel,
+    OpSpec,
+    check_dtype,
+    check_same_type,
+    per_tensor,
+    unsupported,
+)
 
 __all__ = ["dequantized_weights", "prepare"]  # dequantized_weights: imported from here by tests
 
 
+SPEC = OpSpec(opcodes=("FULLY_CONNECTED",), schemes=("float32", "int8"), dsp=("int8",))
+
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
-    if op.options.get("weights_format", 0) != 0:
+    if op.options.get("weights_format", "DEFAULT") != "DEFAULT":
         raise unsupported(op, "shuffled weights format not supported")
     check_dtype(op, x, ("int8", "float32"))
     if len(w.shape) != 2:

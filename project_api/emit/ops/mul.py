@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
 from ._binary import operands
-from .common import Kernel, per_tensor
+from .common import Kernel, OpSpec, per_tensor
+
+SPEC = OpSpec(opcodes=("MUL",), schemes=("float32", "int8"))
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     a, b, y, act, params, inputs, consts = operands(op, graph)
     params["kind"] = "mul"
     if y.dtype == "int8":

@@ -15,6 +15,7 @@ from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     Kernel,
+    OpSpec,
     accumulator,
     check_activation,
     check_dtype,
@@ -27,6 +28,9 @@ from .common import (
     unsupported,
 )
 
+SPEC = OpSpec(opcodes=("AVERAGE_POOL_2D", "MAX_POOL_2D"), schemes=("float32", "int8"),
+              dsp=("int8",))
+
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
@@ -37,7 +41,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     if len(x.shape) != 4:
         raise unsupported(op, f"input '{x.name}' must be 4-D NHWC")
     n, h, w, c = x.shape
-    fh, fw = op.options["filter_h"], op.options["filter_w"]
+    fh, fw = op.options["filter_height"], op.options["filter_width"]
     sh, sw = op.options["stride_h"], op.options["stride_w"]
     oh, pad_h = compute_padding(h, fh, sh, 1, op.options["padding"])
     ow, pad_w = compute_padding(w, fw, sw, 1, op.options["padding"])

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
-from .common import Kernel, check_dtype, per_tensor, unary_operands, unsupported
+from ..target import GENERIC, Target
+from .common import (
+    Kernel,
+    OpSpec,
+    check_dtype,
+    conversion_scheme,
+    per_tensor,
+    unary_operands,
+    unsupported,
+)
+
+SPEC = OpSpec(opcodes=("QUANTIZE",), schemes=("float32->int8", "int8->int8"),
+              classify=conversion_scheme)
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
     check_dtype(op, x, ("float32", "int8"))
     check_dtype(op, y, ("int8",))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
 from .common import (
     Kernel,
+    OpSpec,
     check_dtype,
     check_same_type,
     per_tensor,
@@ -19,8 +21,10 @@ from .common import (
     unsupported,
 )
 
+SPEC = OpSpec(opcodes=("SOFTMAX",), schemes=("float32", "int8"))
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
     check_dtype(op, x, ("int8", "float32"))
     check_same_type(op, x, y)
