@@ -200,6 +200,7 @@ class _TensorSpec:
     scale: tuple[float, ...] | None
     zero_point: tuple[int, ...] | None
     quantized_dimension: int
+    is_variable: bool = False
 
 
 @dataclass
@@ -208,6 +209,17 @@ class _OpSpec:
     inputs: list[int]
     outputs: list[int]
     options: dict[str, Any] = field(default_factory=dict)  # fields of its options table
+    custom_code: str | None = None  # a custom operator's name (opcode "CUSTOM")
+    custom_options: bytes | None = None
+
+
+@dataclass
+class _Shared:
+    """What the subgraphs of one model share: the buffers and the subgraph list."""
+
+    buffers: list[bytes]
+    subgraphs: list[ModelBuilder]
+    description: str
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:
@@ -260,12 +272,17 @@ class ModelBuilder:
     """
 
     def __init__(self, seed: int | Sequence[int] = 0, per_channel: bool = False,
-                 description: str = "project-api builder"):
-        self.rng = np.random.default_rng(seed)
+                 description: str = "project-api builder", *, _shared: _Shared | None = None,
+                 _rng: np.random.Generator | None = None, name: str = "main"):
+        self.rng = _rng if _rng is not None else np.random.default_rng(seed)
         self.per_channel = per_channel
-        self.description = description
+        self._shared = _shared or _Shared([b""], [], description)
+        #: This subgraph's index in the model (0: the main one) and its name.
+        self.index = len(self._shared.subgraphs)
+        self.name = name
+        self._shared.subgraphs.append(self)
         self._tensors: list[_TensorSpec] = []
-        self._buffers: list[bytes] = [b""]
+        self._buffers = self._shared.buffers
         self._ops: list[_OpSpec] = []
         self._inputs: list[int] = []
         self._outputs: list[int] = []
@@ -275,6 +292,17 @@ class ModelBuilder:
         #: Stored values of every constant (quantized for int8 models), by tensor index.
         self.values: dict[int, np.ndarray] = {}
         self._counter = 0
+
+    @property
+    def description(self) -> str:
+        return self._shared.description
+
+    def subgraph(self, name: str) -> ModelBuilder:
+        """A new subgraph of the same model (for IF/WHILE/CALL_ONCE bodies), built with the same
+        methods; its :attr:`index` is what those operators' options refer to. ``build()`` on
+        any subgraph writes the whole model."""
+        return ModelBuilder(per_channel=self.per_channel, _shared=self._shared, _rng=self.rng,
+                            name=name)
 
     # -- tensors ------------------------------------------------------------------------------
 
@@ -380,6 +408,21 @@ class ModelBuilder:
         self._outputs.append(t.index)
         return t
 
+    def variable(self, shape: Sequence[int], dtype: str = "float32",
+                 quant: tuple[float, int] | None = None, name: str | None = None,
+                 initial: np.ndarray | None = None) -> TensorRef:
+        """A variable tensor (``is_variable``: state kept across invocations), zero at start
+        unless ``initial`` (stored values) is given."""
+        if dtype in _QUANTIZED and quant is None:
+            raise ValueError(f"a {dtype} variable needs quantization parameters")
+        ref = self._add_tensor(name or self._name("variable"), shape, dtype, data=initial,
+                               scale=None if quant is None else [quant[0]],
+                               zero_point=None if quant is None else [quant[1]])
+        self._tensors[ref.index].is_variable = True
+        if quant is not None:
+            self._ranges[ref.index] = self._quant_range(dtype, quant)
+        return ref
+
     # -- weights --------------------------------------------------------------------------------
 
     def _weights(
@@ -464,12 +507,36 @@ class ModelBuilder:
     def _op(self, opcode: str, inputs: list[int], outputs: list[int],
             options: dict[str, Any] | None = None) -> None:
         """Append operator ``opcode``; ``options``: fields of its options table (by name)."""
-        if opcode not in BUILTIN_OPS:
+        if opcode not in BUILTIN_OPS or opcode == "CUSTOM":
             raise ValueError(f"unknown operator {opcode!r}")
         table = schema.OPERATOR_OPTIONS.get(opcode)
         if options and table is None:
             raise ValueError(f"{opcode} has no options table, but options {sorted(options)}")
         self._ops.append(_OpSpec(opcode, inputs, outputs, dict(options or {})))
+
+    def operator(self, opcode: str, inputs: Sequence[TensorRef | None],
+                 outputs: Sequence[tuple[Sequence[int], str, tuple[float, int] | None]],
+                 options: dict[str, Any] | None = None) -> list[TensorRef]:
+        """Any builtin operator, as it stands in the model: ``inputs`` (None: an absent optional
+        input), new outputs given as ``(shape, dtype, quant)``, ``options`` by the field names
+        of its options table (:mod:`.schema`). Returns the outputs. The operator-specific
+        methods compute shapes and quantization; this one writes what it is given."""
+        outs = [self._activation(opcode.lower(), shape, dtype, quant)
+                for shape, dtype, quant in outputs]
+        self._op(opcode, [-1 if t is None else t.index for t in inputs],
+                 [t.index for t in outs], options)
+        return outs
+
+    def custom(self, name: str, inputs: Sequence[TensorRef | None],
+               outputs: Sequence[tuple[Sequence[int], str, tuple[float, int] | None]],
+               custom_options: bytes = b"") -> list[TensorRef]:
+        """A custom operator ``name`` (its ``custom_code``) with raw ``custom_options`` bytes
+        (flexbuffers, as TFLM's signal library writes them); outputs as :meth:`operator`."""
+        outs = [self._activation(name.lower(), shape, dtype, quant)
+                for shape, dtype, quant in outputs]
+        self._ops.append(_OpSpec("CUSTOM", [-1 if t is None else t.index for t in inputs],
+                                 [t.index for t in outs], {}, name, bytes(custom_options)))
+        return outs
 
     def conv2d(
         self,
@@ -848,8 +915,10 @@ class ModelBuilder:
     # -- serialization ------------------------------------------------------------------------
 
     def build(self) -> bytes:
-        """Serialize the model as a TFLite flatbuffer (schema version 3, identifier ``TFL3``)."""
-        if not self._inputs or not self._outputs:
+        """Serialize the whole model (every subgraph) as a TFLite flatbuffer (schema version 3,
+        identifier ``TFL3``)."""
+        main = self._shared.subgraphs[0]
+        if not main._inputs or not main._outputs:
             raise ValueError("a model needs at least one input() and one output()")
         b = flatbuffers.Builder(1024)
 
@@ -860,51 +929,21 @@ class ModelBuilder:
                 values["data"] = Ref(_byte_vector(b, data, _BUFFER_ALIGNMENT_BYTES))
             buffer_offsets.append(write_table(b, "Buffer", values))
 
-        tensor_offsets = []
-        for t in self._tensors:
-            shape_off = b.CreateNumpyVector(np.asarray(t.shape, dtype=np.int32))
-            name_off = b.CreateString(t.name)
-            values = {"shape": Ref(shape_off), "type": t.dtype, "buffer": t.buffer,
-                      "name": Ref(name_off)}
-            if t.scale is not None:
-                values["quantization"] = Ref(write_table(b, "QuantizationParameters", {
-                    "scale": t.scale, "zero_point": t.zero_point,
-                    "quantized_dimension": t.quantized_dimension}))
-            tensor_offsets.append(write_table(b, "Tensor", values))
-
-        opcodes: list[str] = []
-        op_offsets = []
-        for op in self._ops:
-            if op.opcode not in opcodes:
-                opcodes.append(op.opcode)
-            in_off = b.CreateNumpyVector(np.asarray(op.inputs, dtype=np.int32))
-            out_off = b.CreateNumpyVector(np.asarray(op.outputs, dtype=np.int32))
-            table = schema.OPERATOR_OPTIONS.get(op.opcode)
-            values = {"opcode_index": opcodes.index(op.opcode), "inputs": Ref(in_off),
-                      "outputs": Ref(out_off)}
-            if table is not None:
-                options_off = write_table(b, table, op.options)
-                values["builtin_options_type"] = schema.OPTIONS_TAGS[table]
-                values["builtin_options"] = Ref(options_off)
-            op_offsets.append(write_table(b, "Operator", values))
-
-        tensors_vec = _table_vector(b, tensor_offsets)
-        inputs_vec = b.CreateNumpyVector(np.asarray(self._inputs, dtype=np.int32))
-        outputs_vec = b.CreateNumpyVector(np.asarray(self._outputs, dtype=np.int32))
-        ops_vec = _table_vector(b, op_offsets)
-        sg_name = b.CreateString("main")
-        subgraph = write_table(b, "SubGraph", {
-            "tensors": Ref(tensors_vec), "inputs": Ref(inputs_vec), "outputs": Ref(outputs_vec),
-            "operators": Ref(ops_vec), "name": Ref(sg_name)})
+        opcodes: list[tuple[str, str | None]] = []
+        subgraph_offsets = [sg._write_subgraph(b, opcodes) for sg in self._shared.subgraphs]
 
         code_offsets = []
-        for name in opcodes:
+        for name, custom_code in opcodes:
             code = BUILTIN_OPS[name]
-            code_offsets.append(write_table(b, "OperatorCode", {
-                "deprecated_builtin_code": min(code, 127), "version": 1, "builtin_code": name}))
+            values = {"deprecated_builtin_code": min(code, 127), "version": 1,
+                      "builtin_code": name}
+            if custom_code is not None:
+                values = {"deprecated_builtin_code": code, "custom_code": custom_code,
+                          "version": 1, "builtin_code": name}
+            code_offsets.append(write_table(b, "OperatorCode", values))
 
         codes_vec = _table_vector(b, code_offsets)
-        subgraphs_vec = _table_vector(b, [subgraph])
+        subgraphs_vec = _table_vector(b, subgraph_offsets)
         desc = b.CreateString(self.description)
         buffers_vec = _table_vector(b, buffer_offsets)
         model = write_table(b, "Model", {
@@ -913,6 +952,49 @@ class ModelBuilder:
             "buffers": Ref(buffers_vec)})
         b.Finish(model, file_identifier=_FILE_IDENTIFIER)
         return bytes(b.Output())
+
+    def _write_subgraph(self, b: flatbuffers.Builder, opcodes: list[tuple[str, str | None]]
+                        ) -> int:
+        tensor_offsets = []
+        for t in self._tensors:
+            shape_off = b.CreateNumpyVector(np.asarray(t.shape, dtype=np.int32))
+            name_off = b.CreateString(t.name)
+            values: dict[str, Any] = {"shape": Ref(shape_off), "type": t.dtype,
+                                      "buffer": t.buffer, "name": Ref(name_off)}
+            if t.scale is not None:
+                values["quantization"] = Ref(write_table(b, "QuantizationParameters", {
+                    "scale": t.scale, "zero_point": t.zero_point,
+                    "quantized_dimension": t.quantized_dimension}))
+            if t.is_variable:
+                values["is_variable"] = True
+            tensor_offsets.append(write_table(b, "Tensor", values))
+
+        op_offsets = []
+        for op in self._ops:
+            key = (op.opcode, op.custom_code)
+            if key not in opcodes:
+                opcodes.append(key)
+            in_off = b.CreateNumpyVector(np.asarray(op.inputs, dtype=np.int32))
+            out_off = b.CreateNumpyVector(np.asarray(op.outputs, dtype=np.int32))
+            table = schema.OPERATOR_OPTIONS.get(op.opcode)
+            values = {"opcode_index": opcodes.index(key), "inputs": Ref(in_off),
+                      "outputs": Ref(out_off)}
+            if table is not None:
+                options_off = write_table(b, table, op.options)
+                values["builtin_options_type"] = schema.OPTIONS_TAGS[table]
+                values["builtin_options"] = Ref(options_off)
+            if op.custom_options:
+                values["custom_options"] = Ref(_byte_vector(b, op.custom_options, 1))
+            op_offsets.append(write_table(b, "Operator", values))
+
+        tensors_vec = _table_vector(b, tensor_offsets)
+        inputs_vec = b.CreateNumpyVector(np.asarray(self._inputs, dtype=np.int32))
+        outputs_vec = b.CreateNumpyVector(np.asarray(self._outputs, dtype=np.int32))
+        ops_vec = _table_vector(b, op_offsets)
+        sg_name = b.CreateString(self.name)
+        return write_table(b, "SubGraph", {
+            "tensors": Ref(tensors_vec), "inputs": Ref(inputs_vec), "outputs": Ref(outputs_vec),
+            "operators": Ref(ops_vec), "name": Ref(sg_name)})
 
 
 # --- writing tables from the schema -----------------------------------------------------------

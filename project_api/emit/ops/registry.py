@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ...errors import UnsupportedOperatorError
 from .. import schema
@@ -76,6 +77,19 @@ class Registry:
         """Every operator, builtins then custom ones, each sorted by name."""
         return ([self.builtin[k] for k in sorted(self.builtin)]
                 + [self.custom[k] for k in sorted(self.custom)])
+
+    def table(self) -> list[dict[str, Any]]:
+        """Every operator as data (what ``project-api ops`` prints): its name, whether it is
+        custom, its dtype schemes, whether it is a view (no code), and per kernel target the
+        schemes with DSP-extension kernels there."""
+        from ..target import TARGET_NAMES, resolve
+
+        targets = {name: resolve(name) for name in TARGET_NAMES}
+        return [{"name": e.name, "custom": e.custom, "schemes": list(e.spec.schemes),
+                 "view": e.spec.view, "module": e.module,
+                 "dsp": {t: list(e.spec.dsp) if target.dsp else []
+                         for t, target in targets.items()}}
+                for e in self.entries()]
 
     def lookup(self, op: Operator) -> Entry | None:
         if op.opcode == "CUSTOM":
