@@ -62,9 +62,9 @@ WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 def modes_for(op: str) -> tuple[str, ...]:
     """Modes that make sense for ``op`` (per-channel only where there are weights)."""
     if op in WEIGHTED:
-        return B.MODES
-    if op == "QUANTIZE":
-        return ("float32", "int8", "int16x8")  # float32 -> int8, int8 -> int8, int16 -> int16
+        return tuple(m for m in B.MODES if m != "int32")
+    if op == "QUANTIZE":  # float32 -> int8, int8 -> int8, int16 -> int16, int32 -> int8
+        return ("float32", "int8", "int16x8", "int32")
     if op == "DEQUANTIZE":
         return ("int8", "int16x8")
     return ("int8", "float32", "int16x8")
@@ -258,6 +258,8 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
             info = np.iinfo(det["dtype"])
             result.append(rng.integers(info.min, info.max + 1, size=det["shape"],
                                        dtype=det["dtype"]))
+        elif det["dtype"] == np.int32:  # a quantized int32 input spans +-2^20
+            result.append(rng.integers(-(1 << 20), 1 << 20, size=det["shape"], dtype=np.int32))
         else:
             result.append(rng.uniform(-3.0, 3.0, size=det["shape"]).astype(np.float32))
     return result

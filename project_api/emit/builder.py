@@ -871,7 +871,10 @@ class ModelBuilder:
         shape = tuple(input_shape or _DEFAULT_SHAPES[op])
         drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
         value_range = drawn if value_range is None else value_range
-        x = self.input(shape, dtype, value_range=value_range, name=name)
+        in_quant = None
+        if op == "QUANTIZE" and dtype == "int32":  # a quantized int32 input (+-2^20 spans it)
+            in_quant = (float(np.float32(max(map(abs, value_range)) / (1 << 20))), 0)
+        x = self.input(shape, dtype, quant=in_quant, value_range=value_range, name=name)
         if op == "CONV_2D":
             return self.conv2d(x, options.pop("filters", 4), **options)
         if op == "DEPTHWISE_CONV_2D":
@@ -901,7 +904,7 @@ class ModelBuilder:
         if op == "SOFTMAX":
             return self.softmax(x, **options)
         if op == "QUANTIZE":
-            to = options.pop("to", "int8" if dtype == "float32" else dtype)
+            to = options.pop("to", "int8" if dtype in ("float32", "int32") else dtype)
             if "quant" not in options:
                 lo, hi = value_range
                 options["quant"] = quantize_params(lo * float(self.rng.uniform(0.5, 1.5)),
@@ -1109,8 +1112,9 @@ def resnet8_like_model(seed: int = 0) -> bytes:
 
 
 #: Weight/activation types of :func:`single_op_model`: int8 (weights per tensor or per channel),
-#: float32, and int16x8 (int16 activations, int8 weights per tensor or per channel).
-MODES = ("int8", "int8_per_channel", "float32", "int16x8", "int16x8_per_channel")
+#: float32, int16x8 (int16 activations, int8 weights per tensor or per channel), and int32
+#: (plain int32 inputs; for QUANTIZE a quantized int32 input).
+MODES = ("int8", "int8_per_channel", "float32", "int16x8", "int16x8_per_channel", "int32")
 
 _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "CONV_2D": (1, 9, 9, 3), "DEPTHWISE_CONV_2D": (1, 9, 9, 3), "FULLY_CONNECTED": (1, 12),
@@ -1126,7 +1130,8 @@ def mode_dtype(mode: str) -> str:
     """The activation type of a :data:`MODES` entry (``int16x8_per_channel`` -> ``int16``)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
-    return {"float32": "float32", "int8": "int8", "int8_per_channel": "int8"}.get(mode, "int16")
+    return {"float32": "float32", "int8": "int8", "int8_per_channel": "int8",
+            "int32": "int32"}.get(mode, "int16")
 
 
 def single_op_model(

@@ -258,6 +258,8 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     common = env.get_template("common.h.j2").render()
     if target.dsp:
         common += "\n" + env.get_template("arm_dsp.h.j2").render()
+    for extra in dict.fromkeys(h for k in kernels if not k.alias for h in k.headers):
+        common += "\n" + env.get_template(extra).render()
     hook = ("/* A build may define TVMGEN_OP_HOOK(node) to observe each operator (profiling);\n"
             " * it is called before each operator's kernel with its node index, -1 at the end. */\n"
             "#ifndef TVMGEN_OP_HOOK\n#define TVMGEN_OP_HOOK(node) ((void)0)\n#endif\n")

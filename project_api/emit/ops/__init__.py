@@ -16,12 +16,14 @@ MODULES = (
     "conv2d",
     "depthwise_conv2d",
     "dequantize",
+    "expand_dims",
     "fully_connected",
     "mul",
     "pool2d",
     "quantize",
     "reshape",
     "softmax",
+    "squeeze",
 )
 
 #: Every operator the emitter implements.

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import UnsupportedOperatorError
+from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
 
 #: Per-pixel accumulators up to this size live on the C stack; larger ones are planned in the
@@ -53,6 +54,9 @@ class Kernel:
     alias: bool = False  # the output shares the first input's storage (a view op, OpSpec.view)
     scratch_bytes: int = 0  # pool bytes the op needs while it runs (passed as ``scratch``)
     scheme: str = ""  # the dtype scheme the registry classified the node as
+    #: Helper headers (templates in ``kernels/``) the kernel's C calls, emitted once per
+    #: module after ``common.h.j2`` (e.g. ``int16.h.j2``).
+    headers: tuple[str, ...] = ()
 
     @property
     def dsp(self) -> bool:
@@ -212,6 +216,35 @@ def per_tensor(op: Operator, t: Tensor) -> tuple[float, int]:
     if t.quant.per_channel:
         raise unsupported(op, f"'{t.name}' must be quantized per tensor")
     return t.quant.scale[0], t.quant.zero_point[0]
+
+
+def quantized_range(t: Tensor) -> tuple[int, int]:
+    """The integer range of a quantized tensor's type."""
+    return QUANTIZED_RANGES[t.dtype]
+
+
+def activation_range(op: Operator, act: str, y: Tensor) -> tuple[Any, Any]:
+    """The clamp of fused activation ``act`` on output ``y``: float bounds (None: the float32
+    limit) for float32, else TFLM's quantized range for ``y``'s scale, zero point and type."""
+    if y.dtype == "float32":
+        return q.activation_range_float(act)
+    scale, zp = per_tensor(op, y)
+    return q.activation_range_quantized(act, scale, zp, *quantized_range(y))
+
+
+def check_symmetric(op: Operator, *tensors: Tensor) -> None:
+    """int16 activations have zero point 0 (TFLite's 16x8 scheme; TFLM's int16 kernels ignore
+    any other)."""
+    for t in tensors:
+        if t.dtype == "int16" and per_tensor(op, t)[1] != 0:
+            raise unsupported(op, f"int16 tensor '{t.name}' has zero point "
+                                  f"{per_tensor(op, t)[1]}; int16x8 takes symmetric int16 "
+                                  "(zero point 0) as TFLite's converter writes it")
+
+
+#: The C type of each element type the kernels use.
+C_TYPES = {"float32": "float", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+           "int64": "int64_t", "uint8": "uint8_t"}
 
 
 def compute_padding(in_size: int, filter_size: int, stride: int, dilation: int,

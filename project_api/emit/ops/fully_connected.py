@@ -19,6 +19,7 @@ from ._weighted import (
     dequantized_weights,
     float_weights_and_bias,
     int8_requant,
+    int16_weighted,
     int32_bias,
     weighted_operands,
 )
@@ -35,13 +36,14 @@ from .common import (
 __all__ = ["dequantized_weights", "prepare"]  # dequantized_weights: imported from here by tests
 
 
-SPEC = OpSpec(opcodes=("FULLY_CONNECTED",), schemes=("float32", "int8"), dsp=("int8",))
+SPEC = OpSpec(opcodes=("FULLY_CONNECTED",), schemes=("float32", "int8", "int16x8"),
+              dsp=("int8",))
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
     if op.options.get("weights_format", "DEFAULT") != "DEFAULT":
         raise unsupported(op, "shuffled weights format not supported")
-    check_dtype(op, x, ("int8", "float32"))
+    check_dtype(op, x, ("int8", "float32", "int16"))
     if len(w.shape) != 2:
         raise unsupported(op, f"weights '{w.name}' must be 2-D, shape {list(w.shape)}")
     out_ch, depth = w.shape
@@ -62,6 +64,13 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index],
                       [ConstArray("w", "float", wf.reshape(-1)),
                        ConstArray("b", "float", bias)])
+
+    if x.dtype == "int16":
+        rq, consts = int16_weighted(op, x, w, b, y, out_ch, 0, act, w.data)
+        params.update(rq, per_channel=w.quant.per_channel)
+        return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index],
+                      [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)), *consts],
+                      headers=("int16.h.j2",) if params["acc"] == "int64" else ())
 
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)
