@@ -22,6 +22,20 @@ def small_model() -> bytes:
     return b.build()
 
 
+def rich_model() -> bytes:
+    """Two subgraphs, a custom operator with options, a variable tensor, an int16 layer."""
+    mb = ModelBuilder(seed=4)
+    x = mb.input((1, 4), "int16", name="x")
+    y = mb.fully_connected(x, 3)
+    state = mb.variable((1, 3), "int16", quant=(1 / 1024, 0), name="state")
+    (z,) = mb.custom("Mix", [y, state], [((1, 3), "int16", (1 / 1024, 0))], b"\x07" * 9)
+    mb.output(y)
+    mb.output(z)
+    body = mb.subgraph("body")
+    body.output(body.squeeze(body.input((1, 3, 1), "float32", name="b")))
+    return mb.build()
+
+
 def test_reads_structure():
     g = read_tflite(small_model())
     assert [op.opcode for op in g.operators] == [
@@ -62,16 +76,19 @@ def test_missing_file(tmp_path):
         read_tflite(tmp_path / "nope.tflite")
 
 
-def test_every_truncation_is_an_emit_error():
-    data = small_model()
+@pytest.mark.parametrize("make", [small_model, rich_model])
+def test_every_truncation_is_an_emit_error(make):
+    data = make()
     for n in sorted(set(range(0, len(data), max(1, len(data) // 300))) | {len(data) - 1}):
         with pytest.raises(EmitError):
             emit_sources(data[:n])
 
 
-def test_bit_flips_never_crash():
-    """Random single and multi-bit flips: the result is C or an EmitError, nothing else."""
-    data = small_model()
+@pytest.mark.parametrize("make,step", [(small_model, emit_sources), (rich_model, read_tflite)])
+def test_bit_flips_never_crash(make, step):
+    """Random single and multi-bit flips: the result is C (for the rich model, which has a
+    custom operator: a graph) or an EmitError, nothing else."""
+    data = make()
     rng = np.random.default_rng(7)
     outcomes = {"ok": 0, "error": 0}
     for trial in range(600):
@@ -80,7 +97,7 @@ def test_bit_flips_never_crash():
             pos = int(rng.integers(0, len(buf)))
             buf[pos] ^= 1 << int(rng.integers(0, 8))
         try:
-            emit_sources(bytes(buf))
+            step(bytes(buf))
             outcomes["ok"] += 1
         except EmitError:
             outcomes["error"] += 1

@@ -1,4 +1,6 @@
-"""CONV_2D: int8 per-channel (TFLM ``ConvPerChannel``) and float32, any stride/padding/dilation.
+"""CONV_2D: int8 per-channel (TFLM ``ConvPerChannel``), int16x8 (its int16 form: no offsets, an
+int64 accumulator with an int64 bias or an int32 one with an int32 bias) and float32, any
+stride/padding/dilation.
 
 Two loop forms are generated, both exact:
 

@@ -1,4 +1,5 @@
-"""DEPTHWISE_CONV_2D: int8 per-channel (TFLM ``DepthwiseConvPerChannel``) and float32.
+"""DEPTHWISE_CONV_2D: int8 per-channel (TFLM ``DepthwiseConvPerChannel``), int16x8 (its int16
+form: int64 accumulator and bias) and float32.
 
 Output channel ``oc = ic * depth_multiplier + m``. Each output pixel accumulates every channel at
 once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop is contiguous.

@@ -1,4 +1,5 @@
-"""FULLY_CONNECTED: int8 (per-tensor or per-channel weights) and float32.
+"""FULLY_CONNECTED: int8 (per-tensor or per-channel weights), int16x8 (an int64 accumulator with
+an int64 bias, an int32 one with an int32 bias, as TFLM chooses) and float32.
 
 int8 follows TFLM's reference ``FullyConnected``: ``acc = bias + sum((x - zp_in) * w)``, then
 ``MultiplyByQuantizedMultiplier``, plus the output zero point, clamped to the activation range.
