@@ -7,8 +7,10 @@ plans the activation pool (:mod:`.planner`), renders C from the Jinja2 kernels i
 
 The generated ``tvmgen_<name>_run(inputs, outputs)`` reads and writes the caller's buffers and
 takes every intermediate from one ``TVMBackendAllocWorkspace`` call of
-``TVMGEN_<NAME>_WORKSPACE_SIZE`` bytes, so it links only the CRT backend library. int8 results
-match the TFLM reference kernels bit for bit.
+``TVMGEN_<NAME>_WORKSPACE_SIZE`` bytes, so it links only the CRT backend library. int8 and
+int16x8 results match the TFLM reference kernels bit for bit. What the emitter implements is
+:data:`.ops.REGISTRY` (``project-api ops``); the schema facts it reads models with are
+:mod:`.schema`.
 """
 
 from __future__ import annotations
