@@ -53,6 +53,9 @@ def test_unknown_target_is_refused():
         resolve("cortex-m99")
     with pytest.raises(EmitError, match="no kernel target"):
         resolve("-mcpu=cortex-a53")
+    for empty in ("", "  "):  # names nothing: never silently the portable path
+        with pytest.raises(EmitError, match="empty target"):
+            resolve(empty)
 
 
 def _metadata(tar_path):
