@@ -50,6 +50,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("SOFTMAX", {"beta": 0.5}),
     ("QUANTIZE", {}),
     ("DEQUANTIZE", {}),
+    ("SQUEEZE", {}),
+    ("SQUEEZE", {"dims": (-2,), "input_shape": (2, 1, 3)}),
+    ("EXPAND_DIMS", {"axis": 1}),
+    ("EXPAND_DIMS", {"axis": -1, "input_shape": (2, 5)}),
 ]
 
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
@@ -58,12 +62,12 @@ WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 def modes_for(op: str) -> tuple[str, ...]:
     """Modes that make sense for ``op`` (per-channel only where there are weights)."""
     if op in WEIGHTED:
-        return B.MODES
-    if op == "QUANTIZE":
-        return ("float32", "int8")  # float32 -> int8, int8 -> int8
+        return tuple(m for m in B.MODES if m != "int32")
+    if op == "QUANTIZE":  # float32 -> int8, int8 -> int8, int16 -> int16, int32 -> int8
+        return ("float32", "int8", "int16x8", "int32")
     if op == "DEQUANTIZE":
-        return ("int8",)
-    return ("int8", "float32")
+        return ("int8", "int16x8")
+    return ("int8", "float32", "int16x8")
 
 
 def case_params() -> list[Any]:
@@ -83,13 +87,14 @@ def make(op: str, opts: dict[str, Any], mode: str, seed: int = 0) -> bytes:
 
 # --- reading a model back -------------------------------------------------------------------
 
-_NP = {0: np.float32, 2: np.int32, 9: np.int8}
+_NP = {0: np.float32, 2: np.int32, 4: np.int64, 7: np.int16, 9: np.int8}
 _OPTION_CLASSES = {
     "CONV_2D": tflite.Conv2DOptions, "DEPTHWISE_CONV_2D": tflite.DepthwiseConv2DOptions,
     "FULLY_CONNECTED": tflite.FullyConnectedOptions, "AVERAGE_POOL_2D": tflite.Pool2DOptions,
     "MAX_POOL_2D": tflite.Pool2DOptions, "ADD": tflite.AddOptions, "MUL": tflite.MulOptions,
     "RESHAPE": tflite.ReshapeOptions, "SOFTMAX": tflite.SoftmaxOptions,
     "QUANTIZE": tflite.QuantizeOptions, "DEQUANTIZE": tflite.DequantizeOptions,
+    "SQUEEZE": tflite.SqueezeOptions, "EXPAND_DIMS": tflite.ExpandDimsOptions,
 }
 _OP_NAMES = {getattr(tflite.BuiltinOperator, n): n for n in _OPTION_CLASSES}
 
@@ -217,7 +222,7 @@ def numpy_op(name: str, opts: Any, ins: list[np.ndarray], consts: list[ReadTenso
         z = opts.Beta() * (ins[0] - ins[0].max(axis=-1, keepdims=True))
         e = np.exp(z)
         return e / e.sum(axis=-1, keepdims=True)
-    if name in ("RESHAPE", "QUANTIZE", "DEQUANTIZE"):
+    if name in ("RESHAPE", "QUANTIZE", "DEQUANTIZE", "SQUEEZE", "EXPAND_DIMS"):
         return ins[0]
     raise AssertionError(name)
 
@@ -236,7 +241,7 @@ def numpy_reference(model: bytes, inputs: list[np.ndarray]) -> tuple[np.ndarray,
             real.append(tensors[i].real(feed[i]))
         else:
             real.append(tensors[i].real())
-    if name == "RESHAPE":
+    if name in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
         real[0] = real[0].reshape(tensors[op_out[0]].shape)
     y = numpy_op(name, opts, real, [])
     out = tensors[sg_out[0]]
@@ -249,8 +254,12 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(1000 + seed)
     result = []
     for det in R.input_details(model):
-        if det["dtype"] == np.int8:
-            result.append(rng.integers(-128, 128, size=det["shape"], dtype=np.int8))
+        if det["dtype"] in (np.int8, np.int16):
+            info = np.iinfo(det["dtype"])
+            result.append(rng.integers(info.min, info.max + 1, size=det["shape"],
+                                       dtype=det["dtype"]))
+        elif det["dtype"] == np.int32:  # a quantized int32 input spans +-2^20
+            result.append(rng.integers(-(1 << 20), 1 << 20, size=det["shape"], dtype=np.int32))
         else:
             result.append(rng.uniform(-3.0, 3.0, size=det["shape"]).astype(np.float32))
     return result
@@ -295,34 +304,47 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
         assert tuple(o.NewShapeAsNumpy()) == tuple(opts.get("shape", (1, -1)))
     elif op == "SOFTMAX":
         assert o.Beta() == pytest.approx(opts.get("beta", 1.0))
+    elif op == "SQUEEZE":
+        dims = opts.get("dims")
+        assert (o.SqueezeDimsAsNumpy().tolist() if o.SqueezeDimsLength() else None) == (
+            list(dims) if dims else None)
+    elif op == "EXPAND_DIMS":
+        assert tensors[op_in[1]].data.tolist() == [opts["axis"]]
 
     # types and quantization as documented
     x, y = tensors[sg_in[0]], tensors[sg_out[0]]
+    int16 = mode.startswith("int16")
+    if int16 and op != "DEQUANTIZE":
+        assert x.type == y.type == 7 and x.zero_point[0] == y.zero_point[0] == 0  # symmetric
     if op in WEIGHTED:
         w = tensors[op_in[1]]
         if mode == "float32":
             assert w.type == 0 and w.scale is None
         else:
             assert w.type == 9 and np.all(w.zero_point == 0)
-            n_scales = w.shape[3 if op == "DEPTHWISE_CONV_2D" else 0] if mode == "int8_per_channel" else 1
+            n_scales = (w.shape[3 if op == "DEPTHWISE_CONV_2D" else 0]
+                        if mode.endswith("_per_channel") else 1)
             assert len(w.scale) == n_scales
             assert w.axis == (3 if op == "DEPTHWISE_CONV_2D" and n_scales > 1 else 0)
             assert np.abs(w.data).max() == 127  # symmetric: the largest weight maps to 127
             if op_in[2] >= 0:
                 b = tensors[op_in[2]]
-                assert b.type == 2 and np.all(b.zero_point == 0)
+                assert b.type == (4 if int16 else 2) and np.all(b.zero_point == 0)
                 np.testing.assert_allclose(b.scale, x.scale[0] * w.scale, rtol=1e-6)
-    if op == "SOFTMAX" and mode == "int8":
-        assert (y.scale[0], y.zero_point[0]) == (1 / 256, -128)
-    if op in ("AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE") and mode == "int8":
+    if op == "SOFTMAX" and mode != "float32":
+        assert (y.scale[0], y.zero_point[0]) == ((1 / 32768, 0) if int16 else (1 / 256, -128))
+    if op in ("AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "SQUEEZE", "EXPAND_DIMS") and (
+            mode != "float32"):
         assert (y.scale[0], y.zero_point[0]) == (x.scale[0], x.zero_point[0])
+    if op == "ADD" and int16:
+        assert o.PotScaleInt16() is False  # general scales, as TFLite's converter writes them
 
     inputs = random_inputs(model, 0)
     out_tflm = R.run_tflm(model, inputs)
     out_lite = R.run_litert(model, inputs)
     assert len(out_tflm) == len(out_lite) == 1
     assert out_tflm[0].shape == out_lite[0].shape == y.shape
-    if out_tflm[0].dtype == np.int8:
+    if out_tflm[0].dtype in (np.int8, np.int16):
         diff = np.abs(out_tflm[0].astype(int) - out_lite[0].astype(int))
         assert diff.max() <= 1, f"TFLM and LiteRT differ by {diff.max()} LSB"
     else:
@@ -354,7 +376,8 @@ def test_int8_close_to_numpy(op: str, opts: dict[str, Any], mode: str) -> None:
     if out.scale is None:  # DEQUANTIZE: a float output
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
         return
-    want = B.quantize_array(expected, out.scale, out.zero_point)
+    want = B.quantize_array(expected, out.scale, out.zero_point,
+                            dtype="int16" if out.type == 7 else "int8")
     diff = np.abs(got.astype(int) - want.astype(int))
     assert diff.max() <= 1, f"{diff.max()} LSB from the float result (mean {diff.mean():.3f})"
 

@@ -53,6 +53,9 @@ def test_unknown_target_is_refused():
         resolve("cortex-m99")
     with pytest.raises(EmitError, match="no kernel target"):
         resolve("-mcpu=cortex-a53")
+    for empty in ("", "  "):  # names nothing: never silently the portable path
+        with pytest.raises(EmitError, match="empty target"):
+            resolve(empty)
 
 
 def _metadata(tar_path):
@@ -159,6 +162,20 @@ def test_dsp_operator_on_qemu_matches_tflm(qemu_tools, tmp_path, case):
     for k, (got, ref) in enumerate(zip(result.outputs, want, strict=True)):
         np.testing.assert_array_equal(got, np.asarray(ref).reshape(got.shape),
                                       err_msg=f"{case.id} {labels[k]} on QEMU vs TFLM")
+
+
+def test_int16x8_network_on_qemu_matches_tflm(qemu_tools, tmp_path):
+    """int16x8 (int64 accumulators and requantization, the softmax tables) on the Cortex-M4."""
+    from test_emit_random_networks import int16x8_network
+
+    model = int16x8_network()
+    gen = emit_sources(model, name="net16", target="cortex-m4")
+    rng = np.random.default_rng(1)
+    inputs = [rng.integers(-32768, 32768, t.shape).astype(np.int16) for t in gen.inputs]
+    result = H.run(H.build(gen, inputs, tmp_path), timeout=120)
+    want = run_tflm(model, inputs)
+    np.testing.assert_array_equal(result.outputs[0], np.asarray(want[0]).reshape(
+        result.outputs[0].shape), err_msg="int16x8 network on QEMU vs TFLM")
 
 
 @pytest.mark.parametrize(("target", "mcpu", "dsp"), [

@@ -151,7 +151,7 @@ def test_rejects_tanh_activation():
     from project_api.emit import codegen, tflite_reader
 
     g = tflite_reader.read_tflite(_single("FULLY_CONNECTED", dtype="int8"))
-    g.operators[0].options["activation"] = "TANH"
+    g.operators[0].options["fused_activation_function"] = "TANH"
     with pytest.raises(UnsupportedOperatorError, match=r"FULLY_CONNECTED \(node 0\).*TANH"):
         codegen.generate(g, "default")
 

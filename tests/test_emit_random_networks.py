@@ -7,7 +7,7 @@ input, a second output taken from the middle, and (int8 modes) a float32 interfa
 QUANTIZE/DEQUANTIZE. The demo model is checked the same way. int8 networks must match TFLM bit
 for bit; float32 networks must match TFLM and LiteRT within the float tolerance. The harness
 (emit, compile under ASan and UBSan checks with a workspace buffer of exactly the declared size,
-run, compare) is the one in ``test_emit_random.py``.
+run, compare) is ``tests/helpers/emit_parity.py``.
 """
 
 from __future__ import annotations
@@ -17,20 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from test_emit_random import (  # noqa: F401  (fixtures are used by name)
-    DSP_TARGET,
-    SEED_BASE,
-    Case,
-    Prefetcher,
-    _sanitize,
-    backend_objects,
-    builds,
-    check_parity,
-)
+from helpers.emit_parity import DSP_TARGET, SEED_BASE, Case, Prefetcher, check_parity
+from helpers.emit_parity import sanitize as _sanitize
 
 from project_api.emit import builder as B
 
+pytest_plugins = ("helpers.emit_parity",)
+
 SEEDS_PER_MODE = 5
+#: The network modes (int16x8 networks: not yet).
+MODES = ("int8", "int8_per_channel", "float32")
 
 
 @dataclass
@@ -62,6 +58,36 @@ class DemoCase(Case):
 
     def build(self) -> tuple[bytes, list[str]]:
         return B.demo_model(), ["output 0 (demo_model softmax)"]
+
+
+def int16x8_network(seed: int = 3) -> bytes:
+    """A small int16x8 CNN (int16 activations, int8 per-channel weights, int64 biases but one
+    int32): CONV_2D 3x3 RELU, DEPTHWISE_CONV_2D x2, ADD, AVERAGE_POOL_2D, RESHAPE,
+    FULLY_CONNECTED, SOFTMAX."""
+    mb = B.ModelBuilder(seed=seed, per_channel=True, description="int16x8 network")
+    x = mb.input((1, 10, 8, 2), "int16", value_range=(-2.0, 2.0), name="x")
+    y = mb.conv2d(x, 6, 3, activation="RELU")
+    y = mb.depthwise_conv2d(y, 3, depth_multiplier=2)
+    y = mb.add(y, y)
+    y = mb.average_pool2d(y, 2)
+    y = mb.reshape(y, (1, -1))
+    y = mb.fully_connected(y, 5, bias_dtype="int32")
+    mb.output(mb.softmax(y))
+    return mb.build()
+
+
+@dataclass
+class Int16NetworkCase(Case):
+    @property
+    def id(self) -> str:
+        return "NETWORK-int16x8" + ("" if self.target == "generic" else f"-target_{self.target}")
+
+    @property
+    def module_name(self) -> str:
+        return "net_int16x8"
+
+    def build(self) -> tuple[bytes, list[str]]:
+        return int16x8_network(), ["output 0 (int16x8 network softmax)"]
 
 
 def random_network(mode: str, seed: int) -> tuple[bytes, list[str]]:
@@ -147,16 +173,20 @@ def random_network(mode: str, seed: int) -> tuple[bytes, list[str]]:
 
 
 NETWORKS: list[Case] = [NetworkCase("NETWORK", mode, {}, seed=s)
-                        for mode in B.MODES for s in range(SEEDS_PER_MODE)]
+                        for mode in MODES for s in range(SEEDS_PER_MODE)]
 NETWORKS.append(DemoCase("DEMO", "int8", {}))
 # The int8 networks again with the DSP-extension kernels (portable intrinsics on the host).
 NETWORKS += [NetworkCase("NETWORK", mode, {}, target=DSP_TARGET, seed=s)
-             for mode in B.MODES if mode != "float32" for s in range(SEEDS_PER_MODE)]
+             for mode in MODES if mode != "float32" for s in range(SEEDS_PER_MODE)]
 NETWORKS.append(DemoCase("DEMO", "int8", {}, target=DSP_TARGET))
+# int16x8 (no DSP kernels: the DSP target emits the generic ones, checked all the same).
+NETWORKS += [Int16NetworkCase("NETWORK", "int16x8", {}),
+             Int16NetworkCase("NETWORK", "int16x8", {}, target=DSP_TARGET)]
 
 
 @pytest.mark.parametrize("case", NETWORKS, ids=[c.id for c in NETWORKS])
-def test_emitted_network_matches_references(case: Case, builds: Prefetcher) -> None:  # noqa: F811
-    # TFLM and LiteRT themselves drift apart by a few LSB over several int8 layers (up to 6 seen),
-    # so whole int8 networks are held to TFLM bit-exactness only; float32 ones to both.
+def test_emitted_network_matches_references(case: Case, builds: Prefetcher) -> None:
+    # TFLM and LiteRT themselves drift apart by a few LSB over several quantized layers (up to 6
+    # seen), so whole quantized networks are held to TFLM bit-exactness only; float32 ones to
+    # both.
     check_parity(case, builds, with_litert=case.mode == "float32")

@@ -22,13 +22,29 @@ def small_model() -> bytes:
     return b.build()
 
 
+def rich_model() -> bytes:
+    """Two subgraphs, a custom operator with options, a variable tensor, an int16 layer."""
+    mb = ModelBuilder(seed=4)
+    x = mb.input((1, 4), "int16", name="x")
+    y = mb.fully_connected(x, 3)
+    state = mb.variable((1, 3), "int16", quant=(1 / 1024, 0), name="state")
+    (z,) = mb.custom("Mix", [y, state], [((1, 3), "int16", (1 / 1024, 0))], b"\x07" * 9)
+    mb.output(y)
+    mb.output(z)
+    body = mb.subgraph("body")
+    body.output(body.squeeze(body.input((1, 3, 1), "float32", name="b")))
+    return mb.build()
+
+
 def test_reads_structure():
     g = read_tflite(small_model())
     assert [op.opcode for op in g.operators] == [
         "CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"]
     conv = g.operators[0]
-    assert conv.options == {"padding": "SAME", "stride_w": 1, "stride_h": 1, "activation": "RELU",
-                            "dilation_w": 1, "dilation_h": 1}
+    assert conv.options == {"padding": "SAME", "stride_w": 1, "stride_h": 1,
+                            "fused_activation_function": "RELU", "dilation_w_factor": 1,
+                            "dilation_h_factor": 1, "quantized_bias_type": "float32"}
+    assert conv.options_table == "Conv2DOptions"
     w = g.tensor(conv.inputs[1])
     assert w.shape == (3, 3, 3, 2) and w.dtype == "int8" and w.is_const
     assert w.quant is not None and len(w.quant.scale) == 3  # per channel
@@ -60,16 +76,19 @@ def test_missing_file(tmp_path):
         read_tflite(tmp_path / "nope.tflite")
 
 
-def test_every_truncation_is_an_emit_error():
-    data = small_model()
+@pytest.mark.parametrize("make", [small_model, rich_model])
+def test_every_truncation_is_an_emit_error(make):
+    data = make()
     for n in sorted(set(range(0, len(data), max(1, len(data) // 300))) | {len(data) - 1}):
         with pytest.raises(EmitError):
             emit_sources(data[:n])
 
 
-def test_bit_flips_never_crash():
-    """Random single and multi-bit flips: the result is C or an EmitError, nothing else."""
-    data = small_model()
+@pytest.mark.parametrize("make,step", [(small_model, emit_sources), (rich_model, read_tflite)])
+def test_bit_flips_never_crash(make, step):
+    """Random single and multi-bit flips: the result is C (for the rich model, which has a
+    custom operator: a graph) or an EmitError, nothing else."""
+    data = make()
     rng = np.random.default_rng(7)
     outcomes = {"ok": 0, "error": 0}
     for trial in range(600):
@@ -78,7 +97,7 @@ def test_bit_flips_never_crash():
             pos = int(rng.integers(0, len(buf)))
             buf[pos] ^= 1 << int(rng.integers(0, 8))
         try:
-            emit_sources(bytes(buf))
+            step(bytes(buf))
             outcomes["ok"] += 1
         except EmitError:
             outcomes["error"] += 1
@@ -123,3 +142,98 @@ def test_unsupported_operator_names_node():
             return
         pos = data.find(code, pos + 1)
     pytest.fail("could not locate the operator code field")
+
+
+def test_reads_subgraphs_variables_and_custom_ops():
+    """Facts no operator uses yet reach the IR: every subgraph, variable tensors, a custom
+    operator's name and raw options. The ``tflite`` package's reader sees the same model."""
+    import tflite
+
+    mb = ModelBuilder(seed=0)
+    x = mb.input((1, 4), "float32", name="x")
+    state = mb.variable((1, 4), "float32", name="state")
+    (y,) = mb.custom("MyOp", [x, state], [((1, 4), "float32", None)],
+                     custom_options=b"\x01\x02\x03")
+    mb.output(y)
+    body = mb.subgraph("body")
+    bx = body.input((1, 4), "float32", name="bx")
+    body.output(body.add(bx, bx))
+    data = mb.build()
+
+    m = tflite.Model.GetRootAs(data, 0)
+    assert m.SubgraphsLength() == 2 and m.Subgraphs(1).Name() == b"body"
+    assert m.OperatorCodes(0).CustomCode() == b"MyOp"
+    assert m.Subgraphs(0).Tensors(state.index).IsVariable()
+    assert m.Subgraphs(0).Operators(0).CustomOptionsAsNumpy().tobytes() == b"\x01\x02\x03"
+
+    g = read_tflite(data)
+    assert [s.name for s in g.subgraphs] == ["main", "body"] and g.subgraphs[0] is g
+    assert [op.opcode for op in g.subgraphs[1].operators] == ["ADD"]
+    assert g.subgraphs[1].index == 1 and g.subgraphs[1].subgraphs is g.subgraphs
+    op = g.operators[0]
+    assert (op.opcode, op.custom_code, op.custom_options) == ("CUSTOM", "MyOp", b"\x01\x02\x03")
+    assert g.tensor(state.index).is_variable and not g.tensor(x.index).is_variable
+    with pytest.raises(UnsupportedOperatorError,
+                       match=r"^custom operator 'MyOp' \(node 0\) computing 'myop_\d+': "
+                             r"operator not supported by the emitter \(supported: ADD, "):
+        emit_sources(data)
+
+
+def test_variable_input_is_refused_by_an_op_without_state():
+    mb = ModelBuilder(seed=0)
+    x = mb.input((1, 4), "float32", name="x")
+    state = mb.variable((1, 4), "float32", name="state")
+    mb.output(mb.add(x, state))
+    with pytest.raises(UnsupportedOperatorError,
+                       match=r"ADD \(node 0\): input 1 'state' is a variable tensor"):
+        emit_sources(mb.build())
+
+
+def _with_code(model: bytes, old: int, new: int) -> bytes:
+    """``model`` with the OperatorCode's builtin_code ``old`` rewritten to ``new``."""
+    code = old.to_bytes(4, "little")
+    pos = model.find(code)
+    while pos >= 0:
+        trial = bytearray(model)
+        trial[pos:pos + 4] = new.to_bytes(4, "little")
+        try:
+            if read_tflite(bytes(trial)).operators[0].code == new:
+                return bytes(trial)
+        except EmitError:
+            pass
+        pos = model.find(code, pos + 1)
+    raise AssertionError("could not locate the operator code field")
+
+
+def test_operators_are_named_never_numbered():
+    """An operator the emitter lacks is named from the schema (STRIDED_SLICE, not 45); one
+    newer than the schema says so."""
+    b = ModelBuilder()
+    x = b.input((1, 8), "float32", name="x")
+    begin = b.constant(np.zeros(2, np.int32), "int32")
+    (y,) = b.operator("STRIDED_SLICE", [x, begin, begin, begin], [((1, 8), "float32", None)],
+                      {"begin_mask": 3})
+    b.output(y)
+    sliced = b.build()
+    g = read_tflite(sliced)
+    assert (g.operators[0].opcode, g.operators[0].options["begin_mask"]) == ("STRIDED_SLICE", 3)
+    with pytest.raises(UnsupportedOperatorError) as info:
+        emit_sources(sliced)
+    msg = str(info.value)
+    assert msg.startswith("STRIDED_SLICE (node 0) computing 'strided_slice_")
+    assert "not supported" in msg and "45" not in msg.split("(supported")[0]
+    b = ModelBuilder()
+    x = b.input((1, 8), "float32", name="x")
+    (y,) = b.operator("STABLEHLO_CASE", [x], [((1, 8), "float32", None)])
+    b.output(y)
+    data = b.build()
+    assert read_tflite(data).operators[0].opcode == "STABLEHLO_CASE"
+    unknown = _with_code(data, 209, 250)
+    with pytest.raises(UnsupportedOperatorError,
+                       match=r"^operator code 250 \(not in the TFLite schema this emitter "
+                             r"knows\) \(node 0\)"):
+        emit_sources(unknown)
+    for m in (sliced, unknown):
+        with pytest.raises(UnsupportedOperatorError) as info:
+            emit_sources(m)
+        assert "builtin operator" not in str(info.value)

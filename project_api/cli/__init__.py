@@ -48,6 +48,7 @@ VERB_MODULES = [
     "flash",
     "run",  # host-template helper
     "emit",  # emitter helper
+    "ops",  # the emitter's operators, dtype schemes and kernels
     "validate",  # many samples on the device vs a reference
     "mlperftiny",  # the MLPerf Tiny benchmark's host side
     "devices",  # serial ports, debug probes, labgrid places

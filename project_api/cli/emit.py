@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from project_api.cli.base import Subcommand, UsageError
+
+if TYPE_CHECKING:
+    from project_api.emit import EmitResult
 
 
 class EmitCommand(Subcommand):
@@ -29,6 +33,8 @@ examples:
 cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
 portable C with the same results) or cortex-m0 (generic kernels). A TVM target string or
 -mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
+On a DSP target the summary says how many operators got its DSP kernels and lists those that
+took a generic one ('project-api ops' shows which operators and types have DSP kernels).
 
 -o FILE still names the archive, but -o NAME=VALUE (a project option in 'generate' and
 'run') is refused: emit has no project options."""
@@ -71,7 +77,7 @@ portable C with the same results) or cortex-m0 (generic kernels). A TVM target s
         try:
             target = resolve(a.target)
         except EmitError as exc:
-            raise UsageError(f"--target {a.target}: {exc}") from exc
+            raise UsageError(f"--target {a.target!r}: {exc}") from exc
         result = emit(model, self.args.output, name=self.args.name, force=self.args.force,
                       target=target)
         data = {
@@ -86,9 +92,33 @@ portable C with the same results) or cortex-m0 (generic kernels). A TVM target s
                        for t in result.inputs],
             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
                         for t in result.outputs],
+            "kernels": [{"node": u.node, "op": u.op, "scheme": u.scheme, "kernel": u.kernel}
+                        for u in result.kernels],
+            "generic_on_dsp": [{"node": u.node, "op": u.op, "scheme": u.scheme}
+                               for u in result.generic_on_dsp],
         }
         self.output(data, f"wrote {self.args.output}: module {result.name}, "
-                          f"{result.num_operators} operators, {target.name} kernels, workspace "
-                          f"{result.workspace_size_bytes} B, constants "
+                          f"{result.num_operators} operators, {kernels_summary(result)}, "
+                          f"workspace {result.workspace_size_bytes} B, constants "
                           f"{result.constants_size_bytes} B")
         return 0
+
+
+def kernels_summary(result: EmitResult) -> str:
+    """What kernels the model got, in words: on a DSP target, how many nodes took its DSP
+    kernels and which took a generic one (never "cortex-m4 kernels" when none applied)."""
+    target = result.target
+    if not target.dsp:
+        return f"{target.name} kernels (portable C)"
+    uses = result.kernels
+    dsp = sum(1 for u in uses if u.kernel == "dsp")
+    generic = result.generic_on_dsp
+    words = f"{dsp} with {target.name} DSP kernels" if dsp else f"no {target.name} DSP kernel applies"
+    if not generic:
+        return words
+    nodes: dict[str, list[int]] = {}
+    for u in generic:
+        nodes.setdefault(f"{u.op} {u.scheme}", []).append(u.node)
+    listed = ", ".join(f"{op} (node{'s' if len(n) > 1 else ''} {', '.join(map(str, n))})"
+                       for op, n in nodes.items())
+    return f"{words}, generic kernels for {listed}"

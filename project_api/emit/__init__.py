@@ -7,8 +7,10 @@ plans the activation pool (:mod:`.planner`), renders C from the Jinja2 kernels i
 
 The generated ``tvmgen_<name>_run(inputs, outputs)`` reads and writes the caller's buffers and
 takes every intermediate from one ``TVMBackendAllocWorkspace`` call of
-``TVMGEN_<NAME>_WORKSPACE_SIZE`` bytes, so it links only the CRT backend library. int8 results
-match the TFLM reference kernels bit for bit.
+``TVMGEN_<NAME>_WORKSPACE_SIZE`` bytes, so it links only the CRT backend library. int8 and
+int16x8 results match the TFLM reference kernels bit for bit. What the emitter implements is
+:data:`.ops.REGISTRY` (``project-api ops``); the schema facts it reads models with are
+:mod:`.schema`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,26 @@ from .mlf_writer import tar_bytes, write_mlf
 from .target import GENERIC, TARGET_NAMES, Target, resolve
 from .tflite_reader import read_tflite
 
-__all__ = ["GENERIC", "TARGET_NAMES", "EmitResult", "IOTensor", "Target", "emit", "emit_sources",
-           "read_tflite", "resolve"]
+__all__ = ["GENERIC", "TARGET_NAMES", "EmitResult", "IOTensor", "KernelUse", "Target", "emit",
+           "emit_sources", "kernel_uses", "read_tflite", "resolve"]
+
+
+@dataclass(frozen=True)
+class KernelUse:
+    """The kernel one node of the model got."""
+
+    node: int
+    op: str  # the operator's name
+    scheme: str  # its dtype scheme (float32, int8, int16x8, ...)
+    kernel: str  # "dsp" (a DSP-extension kernel), "generic" (portable C) or "view" (no code)
+    template: str
+
+
+def kernel_uses(gen: Generated) -> list[KernelUse]:
+    """The kernel each node of ``gen`` got, in execution order."""
+    return [KernelUse(k.op.index, k.op.name, k.scheme,
+                      "view" if k.alias else "dsp" if k.dsp else "generic", k.template)
+            for k in gen.kernels]
 
 
 @dataclass
@@ -38,6 +58,23 @@ class EmitResult:
     constants_size_bytes: int
     num_operators: int
     generated: Generated
+
+    @property
+    def target(self) -> Target:
+        return self.generated.target
+
+    @property
+    def kernels(self) -> list[KernelUse]:
+        """The kernel each node got."""
+        return kernel_uses(self.generated)
+
+    @property
+    def generic_on_dsp(self) -> list[KernelUse]:
+        """On a DSP target, the nodes that took a generic kernel (no DSP kernel applies to their
+        scheme or shape); empty on a target without DSP kernels."""
+        if not self.target.dsp:
+            return []
+        return [u for u in self.kernels if u.kernel == "generic"]
 
 
 def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",

@@ -16,13 +16,20 @@ Usage::
     mb.output(y)
     model_bytes = mb.build()
 
-Types: ``float32`` models, and ``int8`` models quantized the TFLite way: activations are
-asymmetric int8 per tensor, weights symmetric int8 per tensor or per output channel
-(``per_channel=True``), biases int32 with ``scale = input_scale * weight_scale`` and zero point 0.
-Weights not given explicitly come from the builder's seeded ``numpy.random.Generator``, so a
-seed always gives the same bytes. Output quantization of an int8 operator is taken from
-``out_quant=(scale, zero_point)`` when given, else from a statistical estimate of its float range
-(mean +- 3 standard deviations for a uniformly distributed input, clipped by the activation).
+Types (``mode`` of :func:`single_op_model`, the ``dtype`` of the inputs): ``float32`` models;
+``int8`` models quantized the TFLite way: activations are asymmetric int8 per tensor, weights
+symmetric int8 per tensor or per output channel (``per_channel=True``), biases int32 with
+``scale = input_scale * weight_scale`` and zero point 0; and ``int16`` ("16x8") models as
+TFLite's converter writes them: activations symmetric int16 (zero point 0), weights symmetric
+int8, biases int64 (``bias_dtype="int32"`` for the int32 form TFLM also takes), ADD with
+``pot_scale_int16`` false. Weights not given explicitly come from the builder's seeded
+``numpy.random.Generator``, so a seed always gives the same bytes. Output quantization of a
+quantized operator is taken from ``out_quant=(scale, zero_point)`` when given, else from a
+statistical estimate of its float range (mean +- 3 standard deviations for a uniformly
+distributed input, clipped by the activation).
+
+Every table is written from :mod:`.schema`'s field lists (:func:`write_table`): an operator's
+options are a dict of its options table's field names (``{"stride_w": 2, "padding": "SAME"}``).
 """
 
 from __future__ import annotations
@@ -35,50 +42,50 @@ from typing import Any
 import flatbuffers
 import numpy as np
 
+from . import schema
+
 __all__ = [
     "ACTIVATIONS",
     "BUILTIN_OPS",
     "BUILTIN_OPTIONS",
     "MODES",
+    "SINGLE_OPS",
     "ModelBuilder",
     "PADDINGS",
+    "Ref",
     "TENSOR_TYPES",
     "TensorRef",
     "demo_model",
     "dequantize_array",
+    "mode_dtype",
     "quantize_array",
     "quantize_params",
     "single_op_model",
     "symmetric_scales",
+    "write_table",
 ]
 
-# --- schema facts (tensorflow/lite/schema/schema.fbs) -----------------------------------------
+# --- schema facts (all from .schema) ----------------------------------------------------------
 
-#: TensorType enum values.
-TENSOR_TYPES: dict[str, int] = {"float32": 0, "int32": 2, "int8": 9, "int16": 7, "uint8": 3}
-_NP_DTYPES: dict[str, Any] = {
-    "float32": np.float32, "int32": np.int32, "int8": np.int8, "int16": np.int16, "uint8": np.uint8,
-}
+#: TensorType codes of the element types the builder writes.
+TENSOR_TYPES: dict[str, int] = {name: schema.TENSOR_TYPE_CODES[name]
+                                for name in ("float32", "int32", "int8", "int16", "uint8",
+                                             "int64", "bool")}
+_NP_DTYPES: dict[str, Any] = {name: schema.NUMPY_TYPES[name] for name in TENSOR_TYPES}
+#: Activation types quantized per tensor by default (the others are plain values).
+_QUANTIZED = ("int8", "int16", "uint8")
 
-#: BuiltinOperator enum values of the operators this builder writes.
-BUILTIN_OPS: dict[str, int] = {
-    "ADD": 0, "AVERAGE_POOL_2D": 1, "CONV_2D": 3, "DEPTHWISE_CONV_2D": 4, "DEQUANTIZE": 6,
-    "FULLY_CONNECTED": 9, "MAX_POOL_2D": 17, "MUL": 18, "RESHAPE": 22, "SOFTMAX": 25,
-    "QUANTIZE": 114,
-}
+#: BuiltinOperator codes (the schema's whole enum).
+BUILTIN_OPS: dict[str, int] = schema.BUILTIN_OPERATORS
 
 #: BuiltinOptions union tags.
-BUILTIN_OPTIONS: dict[str, int] = {
-    "Conv2DOptions": 1, "DepthwiseConv2DOptions": 2, "Pool2DOptions": 5,
-    "FullyConnectedOptions": 8, "SoftmaxOptions": 9, "AddOptions": 11, "ReshapeOptions": 17,
-    "MulOptions": 21, "DequantizeOptions": 38, "QuantizeOptions": 89,
-}
+BUILTIN_OPTIONS: dict[str, int] = schema.OPTIONS_TAGS
 
 #: ActivationFunctionType enum values.
-ACTIVATIONS: dict[str, int] = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+ACTIVATIONS: dict[str, int] = schema.ENUMS["ActivationFunctionType"]
 
 #: Padding enum values.
-PADDINGS: dict[str, int] = {"SAME": 0, "VALID": 1}
+PADDINGS: dict[str, int] = schema.ENUMS["Padding"]
 
 _SCHEMA_VERSION = 3
 _FILE_IDENTIFIER = b"TFL3"
@@ -88,14 +95,22 @@ _BUFFER_ALIGNMENT_BYTES = 16
 # --- quantization helpers -----------------------------------------------------------------------
 
 
-def quantize_params(min_val: float, max_val: float, dtype: str = "int8") -> tuple[float, int]:
-    """Asymmetric ``(scale, zero_point)`` covering ``[min_val, max_val]`` (widened to hold 0).
+def quantize_params(min_val: float, max_val: float, dtype: str = "int8",
+                    symmetric: bool | None = None) -> tuple[float, int]:
+    """``(scale, zero_point)`` covering ``[min_val, max_val]`` (widened to hold 0).
 
-    Zero is then exactly representable, as TFLite requires for activations.
+    Zero is then exactly representable, as TFLite requires for activations. Asymmetric, except
+    ``symmetric`` (the default for int16, as TFLite's 16x8 quantization makes activations):
+    zero point 0 and ``scale = max(|min|, |max|) / 32767``.
     """
     info = np.iinfo(_NP_DTYPES[dtype])
     lo = min(float(min_val), 0.0)
     hi = max(float(max_val), 0.0)
+    if symmetric is None:
+        symmetric = dtype == "int16"
+    if symmetric:
+        bound = max(-lo, hi, 1e-8)
+        return float(np.float32(bound / float(info.max))), 0
     if hi - lo < 1e-8:
         hi = lo + 1e-8
     scale = (hi - lo) / float(info.max - info.min)
@@ -185,6 +200,7 @@ class _TensorSpec:
     scale: tuple[float, ...] | None
     zero_point: tuple[int, ...] | None
     quantized_dimension: int
+    is_variable: bool = False
 
 
 @dataclass
@@ -192,9 +208,18 @@ class _OpSpec:
     opcode: str
     inputs: list[int]
     outputs: list[int]
-    options_name: str | None
-    options_fields: list[tuple[int, str, Any, Any]] = field(default_factory=list)
-    options_num_fields: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # fields of its options table
+    custom_code: str | None = None  # a custom operator's name (opcode "CUSTOM")
+    custom_options: bytes | None = None
+
+
+@dataclass
+class _Shared:
+    """What the subgraphs of one model share: the buffers and the subgraph list."""
+
+    buffers: list[bytes]
+    subgraphs: list[ModelBuilder]
+    description: str
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:
@@ -247,12 +272,17 @@ class ModelBuilder:
     """
 
     def __init__(self, seed: int | Sequence[int] = 0, per_channel: bool = False,
-                 description: str = "project-api builder"):
-        self.rng = np.random.default_rng(seed)
+                 description: str = "project-api builder", *, _shared: _Shared | None = None,
+                 _rng: np.random.Generator | None = None, name: str = "main"):
+        self.rng = _rng if _rng is not None else np.random.default_rng(seed)
         self.per_channel = per_channel
-        self.description = description
+        self._shared = _shared or _Shared([b""], [], description)
+        #: This subgraph's index in the model (0: the main one) and its name.
+        self.index = len(self._shared.subgraphs)
+        self.name = name
+        self._shared.subgraphs.append(self)
         self._tensors: list[_TensorSpec] = []
-        self._buffers: list[bytes] = [b""]
+        self._buffers = self._shared.buffers
         self._ops: list[_OpSpec] = []
         self._inputs: list[int] = []
         self._outputs: list[int] = []
@@ -262,6 +292,17 @@ class ModelBuilder:
         #: Stored values of every constant (quantized for int8 models), by tensor index.
         self.values: dict[int, np.ndarray] = {}
         self._counter = 0
+
+    @property
+    def description(self) -> str:
+        return self._shared.description
+
+    def subgraph(self, name: str) -> ModelBuilder:
+        """A new subgraph of the same model (for IF/WHILE/CALL_ONCE bodies), built with the same
+        methods; its :attr:`index` is what those operators' options refer to. ``build()`` on
+        any subgraph writes the whole model."""
+        return ModelBuilder(per_channel=self.per_channel, _shared=self._shared, _rng=self.rng,
+                            name=name)
 
     # -- tensors ------------------------------------------------------------------------------
 
@@ -298,8 +339,8 @@ class ModelBuilder:
         self, stem: str, shape: Sequence[int], dtype: str, quant: tuple[float, int] | None,
         rng_estimate: tuple[float, float] | None = None,
     ) -> TensorRef:
-        if dtype == "float32":
-            ref = self._add_tensor(self._name(stem), shape, "float32")
+        if dtype == "float32" or (quant is None and dtype not in _QUANTIZED):
+            ref = self._add_tensor(self._name(stem), shape, dtype)
         else:
             if quant is None:
                 raise ValueError(f"{stem}: an {dtype} tensor needs quantization parameters")
@@ -329,11 +370,12 @@ class ModelBuilder:
         value_range: tuple[float, float] = (-1.0, 1.0),
         name: str | None = None,
     ) -> TensorRef:
-        """A model input. An int8 input uses ``quant`` or, if None, one covering ``value_range``."""
-        if dtype != "float32" and quant is None:
+        """A model input. An int8 or int16 input uses ``quant`` or, if None, one covering
+        ``value_range`` (int16: symmetric); other integer types are plain values."""
+        if dtype in _QUANTIZED and quant is None:
             quant = quantize_params(*value_range, dtype=dtype)
         ref = self._activation(name or "input", shape, dtype, quant,
-                               value_range if dtype == "float32" else None)
+                               None if quant is not None else value_range)
         if name is not None:
             self._tensors[ref.index].name = name
         self._inputs.append(ref.index)
@@ -346,9 +388,10 @@ class ModelBuilder:
         quant: tuple[float, int] | None = None,
         name: str | None = None,
     ) -> TensorRef:
-        """A constant tensor from float ``values``; an int8 one is quantized (``quant`` or min/max)."""
+        """A constant tensor from float ``values``; an int8/int16 one is quantized (``quant`` or
+        min/max; int16 symmetric)."""
         values = np.asarray(values)
-        if dtype in ("float32", "int32") and quant is None:
+        if dtype not in _QUANTIZED and quant is None:
             ref = self._add_tensor(name or self._name("const"), values.shape, dtype, data=values)
         else:
             if quant is None:
@@ -364,6 +407,21 @@ class ModelBuilder:
         """Mark ``t`` as a model output (in call order)."""
         self._outputs.append(t.index)
         return t
+
+    def variable(self, shape: Sequence[int], dtype: str = "float32",
+                 quant: tuple[float, int] | None = None, name: str | None = None,
+                 initial: np.ndarray | None = None) -> TensorRef:
+        """A variable tensor (``is_variable``: state kept across invocations), zero at start
+        unless ``initial`` (stored values) is given."""
+        if dtype in _QUANTIZED and quant is None:
+            raise ValueError(f"a {dtype} variable needs quantization parameters")
+        ref = self._add_tensor(name or self._name("variable"), shape, dtype, data=initial,
+                               scale=None if quant is None else [quant[0]],
+                               zero_point=None if quant is None else [quant[1]])
+        self._tensors[ref.index].is_variable = True
+        if quant is not None:
+            self._ranges[ref.index] = self._quant_range(dtype, quant)
+        return ref
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -384,16 +442,30 @@ class ModelBuilder:
         self.float_values[ref.index] = w.astype(np.float64)
         return ref, dequantize_array(q, scales, 0, axis=channel_axis)
 
-    def _bias(self, stem: str, b: np.ndarray, x: TensorRef, w: TensorRef) -> TensorRef:
+    @staticmethod
+    def _bias_dtype(x: TensorRef, bias_dtype: str | None) -> str:
+        """The bias type of a layer on ``x``: float32, int32 (int8 layers), int64 (int16 layers,
+        as TFLite's 16x8 quantization writes it) unless ``bias_dtype`` says otherwise."""
         if x.dtype == "float32":
+            return "float32"
+        if bias_dtype is not None:
+            _check_choice(bias_dtype, {"int32": 0, "int64": 0}, "bias dtype")
+            return bias_dtype
+        return "int64" if x.dtype == "int16" else "int32"
+
+    def _bias(self, stem: str, b: np.ndarray, x: TensorRef, w: TensorRef,
+              bias_dtype: str | None = None) -> TensorRef:
+        dtype = self._bias_dtype(x, bias_dtype)
+        if dtype == "float32":
             ref = self._add_tensor(f"{stem}/bias", b.shape, "float32", data=b)
         else:
             assert x.scale is not None and w.scale is not None
             scales = np.float64(x.scale[0]) * np.asarray(w.scale, dtype=np.float64)
             scales = scales.astype(np.float32)
             q = np.round(b / np.broadcast_to(scales.astype(np.float64), b.shape))
-            q = np.clip(q, -(2**31) + 1, 2**31 - 1).astype(np.int32)
-            ref = self._add_tensor(f"{stem}/bias", b.shape, "int32", data=q,
+            limit = 2**31 - 1 if dtype == "int32" else 2**47 - 1
+            q = np.clip(q, -limit, limit).astype(_NP_DTYPES[dtype])
+            ref = self._add_tensor(f"{stem}/bias", b.shape, dtype, data=q,
                                    scale=scales.tolist(), zero_point=[0] * scales.size)
         self.float_values[ref.index] = b.astype(np.float64)
         return ref
@@ -432,9 +504,39 @@ class ModelBuilder:
 
     # -- operators ----------------------------------------------------------------------------
 
-    def _op(self, opcode: str, inputs: list[int], outputs: list[int], options_name: str | None,
-            num_fields: int = 0, fields: list[tuple[int, str, Any, Any]] | None = None) -> None:
-        self._ops.append(_OpSpec(opcode, inputs, outputs, options_name, fields or [], num_fields))
+    def _op(self, opcode: str, inputs: list[int], outputs: list[int],
+            options: dict[str, Any] | None = None) -> None:
+        """Append operator ``opcode``; ``options``: fields of its options table (by name)."""
+        if opcode not in BUILTIN_OPS or opcode == "CUSTOM":
+            raise ValueError(f"unknown operator {opcode!r}")
+        table = schema.OPERATOR_OPTIONS.get(opcode)
+        if options and table is None:
+            raise ValueError(f"{opcode} has no options table, but options {sorted(options)}")
+        self._ops.append(_OpSpec(opcode, inputs, outputs, dict(options or {})))
+
+    def operator(self, opcode: str, inputs: Sequence[TensorRef | None],
+                 outputs: Sequence[tuple[Sequence[int], str, tuple[float, int] | None]],
+                 options: dict[str, Any] | None = None) -> list[TensorRef]:
+        """Any builtin operator, as it stands in the model: ``inputs`` (None: an absent optional
+        input), new outputs given as ``(shape, dtype, quant)``, ``options`` by the field names
+        of its options table (:mod:`.schema`). Returns the outputs. The operator-specific
+        methods compute shapes and quantization; this one writes what it is given."""
+        outs = [self._activation(opcode.lower(), shape, dtype, quant)
+                for shape, dtype, quant in outputs]
+        self._op(opcode, [-1 if t is None else t.index for t in inputs],
+                 [t.index for t in outs], options)
+        return outs
+
+    def custom(self, name: str, inputs: Sequence[TensorRef | None],
+               outputs: Sequence[tuple[Sequence[int], str, tuple[float, int] | None]],
+               custom_options: bytes = b"") -> list[TensorRef]:
+        """A custom operator ``name`` (its ``custom_code``) with raw ``custom_options`` bytes
+        (flexbuffers, as TFLM's signal library writes them); outputs as :meth:`operator`."""
+        outs = [self._activation(name.lower(), shape, dtype, quant)
+                for shape, dtype, quant in outputs]
+        self._ops.append(_OpSpec("CUSTOM", [-1 if t is None else t.index for t in inputs],
+                                 [t.index for t in outs], {}, name, bytes(custom_options)))
+        return outs
 
     def conv2d(
         self,
@@ -448,8 +550,13 @@ class ModelBuilder:
         activation: str = "NONE",
         per_channel: bool | None = None,
         out_quant: tuple[float, int] | None = None,
+        bias_dtype: str | None = None,
     ) -> TensorRef:
-        """CONV_2D over NHWC ``x``. ``filters``: output channels, or float weights [O, KH, KW, I]."""
+        """CONV_2D over NHWC ``x``. ``filters``: output channels, or float weights [O, KH, KW, I].
+
+        ``bias_dtype`` (int16 layers): ``int64`` (default) or ``int32``; without a bias, an
+        ``int32`` one is recorded as the options' ``quantized_bias_type`` (TFLM then
+        accumulates in int32)."""
         _check_choice(padding, PADDINGS, "padding")
         _check_choice(activation, ACTIVATIONS, "activation")
         c = x.shape[3]
@@ -461,14 +568,23 @@ class ModelBuilder:
             kh, kw = _pair(kernel_size)
             w = self._random_weights((int(filters), kh, kw, c), kh * kw * c)
         y, inputs = self._windowed("conv2d", x, w, 0, bias, stride, padding, dilation,
-                                   activation, per_channel, out_quant)
+                                   activation, per_channel, out_quant, bias_dtype)
         sh, sw = _pair(stride)
         dh, dw = _pair(dilation)
-        self._op("CONV_2D", inputs, [y.index], "Conv2DOptions", 7, [
-            (0, "i8", PADDINGS[padding], 0), (1, "i32", sw, 0), (2, "i32", sh, 0),
-            (3, "i8", ACTIVATIONS[activation], 0), (4, "i32", dw, 1), (5, "i32", dh, 1),
-        ])
+        options = {"padding": padding, "stride_w": sw, "stride_h": sh,
+                   "fused_activation_function": activation, "dilation_w_factor": dw,
+                   "dilation_h_factor": dh}
+        options.update(self._bias_type_option(x, inputs, bias_dtype))
+        self._op("CONV_2D", inputs, [y.index], options)
         return y
+
+    def _bias_type_option(self, x: TensorRef, inputs: list[int],
+                          bias_dtype: str | None) -> dict[str, str]:
+        """``quantized_bias_type`` for an int16 layer without a bias asked to use int32."""
+        has_bias = len(inputs) > 2 and inputs[2] >= 0
+        if x.dtype == "int16" and not has_bias and bias_dtype == "int32":
+            return {"quantized_bias_type": "int32"}
+        return {}
 
     def _windowed(
         self,
@@ -483,6 +599,7 @@ class ModelBuilder:
         activation: str,
         per_channel: bool | None,
         out_quant: tuple[float, int] | None,
+        bias_dtype: str | None = None,
     ) -> tuple[TensorRef, list[int]]:
         """Weights, bias and NHWC output of CONV_2D (``axis`` 0) or DEPTHWISE_CONV_2D (``axis``
         3: the output channel axis of ``w``, also its per-channel quantization axis); returns the
@@ -502,7 +619,7 @@ class ModelBuilder:
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
         inputs = [x.index, wref.index]
         if b is not None:
-            inputs.append(self._bias(stem, b, x, wref).index)
+            inputs.append(self._bias(stem, b, x, wref, bias_dtype).index)
         y = self._activation(stem, (n, oh, ow, o), x.dtype, q, est)
         return y, inputs
 
@@ -526,6 +643,7 @@ class ModelBuilder:
         activation: str = "NONE",
         per_channel: bool | None = None,
         out_quant: tuple[float, int] | None = None,
+        bias_dtype: str | None = None,
     ) -> TensorRef:
         """DEPTHWISE_CONV_2D; ``weights`` (float, [1, KH, KW, C * depth_multiplier]) or generated."""
         _check_choice(padding, PADDINGS, "padding")
@@ -540,14 +658,13 @@ class ModelBuilder:
             kh, kw = _pair(kernel_size)
             w = self._random_weights((1, kh, kw, oc), kh * kw)
         y, inputs = self._windowed("depthwise_conv2d", x, w, 3, bias, stride, padding, dilation,
-                                   activation, per_channel, out_quant)
+                                   activation, per_channel, out_quant, bias_dtype)
         sh, sw = _pair(stride)
         dh, dw = _pair(dilation)
-        self._op("DEPTHWISE_CONV_2D", inputs, [y.index], "DepthwiseConv2DOptions", 7, [
-            (0, "i8", PADDINGS[padding], 0), (1, "i32", sw, 0), (2, "i32", sh, 0),
-            (3, "i32", depth_multiplier, 0), (4, "i8", ACTIVATIONS[activation], 0),
-            (5, "i32", dw, 1), (6, "i32", dh, 1),
-        ])
+        self._op("DEPTHWISE_CONV_2D", inputs, [y.index], {
+            "padding": padding, "stride_w": sw, "stride_h": sh,
+            "depth_multiplier": depth_multiplier, "fused_activation_function": activation,
+            "dilation_w_factor": dw, "dilation_h_factor": dh})
         return y
 
     def fully_connected(
@@ -559,6 +676,7 @@ class ModelBuilder:
         keep_num_dims: bool = False,
         per_channel: bool | None = None,
         out_quant: tuple[float, int] | None = None,
+        bias_dtype: str | None = None,
     ) -> TensorRef:
         """FULLY_CONNECTED: ``units`` outputs, or float weights [units, last dim of x]."""
         _check_choice(activation, ACTIVATIONS, "activation")
@@ -578,13 +696,13 @@ class ModelBuilder:
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
         inputs = [x.index, wref.index, -1]
         if b is not None:
-            inputs[2] = self._bias(stem, b, x, wref).index
+            inputs[2] = self._bias(stem, b, x, wref, bias_dtype).index
         batch = int(np.prod(x.shape)) // depth
         shape = (*x.shape[:-1], nu) if keep_num_dims else (batch, nu)
         y = self._activation(stem, shape, x.dtype, q, est)
-        self._op("FULLY_CONNECTED", inputs, [y.index], "FullyConnectedOptions", 5, [
-            (0, "i8", ACTIVATIONS[activation], 0), (2, "bool", bool(keep_num_dims), False),
-        ])
+        options = {"fused_activation_function": activation, "keep_num_dims": bool(keep_num_dims)}
+        options.update(self._bias_type_option(x, inputs, bias_dtype))
+        self._op("FULLY_CONNECTED", inputs, [y.index], options)
         return y
 
     def _pool(self, opcode: str, x: TensorRef, filter_size: int | Sequence[int],
@@ -598,22 +716,22 @@ class ModelBuilder:
         ow = _out_size(wd, fw, sw, 1, padding)
         est = _act_range(*self.range_of(x), activation)
         y = self._activation(opcode.lower(), (n, oh, ow, c), x.dtype, x.quant, est)
-        self._op(opcode, [x.index], [y.index], "Pool2DOptions", 6, [
-            (0, "i8", PADDINGS[padding], 0), (1, "i32", sw, 0), (2, "i32", sh, 0),
-            (3, "i32", fw, 0), (4, "i32", fh, 0), (5, "i8", ACTIVATIONS[activation], 0),
-        ])
+        self._op(opcode, [x.index], [y.index], {
+            "padding": padding, "stride_w": sw, "stride_h": sh, "filter_width": fw,
+            "filter_height": fh, "fused_activation_function": activation})
         return y
 
     def average_pool2d(self, x: TensorRef, filter_size: int | Sequence[int] = 2,
                        stride: int | Sequence[int] | None = None, padding: str = "VALID",
                        activation: str = "NONE") -> TensorRef:
-        """AVERAGE_POOL_2D (int8 output keeps the input's quantization, as TFLite requires)."""
+        """AVERAGE_POOL_2D (a quantized output keeps the input's quantization, as TFLite
+        requires)."""
         return self._pool("AVERAGE_POOL_2D", x, filter_size, stride, padding, activation)
 
     def max_pool2d(self, x: TensorRef, filter_size: int | Sequence[int] = 2,
                    stride: int | Sequence[int] | None = None, padding: str = "VALID",
                    activation: str = "NONE") -> TensorRef:
-        """MAX_POOL_2D (int8 output keeps the input's quantization)."""
+        """MAX_POOL_2D (a quantized output keeps the input's quantization)."""
         return self._pool("MAX_POOL_2D", x, filter_size, stride, padding, activation)
 
     def _operand(self, b: TensorRef | np.ndarray, like: TensorRef) -> TensorRef:
@@ -636,12 +754,10 @@ class ModelBuilder:
             lo, hi = min(corners), max(corners)
         q, est = self._out_quant(a, out_quant, lo, hi, activation)
         y = self._activation(opcode.lower(), shape, a.dtype, q, est)
-        if opcode == "ADD":
-            self._op("ADD", [a.index, b.index], [y.index], "AddOptions", 2,
-                     [(0, "i8", ACTIVATIONS[activation], 0)])
-        else:
-            self._op("MUL", [a.index, b.index], [y.index], "MulOptions", 1,
-                     [(0, "i8", ACTIVATIONS[activation], 0)])
+        options: dict[str, Any] = {"fused_activation_function": activation}
+        if opcode == "ADD" and a.dtype == "int16":
+            options["pot_scale_int16"] = False  # general scales, as the converter writes them
+        self._op(opcode, [a.index, b.index], [y.index], options)
         return y
 
     def add(self, a: TensorRef, b: TensorRef | np.ndarray, activation: str = "NONE",
@@ -670,31 +786,62 @@ class ModelBuilder:
             inputs.append(self._add_tensor(self._name("reshape/shape"), (len(new),), "int32",
                                            data=np.asarray(shape, dtype=np.int32)).index)
         y = self._activation("reshape", new, x.dtype, x.quant, self.range_of(x))
-        self._op("RESHAPE", inputs, [y.index], "ReshapeOptions", 1,
-                 [(0, "ivec", np.asarray(shape, dtype=np.int32), None)])
+        self._op("RESHAPE", inputs, [y.index], {"new_shape": [int(d) for d in shape]})
+        return y
+
+    def squeeze(self, x: TensorRef, dims: Sequence[int] | None = None) -> TensorRef:
+        """SQUEEZE: drop the size-1 dimensions ``dims`` (negative counts from the end), or every
+        size-1 dimension when ``dims`` is None or empty (as TFLite)."""
+        rank = len(x.shape)
+        if dims:
+            axes = {d + rank if d < 0 else d for d in dims}
+            for d in axes:
+                if not 0 <= d < rank or x.shape[d] != 1:
+                    raise ValueError(f"squeeze: dimension {d} of {x.shape} is not of size 1")
+        else:
+            axes = {d for d, n in enumerate(x.shape) if n == 1}
+        shape = [n for d, n in enumerate(x.shape) if d not in axes]
+        y = self._activation("squeeze", shape, x.dtype, x.quant, self.range_of(x))
+        self._op("SQUEEZE", [x.index], [y.index],
+                 {"squeeze_dims": [int(d) for d in dims]} if dims else {})
+        return y
+
+    def expand_dims(self, x: TensorRef, axis: int) -> TensorRef:
+        """EXPAND_DIMS: a size-1 dimension inserted at ``axis`` (negative: from the end, -1
+        appends), given as a constant int32 axis tensor."""
+        rank = len(x.shape)
+        at = axis + rank + 1 if axis < 0 else axis
+        if not 0 <= at <= rank:
+            raise ValueError(f"expand_dims: axis {axis} is out of range for rank {rank}")
+        shape = [*x.shape[:at], 1, *x.shape[at:]]
+        ax = self._add_tensor(self._name("expand_dims/axis"), (1,), "int32",
+                              data=np.asarray([axis], dtype=np.int32))
+        y = self._activation("expand_dims", shape, x.dtype, x.quant, self.range_of(x))
+        self._op("EXPAND_DIMS", [x.index, ax.index], [y.index])
         return y
 
     def softmax(self, x: TensorRef, beta: float = 1.0) -> TensorRef:
-        """SOFTMAX; an int8 output uses scale 1/256 and zero point -128, as TFLite requires."""
-        q = (1.0 / 256.0, -128) if x.dtype == "int8" else None
+        """SOFTMAX; a quantized output uses the scale and zero point TFLite requires: int8
+        1/256 and -128, int16 1/32768 and 0."""
+        q = {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
         y = self._activation("softmax", x.shape, x.dtype, q, (0.0, 1.0))
-        self._op("SOFTMAX", [x.index], [y.index], "SoftmaxOptions", 1,
-                 [(0, "f32", float(beta), 0.0)])
+        self._op("SOFTMAX", [x.index], [y.index], {"beta": float(beta)})
         return y
 
     def quantize(self, x: TensorRef, quant: tuple[float, int] | None = None,
                  dtype: str = "int8") -> TensorRef:
-        """QUANTIZE float32 -> int8, or requantize int8 -> int8 (``quant`` or from the range)."""
+        """QUANTIZE float32 -> int8/int16, or requantize between int8, int16 and int32
+        (``quant`` or from the range; int16 symmetric)."""
         if quant is None:
             quant = quantize_params(*self.range_of(x), dtype=dtype)
         y = self._activation("quantize", x.shape, dtype, quant)
-        self._op("QUANTIZE", [x.index], [y.index], "QuantizeOptions", 0)
+        self._op("QUANTIZE", [x.index], [y.index])
         return y
 
     def dequantize(self, x: TensorRef) -> TensorRef:
-        """DEQUANTIZE int8 -> float32."""
+        """DEQUANTIZE int8/int16 -> float32."""
         y = self._activation("dequantize", x.shape, "float32", None, self.range_of(x))
-        self._op("DEQUANTIZE", [x.index], [y.index], "DequantizeOptions", 0)
+        self._op("DEQUANTIZE", [x.index], [y.index])
         return y
 
     def single_op(
@@ -708,21 +855,26 @@ class ModelBuilder:
     ) -> TensorRef:
         """A new model input named ``name`` feeding one operator ``op``; returns its output.
 
-        The input's float range (hence an int8 input's scale and zero point) is ``value_range``
-        or drawn from the builder's generator. ``options`` go to the operator's method, plus:
-        ADD/MUL ``b_shape`` (shape of the second operand, default the input's), ``b_input``
-        (True: the second operand is another model input, ``name + "_b"``; False: a constant)
-        and ``b_range`` (the second input's float range, default drawn). QUANTIZE with a
-        float32 ``dtype`` quantizes to int8, with int8 it requantizes (``quant`` defaults to a
-        range different from the input's). DEQUANTIZE needs ``dtype="int8"``.
+        The input's float range (hence a quantized input's scale and zero point) is
+        ``value_range`` or drawn from the builder's generator. ``options`` go to the operator's
+        method, plus: ADD/MUL ``b_shape`` (shape of the second operand, default the input's),
+        ``b_input`` (True: the second operand is another model input, ``name + "_b"``; False:
+        a constant) and ``b_range`` (the second input's float range, default drawn). QUANTIZE
+        with a float32 ``dtype`` quantizes (to ``to``, default int8), with a quantized one it
+        requantizes (``to`` defaults to the input's type; ``quant`` to a range different from
+        the input's). DEQUANTIZE needs a quantized ``dtype``.
         """
-        _check_choice(op, BUILTIN_OPS, "operator")
-        if op == "DEQUANTIZE" and dtype != "int8":
-            raise ValueError("DEQUANTIZE takes an int8 input: use dtype 'int8'")
+        if op not in SINGLE_OPS:
+            raise ValueError(f"unknown operator {op!r}; choose one of {sorted(SINGLE_OPS)}")
+        if op == "DEQUANTIZE" and dtype not in _QUANTIZED:
+            raise ValueError("DEQUANTIZE takes a quantized input: use dtype 'int8' or 'int16'")
         shape = tuple(input_shape or _DEFAULT_SHAPES[op])
         drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
         value_range = drawn if value_range is None else value_range
-        x = self.input(shape, dtype, value_range=value_range, name=name)
+        in_quant = None
+        if op == "QUANTIZE" and dtype == "int32":  # a quantized int32 input (+-2^20 spans it)
+            in_quant = (float(np.float32(max(map(abs, value_range)) / (1 << 20))), 0)
+        x = self.input(shape, dtype, quant=in_quant, value_range=value_range, name=name)
         if op == "CONV_2D":
             return self.conv2d(x, options.pop("filters", 4), **options)
         if op == "DEPTHWISE_CONV_2D":
@@ -745,106 +897,165 @@ class ModelBuilder:
             return self.add(x, b, **options) if op == "ADD" else self.mul(x, b, **options)
         if op == "RESHAPE":
             return self.reshape(x, options.pop("shape", (1, -1)), **options)
+        if op == "SQUEEZE":
+            return self.squeeze(x, **options)
+        if op == "EXPAND_DIMS":
+            return self.expand_dims(x, options.pop("axis", 0), **options)
         if op == "SOFTMAX":
             return self.softmax(x, **options)
         if op == "QUANTIZE":
+            to = options.pop("to", "int8" if dtype in ("float32", "int32") else dtype)
             if "quant" not in options:
                 lo, hi = value_range
                 options["quant"] = quantize_params(lo * float(self.rng.uniform(0.5, 1.5)),
-                                                   hi * float(self.rng.uniform(0.5, 1.5)))
-            return self.quantize(x, **options)
+                                                   hi * float(self.rng.uniform(0.5, 1.5)),
+                                                   dtype=to if to in _QUANTIZED else "int16")
+                if to not in _QUANTIZED:  # int32: a finer scale than int16's
+                    options["quant"] = (options["quant"][0] / 64, 0)
+            return self.quantize(x, dtype=to, **options)
         return self.dequantize(x, **options)
 
     # -- serialization ------------------------------------------------------------------------
 
     def build(self) -> bytes:
-        """Serialize the model as a TFLite flatbuffer (schema version 3, identifier ``TFL3``)."""
-        if not self._inputs or not self._outputs:
+        """Serialize the whole model (every subgraph) as a TFLite flatbuffer (schema version 3,
+        identifier ``TFL3``)."""
+        main = self._shared.subgraphs[0]
+        if not main._inputs or not main._outputs:
             raise ValueError("a model needs at least one input() and one output()")
         b = flatbuffers.Builder(1024)
 
         buffer_offsets = []
         for data in self._buffers:
-            data_off = _byte_vector(b, data, _BUFFER_ALIGNMENT_BYTES) if data else None
-            b.StartObject(3)
-            if data_off is not None:
-                b.PrependUOffsetTRelativeSlot(0, data_off, 0)
-            buffer_offsets.append(b.EndObject())
+            values: dict[str, Any] = {}
+            if data:
+                values["data"] = Ref(_byte_vector(b, data, _BUFFER_ALIGNMENT_BYTES))
+            buffer_offsets.append(write_table(b, "Buffer", values))
 
+        opcodes: list[tuple[str, str | None]] = []
+        subgraph_offsets = [sg._write_subgraph(b, opcodes) for sg in self._shared.subgraphs]
+
+        code_offsets = []
+        for name, custom_code in opcodes:
+            code = BUILTIN_OPS[name]
+            values = {"deprecated_builtin_code": min(code, 127), "version": 1,
+                      "builtin_code": name}
+            if custom_code is not None:
+                values = {"deprecated_builtin_code": code, "custom_code": custom_code,
+                          "version": 1, "builtin_code": name}
+            code_offsets.append(write_table(b, "OperatorCode", values))
+
+        codes_vec = _table_vector(b, code_offsets)
+        subgraphs_vec = _table_vector(b, subgraph_offsets)
+        desc = b.CreateString(self.description)
+        buffers_vec = _table_vector(b, buffer_offsets)
+        model = write_table(b, "Model", {
+            "version": _SCHEMA_VERSION, "operator_codes": Ref(codes_vec),
+            "subgraphs": Ref(subgraphs_vec), "description": Ref(desc),
+            "buffers": Ref(buffers_vec)})
+        b.Finish(model, file_identifier=_FILE_IDENTIFIER)
+        return bytes(b.Output())
+
+    def _write_subgraph(self, b: flatbuffers.Builder, opcodes: list[tuple[str, str | None]]
+                        ) -> int:
         tensor_offsets = []
         for t in self._tensors:
             shape_off = b.CreateNumpyVector(np.asarray(t.shape, dtype=np.int32))
             name_off = b.CreateString(t.name)
-            quant_off = None
+            values: dict[str, Any] = {"shape": Ref(shape_off), "type": t.dtype,
+                                      "buffer": t.buffer, "name": Ref(name_off)}
             if t.scale is not None:
-                scale_off = b.CreateNumpyVector(np.asarray(t.scale, dtype=np.float32))
-                zp_off = b.CreateNumpyVector(np.asarray(t.zero_point, dtype=np.int64))
-                b.StartObject(7)
-                b.PrependUOffsetTRelativeSlot(2, scale_off, 0)
-                b.PrependUOffsetTRelativeSlot(3, zp_off, 0)
-                b.PrependInt32Slot(6, t.quantized_dimension, 0)
-                quant_off = b.EndObject()
-            b.StartObject(10)
-            b.PrependUOffsetTRelativeSlot(0, shape_off, 0)
-            b.PrependInt8Slot(1, TENSOR_TYPES[t.dtype], 0)
-            b.PrependUint32Slot(2, t.buffer, 0)
-            b.PrependUOffsetTRelativeSlot(3, name_off, 0)
-            if quant_off is not None:
-                b.PrependUOffsetTRelativeSlot(4, quant_off, 0)
-            tensor_offsets.append(b.EndObject())
+                values["quantization"] = Ref(write_table(b, "QuantizationParameters", {
+                    "scale": t.scale, "zero_point": t.zero_point,
+                    "quantized_dimension": t.quantized_dimension}))
+            if t.is_variable:
+                values["is_variable"] = True
+            tensor_offsets.append(write_table(b, "Tensor", values))
 
-        opcodes: list[str] = []
         op_offsets = []
         for op in self._ops:
-            if op.opcode not in opcodes:
-                opcodes.append(op.opcode)
+            key = (op.opcode, op.custom_code)
+            if key not in opcodes:
+                opcodes.append(key)
             in_off = b.CreateNumpyVector(np.asarray(op.inputs, dtype=np.int32))
             out_off = b.CreateNumpyVector(np.asarray(op.outputs, dtype=np.int32))
-            options_off = _options_table(b, op) if op.options_name else None
-            b.StartObject(14)
-            b.PrependUint32Slot(0, opcodes.index(op.opcode), 0)
-            b.PrependUOffsetTRelativeSlot(1, in_off, 0)
-            b.PrependUOffsetTRelativeSlot(2, out_off, 0)
-            if options_off is not None:
-                b.PrependUint8Slot(3, BUILTIN_OPTIONS[op.options_name], 0)
-                b.PrependUOffsetTRelativeSlot(4, options_off, 0)
-            op_offsets.append(b.EndObject())
+            table = schema.OPERATOR_OPTIONS.get(op.opcode)
+            values = {"opcode_index": opcodes.index(key), "inputs": Ref(in_off),
+                      "outputs": Ref(out_off)}
+            if table is not None:
+                options_off = write_table(b, table, op.options)
+                values["builtin_options_type"] = schema.OPTIONS_TAGS[table]
+                values["builtin_options"] = Ref(options_off)
+            if op.custom_options:
+                values["custom_options"] = Ref(_byte_vector(b, op.custom_options, 1))
+            op_offsets.append(write_table(b, "Operator", values))
 
         tensors_vec = _table_vector(b, tensor_offsets)
         inputs_vec = b.CreateNumpyVector(np.asarray(self._inputs, dtype=np.int32))
         outputs_vec = b.CreateNumpyVector(np.asarray(self._outputs, dtype=np.int32))
         ops_vec = _table_vector(b, op_offsets)
-        sg_name = b.CreateString("main")
-        b.StartObject(6)
-        b.PrependUOffsetTRelativeSlot(0, tensors_vec, 0)
-        b.PrependUOffsetTRelativeSlot(1, inputs_vec, 0)
-        b.PrependUOffsetTRelativeSlot(2, outputs_vec, 0)
-        b.PrependUOffsetTRelativeSlot(3, ops_vec, 0)
-        b.PrependUOffsetTRelativeSlot(4, sg_name, 0)
-        subgraph = b.EndObject()
+        sg_name = b.CreateString(self.name)
+        return write_table(b, "SubGraph", {
+            "tensors": Ref(tensors_vec), "inputs": Ref(inputs_vec), "outputs": Ref(outputs_vec),
+            "operators": Ref(ops_vec), "name": Ref(sg_name)})
 
-        code_offsets = []
-        for name in opcodes:
-            code = BUILTIN_OPS[name]
-            b.StartObject(4)
-            b.PrependInt8Slot(0, min(code, 127), 0)
-            b.PrependInt32Slot(2, 1, 1)
-            b.PrependInt32Slot(3, code, 0)
-            code_offsets.append(b.EndObject())
 
-        codes_vec = _table_vector(b, code_offsets)
-        subgraphs_vec = _table_vector(b, [subgraph])
-        desc = b.CreateString(self.description)
-        buffers_vec = _table_vector(b, buffer_offsets)
-        b.StartObject(8)
-        b.PrependUint32Slot(0, _SCHEMA_VERSION, 0)
-        b.PrependUOffsetTRelativeSlot(1, codes_vec, 0)
-        b.PrependUOffsetTRelativeSlot(2, subgraphs_vec, 0)
-        b.PrependUOffsetTRelativeSlot(3, desc, 0)
-        b.PrependUOffsetTRelativeSlot(4, buffers_vec, 0)
-        model = b.EndObject()
-        b.Finish(model, file_identifier=_FILE_IDENTIFIER)
-        return bytes(b.Output())
+# --- writing tables from the schema -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An offset already written to the builder (a vector, string or table), for
+    :func:`write_table`."""
+
+    offset: int
+
+
+#: numpy element type of each scalar vector element type of the schema.
+_VECTOR_DTYPES = {"int": np.int32, "uint": np.uint32, "long": np.int64, "ulong": np.uint64,
+                  "float": np.float32, "double": np.float64, "byte": np.int8, "ubyte": np.uint8,
+                  "bool": np.uint8, "short": np.int16, "ushort": np.uint16}
+#: flatbuffers' Prepend*Slot of each scalar storage type.
+_PREPEND = {"bool": "PrependBoolSlot", "byte": "PrependInt8Slot", "int8": "PrependInt8Slot",
+            "ubyte": "PrependUint8Slot", "uint8": "PrependUint8Slot",
+            "short": "PrependInt16Slot", "ushort": "PrependUint16Slot",
+            "int": "PrependInt32Slot", "int32": "PrependInt32Slot", "uint": "PrependUint32Slot",
+            "long": "PrependInt64Slot", "ulong": "PrependUint64Slot",
+            "float": "PrependFloat32Slot", "double": "PrependFloat64Slot"}
+
+
+def write_table(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
+    """Write schema table ``table`` (an options table or a structural one) with ``values``
+    (field name -> decoded value: enum member names, dtype names for ``TensorType``, lists for
+    vectors, str for strings, :class:`Ref` for anything already written); returns its offset.
+    Fields equal to their default are left out, as flatbuffers does."""
+    fields = schema.table_fields(table)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"{table} has no field {', '.join(unknown)}")
+    offsets: dict[str, int] = {}
+    for name, value in values.items():
+        f = fields[name]
+        if isinstance(value, Ref):
+            offsets[name] = value.offset
+        elif f.kind == "vector":
+            if f.type not in _VECTOR_DTYPES:
+                raise ValueError(f"{table}.{name}: pass a Ref to the written vector")
+            offsets[name] = b.CreateNumpyVector(np.asarray(value, dtype=_VECTOR_DTYPES[f.type]))
+        elif f.kind == "string":
+            offsets[name] = b.CreateString(value)
+        elif f.kind in ("table", "union"):
+            raise ValueError(f"{table}.{name}: pass a Ref to the written table")
+    b.StartObject(len(fields))
+    for f in sorted((fields[n] for n in values), key=lambda f: f.slot):
+        if f.name in offsets:
+            b.PrependUOffsetTRelativeSlot(f.slot, offsets[f.name], 0)
+            continue
+        value, default = f.encode(values[f.name]), f.encode(f.default)
+        if f.storage == "bool":
+            value, default = bool(value), bool(default)
+        getattr(b, _PREPEND[f.storage])(f.slot, value, default)
+    return b.EndObject()
 
 
 def _byte_vector(b: flatbuffers.Builder, data: bytes, alignment: int) -> int:
@@ -859,24 +1070,6 @@ def _table_vector(b: flatbuffers.Builder, offsets: list[int]) -> int:
     for off in reversed(offsets):
         b.PrependUOffsetTRelative(off)
     return b.EndVector()
-
-
-_PREPEND = {
-    "i8": "PrependInt8Slot", "i32": "PrependInt32Slot", "bool": "PrependBoolSlot",
-    "f32": "PrependFloat32Slot",
-}
-
-
-def _options_table(b: flatbuffers.Builder, op: _OpSpec) -> int:
-    vectors = {slot: b.CreateNumpyVector(value) for slot, kind, value, _ in op.options_fields
-               if kind == "ivec"}
-    b.StartObject(op.options_num_fields)
-    for slot, kind, value, default in op.options_fields:
-        if kind == "ivec":
-            b.PrependUOffsetTRelativeSlot(slot, vectors[slot], 0)
-        else:
-            getattr(b, _PREPEND[kind])(slot, value, default)
-    return b.EndObject()
 
 
 def demo_model(seed: int = 0) -> bytes:
@@ -918,15 +1111,27 @@ def resnet8_like_model(seed: int = 0) -> bytes:
     return mb.build()
 
 
-#: Weight/activation types of :func:`single_op_model`.
-MODES = ("int8", "int8_per_channel", "float32")
+#: Weight/activation types of :func:`single_op_model`: int8 (weights per tensor or per channel),
+#: float32, int16x8 (int16 activations, int8 weights per tensor or per channel), and int32
+#: (plain int32 inputs; for QUANTIZE a quantized int32 input).
+MODES = ("int8", "int8_per_channel", "float32", "int16x8", "int16x8_per_channel", "int32")
 
 _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "CONV_2D": (1, 9, 9, 3), "DEPTHWISE_CONV_2D": (1, 9, 9, 3), "FULLY_CONNECTED": (1, 12),
     "AVERAGE_POOL_2D": (1, 8, 8, 3), "MAX_POOL_2D": (1, 8, 8, 3), "ADD": (1, 4, 4, 3),
     "MUL": (1, 4, 4, 3), "RESHAPE": (1, 4, 4, 3), "SOFTMAX": (1, 10), "QUANTIZE": (1, 4, 4, 3),
-    "DEQUANTIZE": (1, 4, 4, 3),
+    "DEQUANTIZE": (1, 4, 4, 3), "SQUEEZE": (1, 4, 1, 3), "EXPAND_DIMS": (1, 4, 3),
 }
+#: The operators :meth:`ModelBuilder.single_op` builds.
+SINGLE_OPS = tuple(_DEFAULT_SHAPES)
+
+
+def mode_dtype(mode: str) -> str:
+    """The activation type of a :data:`MODES` entry (``int16x8_per_channel`` -> ``int16``)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
+    return {"float32": "float32", "int8": "int8", "int8_per_channel": "int8",
+            "int32": "int32"}.get(mode, "int16")
 
 
 def single_op_model(
@@ -936,16 +1141,14 @@ def single_op_model(
     input_shape: Sequence[int] | None = None,
     **options: Any,
 ) -> bytes:
-    """A model made of one operator ``op`` (a :data:`BUILTIN_OPS` name) with ``options``.
+    """A model made of one operator ``op`` (one of :data:`SINGLE_OPS`) with ``options``.
 
-    ``mode`` is one of :data:`MODES`; int8 weights are per-channel in "int8_per_channel". The
-    input range (hence an int8 input's scale and zero point) and every weight are drawn from
-    ``seed``. See :meth:`ModelBuilder.single_op` for ``options``.
+    ``mode`` is one of :data:`MODES`; weights are per-channel in the ``*_per_channel`` modes.
+    The input range (hence a quantized input's scale and zero point) and every weight are drawn
+    from ``seed``. See :meth:`ModelBuilder.single_op` for ``options``.
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
-    mb = ModelBuilder(seed=seed, per_channel=mode == "int8_per_channel",
+    dtype = mode_dtype(mode)
+    mb = ModelBuilder(seed=seed, per_channel=mode.endswith("_per_channel"),
                       description=f"{op} {mode} seed {seed}")
-    dtype = "float32" if mode == "float32" else "int8"
     mb.output(mb.single_op(op, dtype, input_shape, **options))
     return mb.build()

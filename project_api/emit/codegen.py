@@ -19,43 +19,14 @@ from .. import dtypes
 from ..errors import EmitError, UnsupportedOperatorError
 from ..template.quoting import c_comment
 from . import planner
-from .graph import Graph, Tensor
-from .ops import (
-    add,
-    conv2d,
-    depthwise_conv2d,
-    dequantize,
-    fully_connected,
-    mul,
-    pool2d,
-    reshape,
-    softmax,
-)
-from .ops import quantize as quantize_op
+from .graph import Graph, Operator, Tensor
+from .ops import REGISTRY
 from .ops.common import ConstArray, Kernel, float_literal
 from .target import GENERIC, Target
 
 LOG = logging.getLogger(__name__)
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
-
-OPS = {
-    "CONV_2D": conv2d.prepare,
-    "DEPTHWISE_CONV_2D": depthwise_conv2d.prepare,
-    "FULLY_CONNECTED": fully_connected.prepare,
-    "AVERAGE_POOL_2D": pool2d.prepare,
-    "MAX_POOL_2D": pool2d.prepare,
-    "ADD": add.prepare,
-    "MUL": mul.prepare,
-    "RESHAPE": reshape.prepare,
-    "SOFTMAX": softmax.prepare,
-    "QUANTIZE": quantize_op.prepare,
-    "DEQUANTIZE": dequantize.prepare,
-}
-
-#: Ops whose ``prepare`` takes the kernel target (the others have one kernel for all targets).
-TARGETED_OPS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
-                          "MAX_POOL_2D", "ADD"})
 
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
@@ -118,12 +89,29 @@ def _io(t: Tensor) -> IOTensor:
     return IOTensor(t.name, sanitize(t.name), t.dtype, tuple(t.shape), t.size_bytes, quant)
 
 
+#: numpy type of each C type a constant array may have.
+C_NUMPY_TYPES = {"float": np.float32, "int8_t": np.int8, "int16_t": np.int16, "int32_t": np.int32,
+                 "int64_t": np.int64, "uint8_t": np.uint8, "uint16_t": np.uint16,
+                 "uint32_t": np.uint32}
+
+
+def _label(op: Operator) -> str:
+    """The operator's name in the C: its BuiltinOperator name, or the custom op's name."""
+    return (op.custom_code or "custom") if op.opcode == "CUSTOM" else op.opcode
+
+
+def _int_literal(v: int, ctype: str) -> str:
+    if ctype == "int64_t" and v == -(1 << 63):
+        return "(-INT64_MAX - 1)"
+    return str(v)
+
+
 def _format_array(c: ConstArray, cname: str) -> str:
     vals = c.values.reshape(-1)
     if c.ctype == "float":
         items = [float_literal(v) for v in vals.tolist()]
     else:
-        items = [str(int(v)) for v in vals.tolist()]
+        items = [_int_literal(int(v), c.ctype) for v in vals.tolist()]
     per_line = 8 if c.ctype == "float" else 16
     lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
     body = ",\n  ".join(lines)
@@ -158,13 +146,8 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
 
     kernels: list[Kernel] = []
     for op in graph.operators:
-        prepare = OPS.get(op.opcode)
-        if prepare is None:
-            raise UnsupportedOperatorError(
-                f"{op.describe()}: operator {op.opcode} is not supported (supported: "
-                f"{', '.join(sorted(OPS))})")
-        kernel = prepare(op, graph, target) if op.opcode in TARGETED_OPS else prepare(op, graph)
-        LOG.debug("prepared %s -> %s", op.describe(), kernel.template)
+        kernel = REGISTRY.prepare(op, graph, target)
+        LOG.debug("prepared %s (%s) -> %s", op.describe(), kernel.scheme, kernel.template)
         kernels.append(kernel)
 
     inputs = [_io(graph.tensor(i)) for i in graph.inputs]
@@ -245,17 +228,16 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     calls: list[str] = []
     constants_size = 0
     for idx, k in enumerate(kernels):
+        label = _label(k.op)
         if k.alias:
-            calls.append(f"  /* node {k.op.index} {k.op.opcode}: "
+            calls.append(f"  /* node {k.op.index} {c_comment(label)}: "
                          f"'{c_comment(graph.tensor(k.outputs[0]).name)}' aliases "
                          f"'{c_comment(graph.tensor(k.inputs[0]).name)}' */")
             continue
-        fn = f"op{k.op.index}_{k.op.opcode.lower()}"
+        fn = f"op{k.op.index}_{sanitize(label).lower()}"
         for c in k.constants:
             const_chunks.append(_format_array(c, f"{fn}_{c.suffix}"))
-            constants_size += c.values.size * np.dtype(
-                {"float": np.float32, "int8_t": np.int8, "int32_t": np.int32,
-                 "int16_t": np.int16, "uint8_t": np.uint8}[c.ctype]).itemsize
+            constants_size += c.values.size * np.dtype(C_NUMPY_TYPES[c.ctype]).itemsize
         args = [f"const {dtypes.parse(graph.tensor(t).dtype).c_type}* restrict in{j}"
                 for j, t in enumerate(k.inputs)]
         args += [f"{dtypes.parse(graph.tensor(t).dtype).c_type}* restrict out{j}"
@@ -263,7 +245,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         if idx in scratch_id:
             args.append("void* restrict scratch")
         body = env.get_template(k.template).render(p=k.params, fn=fn)
-        func_chunks.append(f"/* node {k.op.index}: {k.op.opcode} */\n"
+        func_chunks.append(f"/* node {k.op.index}: {c_comment(label)} */\n"
                            f"static Q_KERNEL void {fn}({', '.join(args)}) {{\n{body}}}\n")
         call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
         if idx in scratch_id:
@@ -276,6 +258,8 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     common = env.get_template("common.h.j2").render()
     if target.dsp:
         common += "\n" + env.get_template("arm_dsp.h.j2").render()
+    for extra in dict.fromkeys(h for k in kernels if not k.alias for h in k.headers):
+        common += "\n" + env.get_template(extra).render()
     hook = ("/* A build may define TVMGEN_OP_HOOK(node) to observe each operator (profiling);\n"
             " * it is called before each operator's kernel with its node index, -1 at the end. */\n"
             "#ifndef TVMGEN_OP_HOOK\n#define TVMGEN_OP_HOOK(node) ((void)0)\n#endif\n")

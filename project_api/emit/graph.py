@@ -1,9 +1,11 @@
-"""The emitter's intermediate representation: one subgraph of tensors and operators.
+"""The emitter's intermediate representation: a model's subgraphs of tensors and operators.
 
 A :class:`Graph` is what :mod:`.tflite_reader` produces and what the op modules, the planner
-and the code generator consume. It carries only facts from the model; nothing here knows about
-C. Constant tensors hold their data as a numpy array in ``data``; activations have ``data is
-None``.
+and the code generator consume: the model's main subgraph (index 0), with every subgraph of the
+model in :attr:`Graph.subgraphs` (``IF``/``WHILE``/``CALL_ONCE`` refer to them by index). It
+carries only facts from the model; nothing here knows about C. Constant tensors hold their data
+as a numpy array in ``data``; activations have ``data is None``. Tensor element types are the
+dtype names of :data:`.schema.TENSOR_TYPES` (``float32``, ``int8``, ``int16``, ...).
 """
 
 from __future__ import annotations
@@ -14,20 +16,6 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-
-# TFLite TensorType enum value -> (our dtype name, numpy dtype)
-TFLITE_TYPES: dict[int, tuple[str, Any]] = {
-    0: ("float32", np.float32),
-    1: ("float16", np.float16),
-    2: ("int32", np.int32),
-    3: ("uint8", np.uint8),
-    4: ("int64", np.int64),
-    6: ("bool", np.bool_),
-    7: ("int16", np.int16),
-    9: ("int8", np.int8),
-    10: ("float64", np.float64),
-}
-
 
 
 @dataclass
@@ -45,7 +33,10 @@ class Quantization:
 
 @dataclass
 class Tensor:
-    """A tensor of the model: an activation (``data is None``) or a constant."""
+    """A tensor of the model: an activation (``data is None``) or a constant.
+
+    ``is_variable``: the model marks it a variable tensor, state that persists from one
+    invocation to the next (RNN/SVDF state, ``VAR_HANDLE`` resources)."""
 
     index: int
     name: str
@@ -53,6 +44,7 @@ class Tensor:
     shape: tuple[int, ...]
     quant: Quantization | None = None
     data: np.ndarray | None = None
+    is_variable: bool = False
 
     @property
     def num_elements(self) -> int:
@@ -72,27 +64,53 @@ class Tensor:
 
 @dataclass
 class Operator:
-    """One node: a TFLite builtin operator with its tensor indices (-1 = absent) and options."""
+    """One node: an operator with its tensor indices (-1 = absent) and decoded options.
+
+    ``opcode`` is the ``BuiltinOperator`` name (``"CUSTOM"`` for a custom operator, whose name
+    is ``custom_code`` and whose raw options are ``custom_options``; ``""`` for a code newer
+    than the emitter's schema, kept in ``code``). ``options`` maps every field of the op's
+    options table (schema names, e.g. ``fused_activation_function``) to its decoded value,
+    defaults filled in; ``options_table`` names the table the model stored (None if none)."""
 
     index: int
     opcode: str
     inputs: list[int]
     outputs: list[int]
     options: dict[str, Any] = field(default_factory=dict)
+    code: int = -1
+    custom_code: str | None = None
+    custom_options: bytes | None = None
+    options_table: str | None = None
+    version: int = 1
+    intermediates: list[int] = field(default_factory=list)
+    mutating_variable_inputs: list[bool] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """What messages call the operator: its name, never only its number."""
+        if self.opcode == "CUSTOM":
+            return f"custom operator {self.custom_code!r}"
+        if not self.opcode:
+            return f"operator code {self.code} (not in the TFLite schema this emitter knows)"
+        return self.opcode
 
     def describe(self) -> str:
-        return f"{self.opcode} (node {self.index})"
+        return f"{self.name} (node {self.index})"
 
 
 @dataclass
 class Graph:
-    """A single-subgraph model: tensors, operators in execution order, graph inputs/outputs."""
+    """One subgraph: tensors, operators in execution order, inputs/outputs; ``subgraphs`` are
+    all the model's subgraphs by index (``subgraphs[0]`` is the main one)."""
 
     tensors: list[Tensor]
     operators: list[Operator]
     inputs: list[int]
     outputs: list[int]
     description: str = ""
+    name: str = ""
+    index: int = 0
+    subgraphs: list[Graph] = field(default_factory=list, repr=False, compare=False)
 
     def tensor(self, index: int) -> Tensor:
         return self.tensors[index]

@@ -82,7 +82,7 @@ def _operand(t: Tensor, values: _Values) -> np.ndarray:
 
 def _activation(op: Operator, y: Tensor) -> tuple[int, int]:
     scale, zp = _quant(y)
-    return q.activation_range_int8(op.options.get("activation", "NONE"), scale, zp)
+    return q.activation_range_int8(op.options.get("fused_activation_function", "NONE"), scale, zp)
 
 
 #: MultiplyByQuantizedMultiplier over arrays (multiplier and shift broadcast per channel).
@@ -164,7 +164,7 @@ def _conv2d(op: Operator, graph: Graph, values: _Values) -> np.ndarray:
     out_scale, _ = _quant(y_t)
     out_ch, kh, kw, _ = graph.tensor(op.inputs[1]).shape
     w, bias, scales = _weights(op, graph, out_ch, 0)
-    dilation = (op.options["dilation_h"], op.options["dilation_w"])
+    dilation = (op.options["dilation_h_factor"], op.options["dilation_w_factor"])
     # Padding holds the input zero point, so (x - zp) is 0 there: TFLM skips those taps.
     _, taps = _windows(op, _operand(x_t, values), kh, kw, dilation, in_zp)
     acc = sum(np.einsum("nhwc,oc->nhwo", patch - in_zp, w[:, ky, kx, :]) for ky, kx, patch in taps)
@@ -182,7 +182,7 @@ def _depthwise_conv2d(op: Operator, graph: Graph, values: _Values) -> np.ndarray
     if out_ch % channels:
         raise ValueError(f"{op.describe()}: {out_ch} output channels for {channels} inputs")
     multiplier = out_ch // channels  # output channel ic * multiplier + m reads input channel ic
-    dilation = (op.options["dilation_h"], op.options["dilation_w"])
+    dilation = (op.options["dilation_h_factor"], op.options["dilation_w_factor"])
     _, taps = _windows(op, _operand(x_t, values), kh, kw, dilation, in_zp)
     acc = sum(np.repeat(patch - in_zp, multiplier, axis=3) * w[0, ky, kx, :]
               for ky, kx, patch in taps)
@@ -192,7 +192,7 @@ def _depthwise_conv2d(op: Operator, graph: Graph, values: _Values) -> np.ndarray
 
 def _fully_connected(op: Operator, graph: Graph, values: _Values) -> np.ndarray:
     x_t, y_t = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
-    if op.options.get("weights_format", 0) != 0:
+    if op.options.get("weights_format", "DEFAULT") != "DEFAULT":
         raise ValueError(f"{op.describe()}: shuffled weights are not evaluated")
     in_scale, in_zp = _quant(x_t)
     out_scale, _ = _quant(y_t)
@@ -227,7 +227,7 @@ def _pool2d(op: Operator, graph: Graph, values: _Values) -> np.ndarray:
     x_t, y_t = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
     if (q.f32(_quant(x_t)[0]), _quant(x_t)[1]) != (q.f32(_quant(y_t)[0]), _quant(y_t)[1]):
         raise ValueError(f"{op.describe()}: int8 pooling needs the same quantization in and out")
-    kh, kw = op.options["filter_h"], op.options["filter_w"]
+    kh, kw = op.options["filter_height"], op.options["filter_width"]
     x = _operand(x_t, values)
     # Padding is marked by a sentinel below int8: it neither counts nor wins a maximum.
     sentinel = _INT8_MIN - 1

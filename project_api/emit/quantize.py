@@ -11,6 +11,7 @@ ones in ``kernels/common.h.j2``; tests use them as an independent reference.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,13 @@ def quantize_value(value: float, scale: float, zero_point: int) -> int:
 
 def activation_range_int8(activation: str, scale: float, zero_point: int) -> tuple[int, int]:
     """``CalculateActivationRangeQuantized`` for int8 outputs."""
-    lo, hi = -128, 127
+    return activation_range_quantized(activation, scale, zero_point, -128, 127)
+
+
+def activation_range_quantized(activation: str, scale: float, zero_point: int, qmin: int,
+                               qmax: int) -> tuple[int, int]:
+    """``CalculateActivationRangeQuantized`` for an output of integer range ``[qmin, qmax]``."""
+    lo, hi = qmin, qmax
     if activation == "RELU":
         lo = max(lo, quantize_value(0.0, scale, zero_point))
     elif activation == "RELU6":
@@ -92,6 +99,69 @@ def activation_range_float(activation: str) -> tuple[float | None, float | None]
     """Float clamp bounds; ``None`` means the float32 limit (TFLM clamps to +-FLT_MAX)."""
     return {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0),
             "RELU_N1_TO_1": (-1.0, 1.0)}[activation]
+
+
+def reduced_multiplier(multiplier: int, shift: int) -> tuple[int, int]:
+    """``(multiplier, total right shift)`` of TFLM's ``MultiplyByQuantizedMultiplier`` for an
+    int64 accumulator (the int16 kernels): the Q31 multiplier rounded to Q15 (saturating at
+    0x7FFF), shifted right by ``15 - shift``."""
+    reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+    return reduced, 15 - shift
+
+
+def softmax_int16_params(input_scale: float, beta: float) -> tuple[int, int]:
+    """``(input_multiplier, input_left_shift)`` of TFLM's int16 softmax: input differences
+    rescaled so that ``[-65535, 0]`` spans ``[-10, 0]``, the domain of its exp table."""
+    return quantize_multiplier(f32(input_scale) * f32(beta) / (10.0 / 65535.0))
+
+
+def lut_int16(transform: Any, input_scale: float, input_zero_point: int,
+              output_scale: float, output_zero_point: int) -> np.ndarray:
+    """TFLM's ``LUTPopulateInt16<float>``: the 513-entry table of ``transform`` (a float32 ->
+    float32 function) for int16 inputs, every step in float32 as TFLM computes it; the last
+    entry only gives the slope of the one before."""
+    f = np.float32
+    in_min = f(input_scale) * f(-32768 - input_zero_point)
+    in_max = f(input_scale) * f(32767 - input_zero_point)
+    out_min = f(output_scale) * f(-32768 - output_zero_point)
+    out_max = f(output_scale) * f(32767 - output_zero_point)
+    steps = 512
+    step = (in_max - in_min) / f(steps)
+    half_step = step / f(2)
+    scaling_inv = f(65536) / (out_max - out_min)
+    lut = np.zeros(steps + 1, np.int16)
+
+    def rnd(v: np.float32) -> np.float32:
+        return f(round_half_away(float(v)))
+
+    def sat(v: np.float32) -> int:
+        return int(min(max(float(v), -32768.0), 32767.0))
+
+    for i in range(steps):
+        val = transform(in_min + f(i) * step)
+        val_mid = transform(in_min + f(i) * step + half_step)
+        val_next = transform(in_min + f(i + 1) * step)
+        sample = rnd(val * scaling_inv)
+        mid_interp = rnd((val_next * scaling_inv + rnd(val * scaling_inv)) / f(2))
+        mid = rnd(val_mid * scaling_inv)
+        bias = rnd((mid_interp - mid) / f(2))
+        lut[i] = sat(sample - bias)
+    lut[steps] = sat(rnd(transform(in_max) * scaling_inv))
+    return lut
+
+
+def expf(x: np.float32) -> np.float32:
+    """float32 ``exp``, correctly rounded (what glibc's ``expf``, TFLM's, returns)."""
+    return np.float32(math.exp(float(x)))
+
+
+def softmax_luts() -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's two int16 softmax tables: exp on ``[-10, 0]`` and ``1 / (1 + x)`` on ``[0, 1]``."""
+    span = np.float32(65535)  # int16 max - min, as TFLM's float
+    exp_lut = lut_int16(expf, np.float32(10.0) / span, 32767, np.float32(2.0) / span, 0)
+    inv_lut = lut_int16(lambda v: np.float32(1.0) / (np.float32(1.0) + v),
+                        np.float32(1.0) / span, -32768, np.float32(2.0) / span, 0)
+    return exp_lut, inv_lut
 
 
 def softmax_params(input_scale: float, beta: float) -> tuple[int, int, int]:

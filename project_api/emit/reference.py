@@ -239,22 +239,22 @@ def dequantized_rebuild(model: bytes) -> bytes:
         if op.opcode == "CONV_2D":
             y = b.conv2d(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
                          stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
-                         dilation=(o["dilation_h"], o["dilation_w"]), activation=o["activation"])
+                         dilation=(o["dilation_h_factor"], o["dilation_w_factor"]), activation=o["fused_activation_function"])
         elif op.opcode == "DEPTHWISE_CONV_2D":
             w = weights(op.inputs[1], 3)
             y = b.depthwise_conv2d(x, weights=w, bias=g.tensor(op.inputs[2]).data,
                                    depth_multiplier=w.shape[3] // x.shape[3],
                                    stride=(o["stride_h"], o["stride_w"]), padding=o["padding"],
-                                   dilation=(o["dilation_h"], o["dilation_w"]),
-                                   activation=o["activation"])
+                                   dilation=(o["dilation_h_factor"], o["dilation_w_factor"]),
+                                   activation=o["fused_activation_function"])
         elif op.opcode == "AVERAGE_POOL_2D":
-            y = b.average_pool2d(x, (o["filter_h"], o["filter_w"]), (o["stride_h"], o["stride_w"]),
-                                 o["padding"], o["activation"])
+            y = b.average_pool2d(x, (o["filter_height"], o["filter_width"]), (o["stride_h"], o["stride_w"]),
+                                 o["padding"], o["fused_activation_function"])
         elif op.opcode == "RESHAPE":
             y = b.reshape(x, g.tensor(op.outputs[0]).shape)
         elif op.opcode == "FULLY_CONNECTED":
             y = b.fully_connected(x, weights(op.inputs[1], 0), bias=g.tensor(op.inputs[2]).data,
-                                  activation=o["activation"])
+                                  activation=o["fused_activation_function"])
         elif op.opcode == "SOFTMAX":
             y = b.softmax(x, o["beta"])
         else:

@@ -63,14 +63,18 @@ def from_mcpu(mcpu: str) -> Target:
 def resolve(spec: str | Target | None) -> Target:
     """A :class:`Target` from a name (``cortex-m4``), a TVM target string or ``-mcpu=`` flags.
 
-    ``None`` and ``"generic"`` are the portable path.
+    ``None`` and ``"generic"`` are the portable path; an empty string is refused (it names
+    nothing, and silently taking the portable path would hide a missing value).
     """
     if isinstance(spec, Target):
         return spec
     if spec is None:
         return GENERIC
     text = spec.strip()
-    if text.lower() in ("generic", "c", ""):
+    if not text:
+        raise EmitError(f"empty target: use one of {', '.join(TARGET_NAMES)} or a target "
+                        "string with -mcpu=")
+    if text.lower() in ("generic", "c"):
         return GENERIC
     m = re.search(r"-mcpu=([\w.+-]+)", text)
     if m:

@@ -5,40 +5,27 @@ length is checked against the buffer before use, vectors can never be longer tha
 remain, and nothing recurses. Any malformed file (truncated, bit-flipped, not a TFLite model)
 raises :class:`~project_api.errors.EmitError` with a one-line reason; it never crashes or hangs.
 
-Field numbers follow the TFLite schema (``schema.fbs``): a table's field ``i`` sits at vtable
-slot ``4 + 2*i``.
+Which field sits in which slot, with which type and default, comes from :mod:`.schema`: tables
+are read by field name, and every operator's options are decoded from its options table the
+same way (enums to their member names), so no operator needs code here.
 """
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import EmitError, UnsupportedOperatorError
-from .graph import TFLITE_TYPES, Graph, Operator, Quantization, Tensor
+from . import schema
+from .graph import Graph, Operator, Quantization, Tensor
 
-# BuiltinOperator codes the emitter knows by name (others are reported by number).
-BUILTIN_NAMES = {
-    0: "ADD", 1: "AVERAGE_POOL_2D", 2: "CONCATENATION", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D",
-    6: "DEQUANTIZE", 9: "FULLY_CONNECTED", 14: "LOGISTIC", 17: "MAX_POOL_2D", 18: "MUL",
-    19: "RELU", 21: "RELU6", 22: "RESHAPE", 25: "SOFTMAX", 28: "TANH", 40: "MEAN", 41: "SUB",
-    114: "QUANTIZE",
-}
-
-# BuiltinOptions union type ids of the options we read.
-_OPT_CONV = 1
-_OPT_DWCONV = 2
-_OPT_POOL = 5
-_OPT_FC = 8
-_OPT_SOFTMAX = 9
-_OPT_ADD = 11
-_OPT_RESHAPE = 17
-_OPT_MUL = 21
-
-_ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
-_PADDINGS = {0: "SAME", 1: "VALID"}
+#: numpy element type of each scalar vector element type of the schema.
+_VECTOR_DTYPES = {"int": "int32", "uint": "uint32", "long": "int64", "ulong": "uint64",
+                  "float": "float32", "double": "float64", "byte": "int8", "ubyte": "uint8",
+                  "bool": "uint8", "short": "int16", "ushort": "uint16"}
 
 
 class _Buf:
@@ -48,174 +35,166 @@ class _Buf:
         self.data = data
         self.size = len(data)
 
-    def _need(self, pos: int, n: int, what: str) -> None:
+    def need(self, pos: int, n: int, what: str) -> None:
         if pos < 0 or n < 0 or pos + n > self.size:
             raise EmitError(f"corrupt TFLite file: {what} at byte {pos} runs past the end "
                             f"({self.size} bytes); re-export the model")
 
-    def u8(self, pos: int) -> int:
-        self._need(pos, 1, "byte")
-        return self.data[pos]
+    def unpack(self, fmt: str, pos: int, what: str) -> Any:
+        self.need(pos, struct.calcsize(fmt), what)
+        return struct.unpack_from(fmt, self.data, pos)[0]
 
     def u16(self, pos: int) -> int:
-        self._need(pos, 2, "u16")
-        return struct.unpack_from("<H", self.data, pos)[0]
+        return self.unpack("<H", pos, "u16")
 
     def i32(self, pos: int) -> int:
-        self._need(pos, 4, "i32")
-        return struct.unpack_from("<i", self.data, pos)[0]
+        return self.unpack("<i", pos, "i32")
 
     def u32(self, pos: int) -> int:
-        self._need(pos, 4, "u32")
-        return struct.unpack_from("<I", self.data, pos)[0]
-
-    def f32(self, pos: int) -> float:
-        self._need(pos, 4, "f32")
-        return struct.unpack_from("<f", self.data, pos)[0]
-
-    def u64(self, pos: int) -> int:
-        self._need(pos, 8, "u64")
-        return struct.unpack_from("<Q", self.data, pos)[0]
+        return self.unpack("<I", pos, "u32")
 
 
 class _Table:
-    """A flatbuffer table at ``pos``: scalar fields with defaults, vectors, sub-tables."""
+    """A flatbuffer table of schema type ``table`` at ``pos``, read by field name."""
 
-    def __init__(self, buf: _Buf, pos: int, what: str):
+    def __init__(self, buf: _Buf, pos: int, what: str, table: str):
         self.buf = buf
         self.pos = pos
         self.what = what
+        self.type_name = table
+        self.fields = schema.table_fields(table)
         vt = pos - buf.i32(pos)
         self.vt = vt
         self.vt_size = buf.u16(vt)
         if self.vt_size < 4 or self.vt_size % 2:
             raise EmitError(f"corrupt TFLite file: bad vtable for {what}")
-        buf._need(vt, self.vt_size, f"vtable of {what}")
+        buf.need(vt, self.vt_size, f"vtable of {what}")
 
-    def _field(self, i: int) -> int:
-        slot = 4 + 2 * i
+    def _field(self, name: str) -> tuple[schema.Field, int]:
+        """The field and the position of its value (0 when the table does not store it)."""
+        f = self.fields[name]
+        slot = 4 + 2 * f.slot
         if slot + 2 > self.vt_size:
-            return 0
+            return f, 0
         off = self.buf.u16(self.vt + slot)
-        return self.pos + off if off else 0
+        return f, (self.pos + off if off else 0)
 
-    def scalar(self, i: int, kind: str, default: int | float = 0) -> int | float:
-        p = self._field(i)
-        if not p:
-            return default
-        return {"u8": self.buf.u8, "i32": self.buf.i32, "u32": self.buf.u32, "f32": self.buf.f32,
-                "u64": self.buf.u64}[kind](p) if kind != "i8" else struct.unpack(
-                    "<b", bytes([self.buf.u8(p)]))[0]
+    def has(self, name: str) -> bool:
+        return self._field(name)[1] != 0
 
-    def _vector(self, i: int, elem_size: int) -> tuple[int, int] | None:
-        p = self._field(i)
+    def raw(self, name: str) -> int | float:
+        """The stored number of a scalar, enum or union-tag field (its default if absent)."""
+        f, p = self._field(name)
         if not p:
+            return f.encode(f.default)
+        fmt = schema.SCALARS[f.storage][0]
+        return self.buf.unpack(fmt, p, f"{self.type_name}.{name} of {self.what}")
+
+    def value(self, name: str) -> Any:
+        """A scalar or enum field, decoded (enum member names, bools)."""
+        return self.fields[name].decode(self.raw(name))
+
+    def _indirect(self, name: str) -> int:
+        """The position an offset field points to (0 when absent)."""
+        _, p = self._field(name)
+        return p + self.buf.u32(p) if p else 0
+
+    def _vector(self, name: str, elem_size: int) -> tuple[int, int] | None:
+        start = self._indirect(name)
+        if not start:
             return None
-        start = p + self.buf.u32(p)
         n = self.buf.u32(start)
-        self.buf._need(start + 4, n * elem_size, f"vector in {self.what}")
+        self.buf.need(start + 4, n * elem_size, f"vector {name} of {self.what}")
         return start + 4, n
 
-    def table(self, i: int, what: str) -> _Table | None:
-        p = self._field(i)
-        if not p:
-            return None
-        return _Table(self.buf, p + self.buf.u32(p), what)
-
-    def tables(self, i: int, what: str) -> list[_Table]:
-        v = self._vector(i, 4)
-        if v is None:
-            return []
-        start, n = v
-        return [_Table(self.buf, start + 4 * k + self.buf.u32(start + 4 * k), f"{what}[{k}]")
-                for k in range(n)]
-
-    def array(self, i: int, dtype: str) -> np.ndarray | None:
+    def array(self, name: str) -> np.ndarray | None:
+        """A vector of scalars as a numpy array (None when absent)."""
+        dtype = _VECTOR_DTYPES[self.fields[name].type]
         dt = np.dtype(dtype).newbyteorder("<")
-        v = self._vector(i, dt.itemsize)
+        v = self._vector(name, dt.itemsize)
         if v is None:
             return None
         start, n = v
         return np.frombuffer(self.buf.data, dtype=dt, count=n, offset=start).astype(dtype)
 
-    def string(self, i: int) -> str:
-        a = self.array(i, "uint8")
-        if a is None:
-            return ""
-        return a.tobytes().decode("utf-8", errors="replace")
+    def string(self, name: str) -> str | None:
+        start = self._indirect(name)
+        if not start:
+            return None
+        n = self.buf.u32(start)
+        self.buf.need(start + 4, n, f"string {name} of {self.what}")
+        return self.buf.data[start + 4:start + 4 + n].decode("utf-8", errors="replace")
+
+    def table(self, name: str, what: str) -> _Table | None:
+        start = self._indirect(name)
+        return _Table(self.buf, start, what, self.fields[name].type) if start else None
+
+    def tables(self, name: str, what: str) -> list[_Table]:
+        v = self._vector(name, 4)
+        if v is None:
+            return []
+        start, n = v
+        kind = self.fields[name].type
+        return [_Table(self.buf, start + 4 * k + self.buf.u32(start + 4 * k), f"{what}[{k}]",
+                       kind) for k in range(n)]
+
+    def union(self, name: str, what: str) -> tuple[str | None, _Table | None]:
+        """(member name, its table) of a ``BuiltinOptions`` union field; (None, None) if none.
+        A tag this schema does not know gives (None, None) when no table is stored."""
+        tag = int(self.raw(f"{name}_type"))
+        member = schema.OPTIONS_BY_TAG.get(tag)
+        start = self._indirect(name)
+        if not start:
+            return member, None
+        if member is None:
+            raise EmitError(f"corrupt TFLite file: {what} has options of an unknown union "
+                            f"tag {tag}")
+        return member, _Table(self.buf, start, what, member)
+
+    def decode(self) -> dict[str, Any]:
+        """Every (not deprecated) field as a plain value: scalars and enums decoded, vectors
+        as lists, strings as str; absent vectors and strings are None."""
+        out: dict[str, Any] = {}
+        for name, f in self.fields.items():
+            if f.deprecated:
+                continue
+            if f.kind in ("scalar", "enum"):
+                out[name] = self.value(name)
+            elif f.kind == "vector" and f.type in _VECTOR_DTYPES:
+                a = self.array(name)
+                out[name] = None if a is None else [
+                    bool(x) if f.type == "bool" else (float(x) if a.dtype.kind == "f" else int(x))
+                    for x in a]
+            elif f.kind == "string":
+                out[name] = self.string(name)
+        return out
 
 
-def _parse_quant(t: _Table | None) -> Quantization | None:
+def _parse_quant(t: _Table | None, what: str) -> Quantization | None:
     if t is None:
         return None
-    scale = t.array(2, "float32")
-    zp = t.array(3, "int64")
+    scale = t.array("scale")
+    zp = t.array("zero_point")
     if scale is None or len(scale) == 0:
         return None
-    if t.scalar(5, "u8") != 0:
-        raise UnsupportedOperatorError("custom quantization details are not supported")
+    if int(t.raw("details_type")) != 0:
+        raise UnsupportedOperatorError(f"{what}: custom quantization details are not supported")
     zps = [int(z) for z in zp] if zp is not None and len(zp) else [0] * len(scale)
     if len(zps) != len(scale):
         if len(zps) == 1:
             zps = zps * len(scale)
         else:
             raise EmitError("corrupt TFLite file: quantization scale/zero_point lengths differ")
-    return Quantization([float(s) for s in scale], zps, int(t.scalar(6, "i32")))
-
-
-def _parse_options(kind: int, t: _Table | None, opcode: str) -> dict:
-    """Options of a builtin op as a plain dict with TFLite's defaults."""
-    if t is None:
-        t_scalar = None
-    else:
-        t_scalar = t.scalar
-
-    def s(i: int, k: str, d: int | float = 0) -> int | float:
-        return t_scalar(i, k, d) if t_scalar else d
-
-    def act(i: int) -> str:
-        return _ACTIVATIONS.get(int(s(i, "i8")), f"activation {int(s(i, 'i8'))}")
-
-    def pad(i: int) -> str:
-        return _PADDINGS.get(int(s(i, "i8")), f"padding {int(s(i, 'i8'))}")
-
-    if opcode == "CONV_2D":
-        return {"padding": pad(0), "stride_w": int(s(1, "i32")), "stride_h": int(s(2, "i32")),
-                "activation": act(3), "dilation_w": int(s(4, "i32", 1)),
-                "dilation_h": int(s(5, "i32", 1))}
-    if opcode == "DEPTHWISE_CONV_2D":
-        return {"padding": pad(0), "stride_w": int(s(1, "i32")), "stride_h": int(s(2, "i32")),
-                "depth_multiplier": int(s(3, "i32")), "activation": act(4),
-                "dilation_w": int(s(5, "i32", 1)), "dilation_h": int(s(6, "i32", 1))}
-    if opcode in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        return {"padding": pad(0), "stride_w": int(s(1, "i32")), "stride_h": int(s(2, "i32")),
-                "filter_w": int(s(3, "i32")), "filter_h": int(s(4, "i32")), "activation": act(5)}
-    if opcode == "FULLY_CONNECTED":
-        return {"activation": act(0), "weights_format": int(s(1, "i8")),
-                "keep_num_dims": bool(s(2, "u8")), "asymmetric_quantize_inputs": bool(s(3, "u8"))}
-    if opcode == "SOFTMAX":
-        return {"beta": float(s(0, "f32", 0.0))}
-    if opcode == "ADD":
-        return {"activation": act(0)}
-    if opcode == "MUL":
-        return {"activation": act(0)}
-    if opcode == "RESHAPE":
-        ns = t.array(0, "int32") if t is not None else None
-        return {"new_shape": None if ns is None else [int(x) for x in ns]}
-    return {}
-
-
-_EXPECTED_OPTIONS = {"CONV_2D": _OPT_CONV, "DEPTHWISE_CONV_2D": _OPT_DWCONV,
-                     "AVERAGE_POOL_2D": _OPT_POOL, "MAX_POOL_2D": _OPT_POOL,
-                     "FULLY_CONNECTED": _OPT_FC, "SOFTMAX": _OPT_SOFTMAX, "ADD": _OPT_ADD,
-                     "RESHAPE": _OPT_RESHAPE, "MUL": _OPT_MUL}
+    return Quantization([float(s) for s in scale], zps, int(t.value("quantized_dimension")))
 
 
 def read_tflite(model: bytes | bytearray | str | Path) -> Graph:
-    """Parse a TFLite flatbuffer (bytes or a path) into a :class:`Graph`.
+    """Parse a TFLite flatbuffer (bytes or a path) into the :class:`Graph` of its main
+    subgraph; every subgraph is in ``graph.subgraphs``.
 
-    Raises :class:`EmitError` for anything that is not a well-formed single-subgraph TFLite
-    model, and :class:`UnsupportedOperatorError` for custom operators.
+    Raises :class:`EmitError` for anything that is not a well-formed TFLite model, and
+    :class:`UnsupportedOperatorError` for data the IR cannot hold (sparse or externally stored
+    constants, tensor types newer than the schema, custom quantization).
     """
     if isinstance(model, (str, Path)):
         try:
@@ -239,93 +218,134 @@ def read_tflite(model: bytes | bytearray | str | Path) -> Graph:
 
 def _read(data: bytes) -> Graph:
     buf = _Buf(data)
-    root = _Table(buf, buf.u32(0), "Model")
-    version = int(root.scalar(0, "u32"))
+    root = _Table(buf, buf.u32(0), "Model", "Model")
+    version = int(root.value("version"))
     if version != 3:
         raise EmitError(f"unsupported TFLite schema version {version} (expected 3)")
-    opcodes: list[str] = []
-    for oc in root.tables(1, "OperatorCode"):
-        code = max(int(oc.scalar(0, "i8")), int(oc.scalar(3, "i32")))
-        if code == 32:  # CUSTOM
-            opcodes.append(f"CUSTOM:{oc.string(1)}")
-        else:
-            opcodes.append(BUILTIN_NAMES.get(code, f"builtin operator {code}"))
-    buffers = root.tables(4, "Buffer")
-    subgraphs = root.tables(2, "SubGraph")
-    if len(subgraphs) != 1:
-        raise UnsupportedOperatorError(
-            f"the model has {len(subgraphs)} subgraphs; only single-subgraph models are supported")
-    sg = subgraphs[0]
+    codes: list[tuple[str, int, str | None, int]] = []  # (name, code, custom name, version)
+    for oc in root.tables("operator_codes", "OperatorCode"):
+        code = max(int(oc.raw("deprecated_builtin_code")), int(oc.raw("builtin_code")))
+        name = schema.operator_name(code) or ""
+        custom = (oc.string("custom_code") or "") if code == schema.CUSTOM else None
+        codes.append((name, code, custom, int(oc.value("version"))))
+    buffers = root.tables("buffers", "Buffer")
+    subgraph_tables = root.tables("subgraphs", "SubGraph")
+    if not subgraph_tables:
+        raise EmitError("the model has no subgraphs")
+    description = root.string("description") or ""
+    graphs = [_read_subgraph(buf, sg, k, codes, buffers, description)
+              for k, sg in enumerate(subgraph_tables)]
+    for g in graphs:
+        g.subgraphs = graphs
+    return graphs[0]
 
-    def buffer_bytes(idx: int) -> bytes | None:
-        if idx == 0 or idx >= len(buffers):
-            if idx >= len(buffers) and idx != 0:
-                raise EmitError(f"corrupt TFLite file: buffer index {idx} out of range")
-            return None
-        b = buffers[idx]
-        arr = b.array(0, "uint8")
-        if arr is not None and len(arr):
-            return arr.tobytes()
-        off = int(b.scalar(1, "u64"))
-        size = int(b.scalar(2, "u64"))
-        if off > 1:
-            buf._need(off, size, f"buffer {idx}")
-            return data[off:off + size]
+
+def _buffer_bytes(buf: _Buf, buffers: list[_Table], idx: int) -> bytes | None:
+    if idx == 0:
         return None
+    if idx >= len(buffers):
+        raise EmitError(f"corrupt TFLite file: buffer index {idx} out of range")
+    b = buffers[idx]
+    arr = b.array("data")
+    if arr is not None and len(arr):
+        return arr.tobytes()
+    off = int(b.raw("offset"))
+    size = int(b.raw("size"))
+    if off > 1:
+        buf.need(off, size, f"buffer {idx}")
+        return buf.data[off:off + size]
+    return None
 
-    tensors: list[Tensor] = []
-    for i, t in enumerate(sg.tables(0, "Tensor")):
-        shape_arr = t.array(0, "int32")
-        shape = tuple(int(x) for x in shape_arr) if shape_arr is not None else ()
-        if any(d < 0 for d in shape):
+
+def _read_tensor(buf: _Buf, t: _Table, i: int, buffers: list[_Table]) -> Tensor:
+    shape_arr = t.array("shape")
+    shape = tuple(int(x) for x in shape_arr) if shape_arr is not None else ()
+    name = t.string("name") or f"tensor_{i}"
+    if any(d < 0 for d in shape):
+        raise UnsupportedOperatorError(
+            f"tensor {i} '{name}' has a dynamic shape {list(shape)}; only static shapes are "
+            "supported")
+    code = int(t.raw("type"))
+    if code not in schema.TENSOR_TYPES:
+        raise UnsupportedOperatorError(
+            f"tensor {i} '{name}' has tensor type code {code}, newer than the TFLite schema "
+            "this emitter knows")
+    dtype = schema.TENSOR_TYPES[code]
+    if t.has("sparsity"):
+        raise UnsupportedOperatorError(f"tensor {i} '{name}' is sparse; not supported")
+    if int(t.raw("external_buffer")) != 0:
+        raise UnsupportedOperatorError(
+            f"tensor {i} '{name}' keeps its data in an external file; embed the weights in "
+            "the .tflite")
+    raw = _buffer_bytes(buf, buffers, int(t.raw("buffer")))
+    arr = None
+    if raw is not None:
+        np_dtype = schema.NUMPY_TYPES.get(dtype)
+        if np_dtype is None:
             raise UnsupportedOperatorError(
-                f"tensor {i} has a dynamic shape {list(shape)}; only static shapes are supported")
-        ttype = int(t.scalar(1, "i8"))
-        name = t.string(3) or f"tensor_{i}"
-        if ttype not in TFLITE_TYPES:
-            raise UnsupportedOperatorError(f"tensor {i} '{name}' has unsupported type {ttype}")
-        if t.scalar(6, "u32") != 0:
-            raise UnsupportedOperatorError(f"tensor {i} '{name}' is sparse; not supported")
-        dtype, np_dtype = TFLITE_TYPES[ttype]
-        raw = buffer_bytes(int(t.scalar(2, "u32")))
-        arr = None
-        if raw is not None:
-            n = 1
-            for d in shape:
-                n *= d
-            itemsize = np.dtype(np_dtype).itemsize
-            if len(raw) != n * itemsize:
-                raise EmitError(f"corrupt TFLite file: tensor {i} '{name}' holds {len(raw)} "
-                                f"bytes of data, shape {list(shape)} needs {n * itemsize}")
-            arr = np.frombuffer(raw, dtype=np.dtype(np_dtype).newbyteorder("<")).astype(
-                np_dtype).reshape(shape)
-        tensors.append(Tensor(i, name, dtype, shape, _parse_quant(t.table(4, "Quantization")), arr))
+                f"tensor {i} '{name}' holds constant {dtype} data; constants of types "
+                f"{', '.join(schema.NUMPY_TYPES)} are supported")
+        n = 1
+        for d in shape:
+            n *= d
+        itemsize = np.dtype(np_dtype).itemsize
+        if len(raw) != n * itemsize:
+            raise EmitError(f"corrupt TFLite file: tensor {i} '{name}' holds {len(raw)} "
+                            f"bytes of data, shape {list(shape)} needs {n * itemsize}")
+        arr = np.frombuffer(raw, dtype=np.dtype(np_dtype).newbyteorder("<")).astype(
+            np_dtype).reshape(shape)
+    quant = _parse_quant(t.table("quantization", f"quantization of tensor {i}"),
+                         f"tensor {i} '{name}'")
+    return Tensor(i, name, dtype, shape, quant, arr, bool(t.value("is_variable")))
+
+
+def _read_subgraph(buf: _Buf, sg: _Table, k: int, codes: list[tuple[str, int, str | None, int]],
+                   buffers: list[_Table], description: str) -> Graph:
+    where = f"subgraph {k}: " if k else ""
+    tensors = [_read_tensor(buf, t, i, buffers)
+               for i, t in enumerate(sg.tables("tensors", "Tensor"))]
 
     def indices(a: np.ndarray | None, what: str, allow_absent: bool) -> list[int]:
         out = [] if a is None else [int(x) for x in a]
         for x in out:
             if not (0 <= x < len(tensors) or (allow_absent and x == -1)):
-                raise EmitError(f"corrupt TFLite file: {what} refers to tensor {x} of "
+                raise EmitError(f"corrupt TFLite file: {where}{what} refers to tensor {x} of "
                                 f"{len(tensors)}")
         return out
 
     operators: list[Operator] = []
-    for k, o in enumerate(sg.tables(3, "Operator")):
-        oc = int(o.scalar(0, "u32"))
-        if oc >= len(opcodes):
-            raise EmitError(f"corrupt TFLite file: node {k} uses opcode {oc} of {len(opcodes)}")
-        opcode = opcodes[oc]
-        ins = indices(o.array(1, "int32"), f"node {k} inputs", True)
-        outs = indices(o.array(2, "int32"), f"node {k} outputs", False)
-        opt_type = int(o.scalar(3, "u8"))
-        expected = _EXPECTED_OPTIONS.get(opcode)
-        opt_table = o.table(4, "options")
-        if expected is not None and opt_table is not None and opt_type != expected:
-            raise EmitError(f"corrupt TFLite file: node {k} {opcode} has options of type "
-                            f"{opt_type}")
-        options = _parse_options(opt_type, opt_table, opcode)
-        operators.append(Operator(k, opcode, ins, outs, options))
+    for n, o in enumerate(sg.tables("operators", "Operator")):
+        oc = int(o.raw("opcode_index"))
+        if oc >= len(codes):
+            raise EmitError(f"corrupt TFLite file: {where}node {n} uses opcode {oc} of "
+                            f"{len(codes)}")
+        name, code, custom, version = codes[oc]
+        what = f"{where}node {n} {name or 'operator code ' + str(code)}"
+        member, table = o.union("builtin_options", what)
+        expected = schema.OPERATOR_OPTIONS.get(name)
+        if expected is not None and table is not None and member != expected:
+            raise EmitError(f"corrupt TFLite file: {what} stores {member}, expected {expected}")
+        options = schema.defaults(expected) if expected else {}
+        if table is not None:
+            options.update(table.decode())
+        custom_options = None
+        if custom is not None:
+            raw = o.array("custom_options")
+            custom_options = raw.tobytes() if raw is not None else None
+            off, size = int(o.raw("large_custom_options_offset")), int(
+                o.raw("large_custom_options_size"))
+            if custom_options is None and off > 1:
+                buf.need(off, size, f"custom options of {what}")
+                custom_options = buf.data[off:off + size]
+        mutating = o.array("mutating_variable_inputs")
+        operators.append(Operator(
+            n, name, indices(o.array("inputs"), f"node {n} inputs", True),
+            indices(o.array("outputs"), f"node {n} outputs", False), options, code=code,
+            custom_code=custom, custom_options=custom_options,
+            options_table=member if table is not None else None, version=version,
+            intermediates=indices(o.array("intermediates"), f"node {n} intermediates", True),
+            mutating_variable_inputs=[] if mutating is None else [bool(x) for x in mutating]))
 
-    return Graph(tensors, operators, indices(sg.array(1, "int32"), "subgraph inputs", False),
-                 indices(sg.array(2, "int32"), "subgraph outputs", False),
-                 root.string(3))
+    return Graph(tensors, operators, indices(sg.array("inputs"), "subgraph inputs", False),
+                 indices(sg.array("outputs"), "subgraph outputs", False), description,
+                 sg.string("name") or "", k)

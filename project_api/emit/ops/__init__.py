@@ -1,1 +1,32 @@
-"""One module per operator; each exposes ``prepare(op, graph) -> Kernel`` (see ``common``)."""
+"""The operators the emitter implements: one module per operator (or family), each declaring
+what it handles as data (``SPEC = OpSpec(...)``, see :class:`.common.OpSpec`), collected here
+into :data:`REGISTRY`.
+
+Adding an operator is adding its module (and its kernel template) and one line to
+:data:`MODULES`; see "Adding an operator" in ``project_api/emit/README.md``.
+"""
+
+from __future__ import annotations
+
+from .registry import Entry, Registry
+
+#: The op modules, one line each.
+MODULES = (
+    "add",
+    "conv2d",
+    "depthwise_conv2d",
+    "dequantize",
+    "expand_dims",
+    "fully_connected",
+    "mul",
+    "pool2d",
+    "quantize",
+    "reshape",
+    "softmax",
+    "squeeze",
+)
+
+#: Every operator the emitter implements.
+REGISTRY: Registry = Registry.from_modules(__name__, MODULES)
+
+__all__ = ["MODULES", "REGISTRY", "Entry", "Registry"]

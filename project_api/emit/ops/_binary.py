@@ -1,4 +1,5 @@
-"""Shared preparation of the elementwise binary ops ADD and MUL (shapes and broadcasting)."""
+"""Shared preparation of the elementwise binary ops ADD and MUL (shapes and broadcasting, in
+float32, int8 and int16)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 
 from ..graph import Graph, Operator, Tensor
 from .common import (
+    C_TYPES,
     ConstArray,
     check_activation,
     check_counts,
@@ -55,16 +57,16 @@ def operands(op: Operator, graph: Graph) -> tuple[Tensor, Tensor, Tensor, str, d
     if a.is_const and b.is_const:
         raise unsupported(op, "both inputs are constants (fold them before export)")
     for t in (a, b):
-        check_dtype(op, t, ("int8", "float32"))
+        check_dtype(op, t, ("int8", "int16", "float32"))
     if not (a.dtype == b.dtype == y.dtype):
         raise unsupported(op, f"mixed types {a.dtype}, {b.dtype} -> {y.dtype}")
     params = broadcast(op, a, b, y)
     params["dtype"] = y.dtype
+    params["T"] = C_TYPES[y.dtype]
     inputs, consts = [], []
     for key, t in (("a", a), ("b", b)):
         if t.is_const:
-            consts.append(ConstArray(key, "int8_t" if t.dtype == "int8" else "float",
-                                     t.data.reshape(-1)))
+            consts.append(ConstArray(key, C_TYPES[t.dtype], t.data.reshape(-1)))
             params[f"{key}_src"] = None
         else:
             params[f"{key}_src"] = f"in{len(inputs)}"

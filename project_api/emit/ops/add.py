@@ -1,5 +1,6 @@
-"""ADD with broadcasting: int8 (TFLM reference: both inputs rescaled to a common scale with a
-20-bit left shift, summed, requantized) and float32.
+"""ADD with broadcasting: int8 and int16 (TFLM reference: both inputs rescaled to a common scale
+with a 20-bit left shift (int16: 15), summed, requantized; int16 always TFLM's general-scale
+path, whatever ``pot_scale_int16`` says) and float32.
 
 On a DSP target an int8 ADD whose three requantizations the emitter proves exact in the SMMULR
 form (:func:`._dsp.fast_requant`) gets ``add.dsp.c.j2``."""
@@ -13,17 +14,19 @@ from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
 from ._binary import operands
-from .common import Kernel, per_tensor, unsupported
+from .common import Kernel, OpSpec, per_tensor, quantized_range, unsupported
+
+SPEC = OpSpec(opcodes=("ADD",), schemes=("float32", "int8", "int16x8"), dsp=("int8",))
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     a, b, y, act, params, inputs, consts = operands(op, graph)
     params["kind"] = "add"
-    if y.dtype == "int8":
+    if y.dtype in ("int8", "int16"):
         sa, za = per_tensor(op, a)
         sb, zb = per_tensor(op, b)
         so, zo = per_tensor(op, y)
-        left_shift = 20
+        left_shift = 20 if y.dtype == "int8" else 15
         twice_max = 2 * max(q.f32(sa), q.f32(sb))
         try:
             m1, s1 = q.quantize_multiplier_smaller_than_one(q.f32(sa) / twice_max)
@@ -32,10 +35,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                 twice_max / ((1 << left_shift) * q.f32(so)))
         except ValueError as e:
             raise unsupported(op, f"scales cannot be requantized: {e}") from None
-        lo, hi = q.activation_range_int8(act, so, zo)
+        lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
         params.update(a_off=-za, b_off=-zb, left_shift=left_shift, m1=m1, s1=s1, m2=m2, s2=s2,
                       mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
-        if target.dsp and _fast_add(params):
+        if target.dsp and y.dtype == "int8" and _fast_add(params):
             return Kernel(op, "add.dsp.c.j2", params, inputs, [y.index], consts)
     else:
         lo, hi = q.activation_range_float(act)

@@ -1,4 +1,6 @@
-"""CONV_2D: int8 per-channel (TFLM ``ConvPerChannel``) and float32, any stride/padding/dilation.
+"""CONV_2D: int8 per-channel (TFLM ``ConvPerChannel``), int16x8 (its int16 form: no offsets, an
+int64 accumulator with an int64 bias or an int32 one with an int32 bias) and float32, any
+stride/padding/dilation.
 
 Two loop forms are generated, both exact:
 
@@ -25,10 +27,17 @@ from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
 from . import _dsp
-from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
+from ._weighted import (
+    float_weights_and_bias,
+    int8_requant,
+    int16_weighted,
+    int32_bias,
+    weighted_operands,
+)
 from .common import (
     ConstArray,
     Kernel,
+    OpSpec,
     accumulator,
     check_dtype,
     check_same_type,
@@ -39,6 +48,7 @@ from .common import (
     unsupported,
 )
 
+SPEC = OpSpec(opcodes=("CONV_2D",), schemes=("float32", "int8", "int16x8"), dsp=("int8",))
 
 def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
     check_spatial(op)
@@ -46,7 +56,7 @@ def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
         raise unsupported(op, f"input '{x.name}' must be 4-D NHWC, shape {list(x.shape)}")
     n, h, w, c = x.shape
     sh, sw = op.options["stride_h"], op.options["stride_w"]
-    dh, dw = op.options.get("dilation_h", 1), op.options.get("dilation_w", 1)
+    dh, dw = op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)
     oh, pad_h = compute_padding(h, kh, sh, dh, op.options["padding"])
     ow, pad_w = compute_padding(w, kw, sw, dw, op.options["padding"])
     if oh < 1 or ow < 1:
@@ -60,7 +70,7 @@ def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
-    check_dtype(op, x, ("int8", "float32"))
+    check_dtype(op, x, ("int8", "float32", "int16"))
     check_same_type(op, x, y)
     if len(w.shape) != 4:
         raise unsupported(op, f"filter '{w.name}' must be 4-D OHWI")
@@ -83,6 +93,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                       [ConstArray("w", "float", np.ascontiguousarray(wl).reshape(-1)),
                        ConstArray("b", "float", bias)], scratch_bytes=scratch)
 
+    if x.dtype == "int16":
+        return _prepare_int16(op, x, w, b, y, act, params)
+
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)
     rq, consts = int8_requant(op, x, w, y, oc, 0, act)
@@ -104,6 +117,24 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                                                                                bound)
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch)
+
+
+def _prepare_int16(op: Operator, x: Tensor, w: Tensor, b: Tensor | None, y: Tensor, act: str,
+                   params: dict) -> Kernel:
+    """int16x8 (TFLM's int16 ``ConvPerChannel``): no input or output offset, an int64 (or
+    int32) accumulator, TFLM's requantization for it."""
+    oc = params["oc"]
+    rq, consts = int16_weighted(op, x, w, b, y, oc, 0, act, w.data)
+    params.update(rq)
+    scratch = 0
+    if params["form"] == "tap":
+        scratch = accumulator(params, oc, 8 if params["acc"] == "int64" else 4)
+    wl = w.data if params["form"] == "dot" else w.data.transpose(1, 2, 3, 0)
+    consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
+              *consts]
+    return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
+                  scratch_bytes=scratch, headers=("int16.h.j2",) if params["acc"] == "int64"
+                  else ())
 
 
 def prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,

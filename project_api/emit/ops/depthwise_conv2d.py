@@ -1,4 +1,5 @@
-"""DEPTHWISE_CONV_2D: int8 per-channel (TFLM ``DepthwiseConvPerChannel``) and float32.
+"""DEPTHWISE_CONV_2D: int8 per-channel (TFLM ``DepthwiseConvPerChannel``), int16x8 (its int16
+form: int64 accumulator and bias) and float32.
 
 Output channel ``oc = ic * depth_multiplier + m``. Each output pixel accumulates every channel at
 once over the in-bounds taps (``w * (x - zp_in)``, as TFLM), so the channel loop is contiguous.
@@ -20,10 +21,17 @@ from .. import quantize as q
 from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
-from ._weighted import float_weights_and_bias, int8_requant, int32_bias, weighted_operands
+from ._weighted import (
+    float_weights_and_bias,
+    int8_requant,
+    int16_weighted,
+    int32_bias,
+    weighted_operands,
+)
 from .common import (
     ConstArray,
     Kernel,
+    OpSpec,
     accumulator,
     check_dtype,
     check_same_type,
@@ -33,10 +41,12 @@ from .common import (
 )
 from .conv2d import conv_geometry, prepare_dsp
 
+SPEC = OpSpec(opcodes=("DEPTHWISE_CONV_2D",), schemes=("float32", "int8", "int16x8"),
+              dsp=("int8",))
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
-    check_dtype(op, x, ("int8", "float32"))
+    check_dtype(op, x, ("int8", "float32", "int16"))
     check_same_type(op, x, y)
     if len(w.shape) != 4 or w.shape[0] != 1:
         raise unsupported(op, f"filter '{w.name}' must be [1, H, W, C*M], shape {list(w.shape)}")
@@ -60,6 +70,16 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index],
                       [ConstArray("w", "float", wf.reshape(-1)), ConstArray("b", "float", bias)],
                       scratch_bytes=scratch)
+
+    if x.dtype == "int16":
+        # TFLM's int16 DepthwiseConvPerChannel: int64 accumulator, int64 bias only
+        rq, consts = int16_weighted(op, x, w, b, y, oc, 3, act,
+                                    w.data.reshape(kh * kw, oc).T, int64_only=True)
+        params.update(rq)
+        scratch = accumulator(params, oc, 8)
+        return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index],
+                      [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)), *consts],
+                      scratch_bytes=scratch, headers=("int16.h.j2",))
 
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)

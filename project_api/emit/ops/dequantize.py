@@ -1,16 +1,26 @@
-"""DEQUANTIZE: int8 -> float32, ``(float)(scale * (x - zp))`` computed in double as TFLM does."""
+"""DEQUANTIZE: int8/int16 -> float32, ``(float)(scale * (x - zp))`` computed in double as TFLM
+does."""
 
 from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
-from .common import Kernel, check_dtype, per_tensor, unary_operands, unsupported
+from ..target import GENERIC, Target
+from .common import (
+    Kernel,
+    OpSpec,
+    conversion_scheme,
+    per_tensor,
+    unary_operands,
+    unsupported,
+)
+
+SPEC = OpSpec(opcodes=("DEQUANTIZE",), schemes=("int8->float32", "int16->float32"),
+              classify=conversion_scheme)
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
-    check_dtype(op, x, ("int8",))
-    check_dtype(op, y, ("float32",))
     if x.num_elements != y.num_elements:
         raise unsupported(op, "input and output sizes differ")
     xs, xz = per_tensor(op, x)

@@ -1,4 +1,5 @@
-"""FULLY_CONNECTED: int8 (per-tensor or per-channel weights) and float32.
+"""FULLY_CONNECTED: int8 (per-tensor or per-channel weights), int16x8 (an int64 accumulator with
+an int64 bias, an int32 one with an int32 bias, as TFLM chooses) and float32.
 
 int8 follows TFLM's reference ``FullyConnected``: ``acc = bias + sum((x - zp_in) * w)``, then
 ``MultiplyByQuantizedMultiplier``, plus the output zero point, clamped to the activation range.
@@ -19,19 +20,31 @@ from ._weighted import (
     dequantized_weights,
     float_weights_and_bias,
     int8_requant,
+    int16_weighted,
     int32_bias,
     weighted_operands,
 )
-from .common import ConstArray, Kernel, check_dtype, check_same_type, per_tensor, unsupported
+from .common import (
+    ConstArray,
+    Kernel,
+    OpSpec,
+    check_dtype,
+    check_same_type,
+    per_tensor,
+    unsupported,
+)
 
 __all__ = ["dequantized_weights", "prepare"]  # dequantized_weights: imported from here by tests
 
 
+SPEC = OpSpec(opcodes=("FULLY_CONNECTED",), schemes=("float32", "int8", "int16x8"),
+              dsp=("int8",))
+
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, w, b, y, act = weighted_operands(op, graph)
-    if op.options.get("weights_format", 0) != 0:
+    if op.options.get("weights_format", "DEFAULT") != "DEFAULT":
         raise unsupported(op, "shuffled weights format not supported")
-    check_dtype(op, x, ("int8", "float32"))
+    check_dtype(op, x, ("int8", "float32", "int16"))
     if len(w.shape) != 2:
         raise unsupported(op, f"weights '{w.name}' must be 2-D, shape {list(w.shape)}")
     out_ch, depth = w.shape
@@ -52,6 +65,13 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index],
                       [ConstArray("w", "float", wf.reshape(-1)),
                        ConstArray("b", "float", bias)])
+
+    if x.dtype == "int16":
+        rq, consts = int16_weighted(op, x, w, b, y, out_ch, 0, act, w.data)
+        params.update(rq, per_channel=w.quant.per_channel)
+        return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index],
+                      [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)), *consts],
+                      headers=("int16.h.j2",) if params["acc"] == "int64" else ())
 
     check_dtype(op, w, ("int8",))
     _, in_zp = per_tensor(op, x)

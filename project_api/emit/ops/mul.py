@@ -1,23 +1,27 @@
-"""MUL with broadcasting: int8 (TFLM reference: ``(a - za) * (b - zb)`` requantized by
-``sa * sb / so``) and float32."""
+"""MUL with broadcasting: int8 and int16 (TFLM reference: ``(a - za) * (b - zb)`` requantized by
+``sa * sb / so``; int16 with zero points 0) and float32."""
 
 from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
+from ..target import GENERIC, Target
 from ._binary import operands
-from .common import Kernel, per_tensor
+from .common import Kernel, OpSpec, check_symmetric, per_tensor, quantized_range
+
+SPEC = OpSpec(opcodes=("MUL",), schemes=("float32", "int8", "int16x8"))
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     a, b, y, act, params, inputs, consts = operands(op, graph)
     params["kind"] = "mul"
-    if y.dtype == "int8":
+    if y.dtype in ("int8", "int16"):
+        check_symmetric(op, a, b, y)  # TFLM's int16 MUL takes zero points 0 only
         sa, za = per_tensor(op, a)
         sb, zb = per_tensor(op, b)
         so, zo = per_tensor(op, y)
         mo, sho = q.quantize_multiplier(q.f32(sa) * q.f32(sb) / q.f32(so))
-        lo, hi = q.activation_range_int8(act, so, zo)
+        lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
         params.update(a_off=-za, b_off=-zb, mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
     else:
         lo, hi = q.activation_range_float(act)

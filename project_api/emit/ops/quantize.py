@@ -1,23 +1,40 @@
-"""QUANTIZE: float32 -> int8 (``round(x / scale) + zp``, float division, ties away from zero)
-and int8 -> int8 requantization (TFLM ``Requantize``)."""
+"""QUANTIZE: float32 -> int8/int16 (``round(x / scale) + zp``, float division, ties away from
+zero) and requantization between int8, int16 and int32 (TFLM ``Requantize``: ``(x - zp_in)``
+times the ratio of the scales by ``MultiplyByQuantizedMultiplier``, plus ``zp_out``, clamped to
+the output type), the conversions TFLM's QUANTIZE takes."""
 
 from __future__ import annotations
 
 from .. import quantize as q
 from ..graph import Graph, Operator
-from .common import Kernel, check_dtype, per_tensor, unary_operands, unsupported
+from ..target import GENERIC, Target
+from .common import (
+    C_TYPES,
+    Kernel,
+    OpSpec,
+    conversion_scheme,
+    per_tensor,
+    quantized_range,
+    unary_operands,
+    unsupported,
+)
+
+SPEC = OpSpec(opcodes=("QUANTIZE",),
+              schemes=("float32->int8", "float32->int16", "int8->int8", "int8->int16",
+                       "int8->int32", "int16->int8", "int16->int16", "int16->int32",
+                       "int32->int8", "int32->int16"),
+              classify=conversion_scheme)
 
 
-def prepare(op: Operator, graph: Graph) -> Kernel:
+def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x, y = unary_operands(op, graph)
-    check_dtype(op, x, ("float32", "int8"))
-    check_dtype(op, y, ("int8",))
     if x.num_elements != y.num_elements:
         raise unsupported(op, "input and output sizes differ")
     ys, yz = per_tensor(op, y)
+    qmin, qmax = quantized_range(y)
     params = {"size": x.num_elements, "src": x.dtype, "dst": y.dtype, "out_zp": yz,
-              "scale": ys}
-    if x.dtype == "int8":
+              "scale": ys, "T": C_TYPES[y.dtype], "qmin": qmin, "qmax": qmax}
+    if x.dtype != "float32":
         xs, xz = per_tensor(op, x)
         m, s = q.quantize_multiplier(q.f32(xs) / q.f32(ys))
         params.update(in_zp=xz, mult=m, shift=s)

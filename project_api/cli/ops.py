@@ -1,0 +1,58 @@
+"""``project-api ops``: the operators the emitter implements, their dtype schemes and kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from project_api.cli.base import Subcommand
+
+
+class OpsCommand(Subcommand):
+    NAMES = ["ops"]
+    HELP = "List the operators 'emit' implements, their dtype schemes and DSP kernels."
+    DESCRIPTION = (
+        "List every TFLite operator the emitter turns into C, with the dtype schemes it takes "
+        "(float32; int8: int8 activations and weights; int16x8: int16 activations, int8 weights, "
+        "int64 or int32 bias; for operators that only move data, the element type; for "
+        "conversions, from->to) and, per kernel target, the schemes that get DSP-extension "
+        "kernels there (the others, and shapes a DSP kernel does not cover, take the portable "
+        "kernel). A view costs no code: its output aliases its input."
+    )
+    EPILOG = """\
+examples:
+  project-api ops
+  project-api ops --json | jq '.[] | select(.schemes | index("int16x8")) | .name'
+  project-api emit model.tflite --out model.tar --target cortex-m4   # reports what each node got
+
+An operator or type missing here is refused by 'emit' in one line naming the node."""
+
+    def invoke(self) -> int:
+        from project_api.emit.ops import REGISTRY
+        from project_api.emit.target import TARGET_NAMES
+
+        rows: list[dict[str, Any]] = REGISTRY.table()
+
+        def text() -> str:
+            name_w = max(len(_name(r)) for r in rows)
+            scheme_w = max(len(" ".join(r["schemes"])) for r in rows)
+            widths = [max(len(t), *(len(",".join(r["dsp"][t]) or "-") for r in rows))
+                      for t in TARGET_NAMES]
+            head = f"{'operator':<{name_w}}  {'schemes':<{scheme_w}}  " + "  ".join(
+                f"{t:<{w}}" for t, w in zip(TARGET_NAMES, widths, strict=True))
+            lines = [head.rstrip(), "-" * len(head.rstrip())]
+            for r in rows:
+                cells = "  ".join(f"{','.join(r['dsp'][t]) or '-':<{w}}"
+                                  for t, w in zip(TARGET_NAMES, widths, strict=True))
+                view = "  (view: no code)" if r["view"] else ""
+                lines.append(f"{_name(r):<{name_w}}  {' '.join(r['schemes']):<{scheme_w}}  "
+                             f"{cells}".rstrip() + view)
+            lines.append(f"{len(rows)} operators. Per target: the schemes with DSP-extension "
+                         "kernels there (for the shapes they cover); '-': portable C only.")
+            return "\n".join(lines)
+
+        self.output(rows, text)
+        return 0
+
+
+def _name(row: dict[str, Any]) -> str:
+    return f"{row['name']} (custom)" if row["custom"] else row["name"]

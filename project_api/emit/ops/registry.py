@@ -1,0 +1,131 @@
+"""The operator registry: which op module handles which operator, in which dtype schemes.
+
+Built by :mod:`project_api.emit.ops` from its explicit list of modules, each declaring an
+:class:`~.common.OpSpec` as ``SPEC``. The code generator asks it to prepare every node
+(:meth:`Registry.prepare`); ``project-api ops`` lists it (:meth:`Registry.entries`). Every
+refusal here is one line that names the operator, the node, the tensor and what is supported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import UnsupportedOperatorError
+from .. import schema
+from ..graph import Graph, Operator
+from ..target import Target
+from .common import Kernel, OpSpec
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One operator as the registry knows it (for listings)."""
+
+    name: str  # BuiltinOperator name, or the custom operator's name
+    custom: bool
+    module: str
+    spec: OpSpec
+    prepare: Callable[[Operator, Graph, Target], Kernel]
+
+
+class Registry:
+    """Operators by name, from op modules' ``SPEC`` declarations."""
+
+    def __init__(self, specs: Iterable[tuple[str, OpSpec, Callable[..., Kernel]]]):
+        """``specs``: (module name, its SPEC, its prepare) of each op module."""
+        self.builtin: dict[str, Entry] = {}
+        self.custom: dict[str, Entry] = {}
+        for module, spec, prepare in specs:
+            if not spec.schemes:
+                raise ValueError(f"op module {module} declares no dtype schemes")
+            if not set(spec.dsp) <= set(spec.schemes):
+                raise ValueError(f"op module {module}: DSP schemes {list(spec.dsp)} are not "
+                                 f"all among its schemes {list(spec.schemes)}")
+            for name in spec.opcodes:
+                if name not in schema.BUILTIN_OPERATORS or name == "CUSTOM":
+                    raise ValueError(f"op module {module} declares {name!r}, which is no "
+                                     "BuiltinOperator of the schema")
+                self._add(self.builtin, Entry(name, False, module, spec, prepare))
+            for name in spec.custom:
+                self._add(self.custom, Entry(name, True, module, spec, prepare))
+
+    @staticmethod
+    def _add(table: dict[str, Entry], entry: Entry) -> None:
+        if entry.name in table:
+            raise ValueError(f"operator {entry.name} is declared by both op modules "
+                             f"{table[entry.name].module} and {entry.module}")
+        table[entry.name] = entry
+
+    @classmethod
+    def from_modules(cls, package: str, modules: Iterable[str]) -> Registry:
+        """The registry of ``package``'s op ``modules`` (each with ``SPEC`` and ``prepare``)."""
+        specs = []
+        for name in modules:
+            module = importlib.import_module(f"{package}.{name}")
+            spec = getattr(module, "SPEC", None)
+            prepare = getattr(module, "prepare", None)
+            if not isinstance(spec, OpSpec) or not callable(prepare):
+                raise ValueError(f"op module {package}.{name} needs SPEC = OpSpec(...) and "
+                                 "prepare(op, graph, target)")
+            specs.append((name, spec, prepare))
+        return cls(specs)
+
+    def entries(self) -> list[Entry]:
+        """Every operator, builtins then custom ones, each sorted by name."""
+        return ([self.builtin[k] for k in sorted(self.builtin)]
+                + [self.custom[k] for k in sorted(self.custom)])
+
+    def table(self) -> list[dict[str, Any]]:
+        """Every operator as data (what ``project-api ops`` prints): its name, whether it is
+        custom, its dtype schemes, whether it is a view (no code), and per kernel target the
+        schemes with DSP-extension kernels there."""
+        from ..target import TARGET_NAMES, resolve
+
+        targets = {name: resolve(name) for name in TARGET_NAMES}
+        return [{"name": e.name, "custom": e.custom, "schemes": list(e.spec.schemes),
+                 "view": e.spec.view, "module": e.module,
+                 "dsp": {t: list(e.spec.dsp) if target.dsp else []
+                         for t, target in targets.items()}}
+                for e in self.entries()]
+
+    def lookup(self, op: Operator) -> Entry | None:
+        if op.opcode == "CUSTOM":
+            return self.custom.get(op.custom_code or "")
+        return self.builtin.get(op.opcode)
+
+    def _supported(self) -> str:
+        names = sorted(self.builtin) + [f"custom {k}" for k in sorted(self.custom)]
+        return ", ".join(names)
+
+    def prepare(self, op: Operator, graph: Graph, target: Target) -> Kernel:
+        """Check ``op`` against its module's declaration and prepare its kernel for
+        ``target``; one-line :class:`UnsupportedOperatorError` otherwise."""
+        entry = self.lookup(op)
+        if entry is None:
+            computes = (f" computing '{graph.tensor(op.outputs[0]).name}'"
+                        if op.outputs else "")
+            raise UnsupportedOperatorError(
+                f"{op.describe()}{computes}: operator not supported by the emitter (supported: "
+                f"{self._supported()}; 'project-api ops' lists their types)")
+        spec = entry.spec
+        scheme, what = spec.classify(op, graph)
+        if scheme not in spec.schemes:
+            raise UnsupportedOperatorError(
+                f"{op.describe()}: {what}: {scheme} is not supported (supported: "
+                f"{', '.join(spec.schemes)})")
+        if not spec.state:
+            for i, t in enumerate(op.inputs):
+                if t >= 0 and graph.tensor(t).is_variable:
+                    raise UnsupportedOperatorError(
+                        f"{op.describe()}: input {i} '{graph.tensor(t).name}' is a variable "
+                        f"tensor (state kept across invocations), which {op.name} does not "
+                        "take")
+        kernel = entry.prepare(op, graph, target)
+        if kernel.alias and not spec.view:
+            raise RuntimeError(f"op module {entry.module} aliased {op.describe()} without "
+                               "declaring view=True")
+        kernel.scheme = scheme
+        return kernel
