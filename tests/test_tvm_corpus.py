@@ -241,11 +241,15 @@ def test_unreadable_relay_never_rejects_a_described_archive(tmp_path: Path, capl
     path = _rewrite(entry, tmp_path / "bad-relay.tar", {"src/default.relay": garbage})
     with caplog.at_level(logging.DEBUG, logger="project_api.mlf"), open_mlf(path) as lib:
         mod = lib.module()
+        # metadata.json gives dtype and size; the shape is then the flat one, and says so.
         assert [(t.name, t.dtype, t.size_bytes, t.shape) for t in mod.inputs] == [
-            ("serving_default_input_1:0", "int8", 6, None)]
+            ("serving_default_input_1:0", "int8", 6, (6,))]
+        assert mod.inputs[0].note == ("shape [6] (flat): 6 bytes of int8, from metadata.json's "
+                                      "size; the archive records no shape")
         assert [(t.name, t.dtype, t.size_bytes) for t in mod.outputs] == [
             ("StatefulPartitionedCall_0", "int8", 4)]
-    assert "unbalanced brackets" in caplog.text
+    assert "default.relay is not Relay text we can read" in caplog.text
+    assert "unterminated parameter list" in caplog.text
 
 
 def test_unknown_relay_syntax_keeps_what_can_be_read(tmp_path: Path) -> None:
@@ -262,16 +266,30 @@ def test_unknown_relay_syntax_keeps_what_can_be_read(tmp_path: Path) -> None:
     path = _rewrite(entry, tmp_path / "odd.tar", {"src/default.relay": relay.encode()})
     with open_mlf(path) as lib:
         ins = lib.module().inputs
-        # y: a dynamic dimension leaves the shape unknown, the dtype known; x: read in full.
+        # y: the dynamic dimension is what the recorded 16 bytes leave; x: read in full.
         assert [(t.name, t.dtype, t.shape) for t in ins] == [
-            ("serving_default_y:0", "float32", None), ("serving_default_x:0", "float32", (1, 4))]
-    # TVM 0.9 records no size anywhere but in the Relay types: then the missing fact is named.
+            ("serving_default_y:0", "float32", (1, 4)), ("serving_default_x:0", "float32", (1, 4))]
+        assert ins[0].note == "shape [1, 4]: the Relay type (?, 4) with its ? from the 16 bytes"
+        assert ins[1].note is None
+    # TVM 0.9 records no per-tensor size: io_size_bytes minus the other tensors gives y's.
     old = _archive("tvm-0.9-float2", tmp_path)
     odd = old.files["src/default.relay"].decode().replace(
         "%serving_default_y:0: Tensor[(1, 4), float32]", "%serving_default_y:0: Tensor[(?, 4), float32]")
     path = _rewrite(old, tmp_path / "odd09.tar", {"src/default.relay": odd.encode()})
-    with pytest.raises(MLFError, match=r"input 'serving_default_y:0': no size recorded.*"
-                                       r"--input-spec serving_default_y:0:float32:"):
+    with open_mlf(path) as lib:
+        y = lib.module().inputs[0]
+        assert (y.name, y.size_bytes, y.shape) == ("serving_default_y:0", 16, (1, 4))
+        assert y.note == ("16 bytes: what io_size_bytes 64 leaves after the other inputs and "
+                          "outputs; shape [1, 4]: the Relay type (?, 4) with its ? from the 16 bytes")
+    # Without io_size_bytes nothing gives the size: the error says what was tried.
+    meta = json.loads(old.files["metadata.json"])
+    del meta["modules"]["default"]["memory"]["functions"]["main"][0]["io_size_bytes"]
+    path = _rewrite(old, tmp_path / "odd09-no-io.tar", {
+        "src/default.relay": odd.encode(), "metadata.json": json.dumps(meta).encode()})
+    with pytest.raises(MLFError, match=r"input 'serving_default_y:0': no size recorded and no "
+                                       r"shape to compute it from \(metadata.json has none, the "
+                                       r"header has no size macro, no io_size_bytes\); supply it "
+                                       r"with --input-spec serving_default_y:0:float32:"):
         open_mlf(path)
 
 
@@ -329,18 +347,30 @@ def _no_relay_v08(entry: CorpusArchive, tmp_path: Path) -> Path:
     return _rewrite(entry, tmp_path / "no-relay.tar", {"src/relay.txt": b"not relay at all\n"})
 
 
-def test_missing_dtype_names_the_fact_and_input_spec(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_facts_name_what_was_tried_and_the_input_spec(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     entry = _archive("tvm-0.8-float", tmp_path)
     path = _no_relay_v08(entry, tmp_path)
-    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no dtype recorded.*"
-                                       r"--input-spec serving_default_input_1_0:DTYPE:SHAPE"):
+    # The params file's weights are all float32, so the tensors are float32; but io_size_bytes
+    # cannot be split between two tensors of unknown size.
+    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no size recorded.*"
+                                       r"io_size_bytes 44 leaves it open: 2 tensors lack a size"
+                                       r".*--input-spec serving_default_input_1_0:float32:"):
         open_mlf(path)
     capsys.readouterr()
     assert main(["info", str(path)]) == 1
     err = capsys.readouterr().err
     assert "--input-spec" in err and "pass a Model Library Format" not in err
     assert len(err.strip().splitlines()) == 1
+    # Without the params file no dtype is recorded anywhere.
+    bare = _rewrite(entry, tmp_path / "bare-no-relay.tar", {
+        "src/relay.txt": b"not relay at all\n", "parameters/default.params": None})
+    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no dtype recorded "
+                                       r"\(metadata.json lists none; the interface header declares "
+                                       r"only void\*; relay.txt could not be read \(.*\); no other "
+                                       r"tensor or weight records a dtype\); supply it with "
+                                       r"--input-spec serving_default_input_1_0:DTYPE:SHAPE"):
+        open_mlf(bare)
 
 
 def test_input_spec_supplies_missing_facts_end_to_end(tmp_path: Path,
@@ -427,15 +457,18 @@ def test_run_one_go_takes_input_spec(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--input-spec goes with --template/--model" in capsys.readouterr().err
 
 
-def test_generate_notes_a_missing_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without the Relay text a TVM 0.11 archive has dtypes and sizes but no shapes."""
+def test_generate_notes_an_inferred_shape(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the Relay text a TVM 0.11 archive has dtypes and sizes but no shapes: generate
+    uses the flat shapes and says so."""
     entry = _archive("tvm-0.11-float", tmp_path)
     path = _rewrite(entry, tmp_path / "no-relay.tar", {"src/default.relay": None})
     capsys.readouterr()
-    main(["generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj")])
+    assert main(["generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj")]) == 0
     err = capsys.readouterr().err
-    assert ("records no shape for 'serving_default_input_1:0'; if the template needs it, add "
-            "--input-spec serving_default_input_1:0:float32:") in err
+    assert ("note: input 'serving_default_input_1:0': shape [8] (flat): 32 bytes of float32, "
+            "from metadata.json's size; the archive records no shape (--input-spec "
+            "serving_default_input_1:0:float32:D0xD1x... overrides it)") in err
     # With the shapes supplied the same archive generates.
     _cli_json(capsys, "generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj2"),
               "--input-spec", "serving_default_input_1:0:float32:1x8",

@@ -39,6 +39,8 @@ def describe_library(lib: ModelLibrary) -> str:
                 if t.quantization:
                     quant = f"  scale {t.quantization['scale'][0]:g} zero_point {t.quantization['zero_point'][0]}"
                 lines.append(f"    {kind} {i}: {t.name}  {t.dtype}[{shape}]  {t.size_bytes} B{quant}")
+                if t.note:
+                    lines.append(f"      note: {t.note}")
     return "\n".join(lines)
 
 
