@@ -1375,6 +1375,9 @@ class _ModuleParser:
         elif io_size is not None and not missing:
             total = sum(d.size for d in drafts)  # type: ignore[misc]
             guessed = [d for d in drafts if d.inferred and d.size_from == "the Relay shape"]
+            if total == io_size:
+                for d in guessed:
+                    d.agrees = f"its {d.size} bytes agree with io_size_bytes {io_size}"
             if total != io_size and len(guessed) == 1:
                 d = guessed[0]
                 rest = io_size - (total - d.size)  # type: ignore[operator]
@@ -1416,7 +1419,7 @@ class _ModuleParser:
                 body = relay_info.path.name if relay_info.path else "the Relay text"
                 last = f", whose result is {relay_info.last_op}" if relay_info.last_op else ""
                 d.notes.insert(0, f"{facts}{shown} inferred through the body of @main in "
-                                  f"{body}{last}")
+                                  f"{body}{last}" + (f" ({d.agrees})" if d.agrees else ""))
         for d in drafts:
             if d.dtype is None:
                 raise self.error(self._untyped(d, relay_info, model_dtypes, header))
@@ -1467,6 +1470,7 @@ class _Draft:
     relay_fact: _Fact | None = None
     spec: bool = False
     inferred: list[str] = field(default_factory=list)  # "dtype", "shape" from the Relay body
+    agrees: str | None = None  # an inferred size confirmed by io_size_bytes
     notes: list[str] = field(default_factory=list)
 
 

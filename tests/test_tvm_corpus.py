@@ -1,8 +1,10 @@
 """Real TVM archives (tests/tvm_corpus.py) through info, generate, build and run; leniency rules.
 
 Every corpus archive is written as one TVM release wrote it; the host-template round trip checks
-its outputs against numpy computing the same network. The Cortex-M archive is Arm-only C: it must
-pass info and generate, and its build on this (x86) host must fail naming Arm Cortex-M.
+its outputs against numpy computing the same network, with no ``--input-spec``. The Cortex-M
+archives hold TVM's DSP micro-kernels (<arm_acle.h> and inline Arm assembly): the host template
+builds them with its portable <arm_acle.h>; code with other Arm-only headers (CMSIS-NN) is refused
+there, naming Arm Cortex-M. Two archives rebuild ones TVM users published (``world-*``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import shutil
 import subprocess
 import tarfile
@@ -29,7 +32,8 @@ from project_api.mlf import (
     write_mlf_with_specs,
 )
 
-HOST_KEYS = [k for k in CORPUS if k != "tvm-0.13-cortex-m"]
+HOST_KEYS = list(CORPUS)
+WORLD_KEYS = [k for k in CORPUS if k.startswith("world-")]
 
 
 @pytest.fixture(scope="module")
@@ -78,16 +82,16 @@ def _generate_build_run(entry: CorpusArchive, work: Path, capsys: pytest.Capture
     got = np.load(out)
     want = entry.model.reference(feeds)
     assert len(got.files) == len(want)
-    assert all(np.count_nonzero(w) >= 2 for w in want)  # a check that can fail
+    assert all(np.count_nonzero(w) >= 1 for w in want)  # a check that can fail
     with open_mlf(prj / "model.tar") as lib:
         c_names = [t.c_name for t in lib.module().outputs]
-    for c, w in zip(c_names, want, strict=True):
+    for c, w, tol in zip(c_names, want, entry.model.tolerance(feeds), strict=True):
         g = got[c].reshape(w.shape)
         assert g.dtype == w.dtype
         if w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
         else:
-            np.testing.assert_array_equal(g, w)
+            assert (np.abs(g.astype(np.int64) - w.astype(np.int64)) <= tol).all(), (g, w)
 
 
 # --- the archives are what the releases wrote ---------------------------------------------------
@@ -167,8 +171,13 @@ def test_info_reads_every_release(key: str, corpus_dir: Path,
     if r.cortex_m:
         assert (mod["target_cpu"], mod["target_family"]) == ("cortex-m7", "cortex-m")
         assert "-mcpu=cortex-m7" in mod["target_evidence"]
+    elif "-mcpu=cortex-m33" in r.target:
+        assert (mod["target_cpu"], mod["target_family"]) == ("cortex-m33", "cortex-m")
     else:
         assert mod["target_family"] is None
+    # Whatever TVM did not record is inferred, and each such tensor says how in one note.
+    for t in mod["inputs"] + mod["outputs"]:
+        assert t["shape"] is not None
 
 
 # --- generate, build, run on the host template ---------------------------------------------------
@@ -180,38 +189,51 @@ def test_generate_build_run_matches_numpy(key: str, tmp_path: Path,
     _generate_build_run(_archive(key, tmp_path), tmp_path, capsys)
 
 
-def test_cortex_m_archive_generates_but_does_not_build_here(
+def test_other_arm_only_code_is_refused_by_the_host_build(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CMSIS-NN has no portable stand-in: the host build names the CPU family and the
+    templates that build it."""
     entry = _archive("tvm-0.13-cortex-m", tmp_path)
-    _cli_json(capsys, "info", str(entry.path))
+    lib1 = entry.files["codegen/host/src/default_lib1.c"].decode()
+    cmsis = _rewrite(entry, tmp_path / "cmsis.tar", {"codegen/host/src/default_lib1.c": lib1.replace(
+        "#include <arm_acle.h>", "#include <arm_acle.h>\n#include <arm_nnfunctions.h>").encode()})
     prj = tmp_path / "prj"
-    _cli_json(capsys, "generate", "--template", "host", "--model", str(entry.path), "--out",
-              str(prj))
+    _cli_json(capsys, "generate", "--template", "host", "--model", str(cmsis), "--out", str(prj))
     capsys.readouterr()
     assert main(["build", "-q", str(prj)]) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
-    assert "targets Arm Cortex-M" in err and "<arm_acle.h>" in err
+    assert "targets Arm Cortex-M" in err and "<arm_nnfunctions.h>" in err
     # The templates that can build it are named, from their boards.yaml.
     assert "the host template cannot build; generate it with a template that builds for it: " \
         "stm32" in err
 
 
-def test_cortex_m_archive_is_real_arm_code(tmp_path: Path) -> None:
-    """The Arm-only C compiles for a Cortex-M7 (so the corpus does not fake it) and not for x86."""
+@pytest.mark.parametrize("key", ["tvm-0.13-cortex-m", "world-2023-cortex-m7-int8"])
+def test_cortex_m_archives_are_real_arm_code(key: str, tmp_path: Path) -> None:
+    """TVM's DSP C compiles for a Cortex-M7 as it is (so the corpus does not fake it), not for
+    x86 with the system's headers (no <arm_acle.h>; inline Arm assembly), and for x86 with the
+    host template's portable <arm_acle.h>."""
     gcc = shutil.which("arm-none-eabi-gcc")
     if gcc is None:
         pytest.skip("arm-none-eabi-gcc is not installed")
-    entry = _archive("tvm-0.13-cortex-m", tmp_path)
+    entry = _archive(key, tmp_path)
     src = tmp_path / "default_lib1.c"
     src.write_bytes(entry.files["codegen/host/src/default_lib1.c"])
-    inc = ["-I", str(REPO_ROOT / "crt" / "include")]
+    inc = ["-I", str(REPO_ROOT / "crt" / "include"), "-I", str(tmp_path)]
+    (tmp_path / "tvmgen_default.h").write_bytes(
+        entry.files["codegen/host/include/tvmgen_default.h"])
     arm = subprocess.run([gcc, "-mcpu=cortex-m7", "-mthumb", "-O2", "-c", str(src), "-o",
                           str(tmp_path / "arm.o"), *inc], capture_output=True, text=True)
     assert arm.returncode == 0, arm.stderr
+    assert "__pkhbt" in src.read_text() or key == "tvm-0.13-cortex-m"
     host = subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / "host.o"), *inc],
                           capture_output=True, text=True)
     assert host.returncode != 0 and "arm_acle.h" in host.stderr
+    shim = subprocess.run(["cc", "-std=c99", "-c", str(src), "-o", str(tmp_path / "shim.o"), *inc,
+                           "-I", str(REPO_ROOT / "templates" / "host" / "include")],
+                          capture_output=True, text=True)
+    assert shim.returncode == 0, shim.stderr
 
 
 # --- leniency rules -------------------------------------------------------------------------------
@@ -542,3 +564,108 @@ def test_tflite_names_with_slash_and_colon(tmp_path: Path) -> None:
         (t,) = lib.module().inputs
         assert (t.name, t.c_name, t.dtype, t.shape) == (
             "model/input_1:0", "model_input_1_0", "int8", (1, 5))
+
+
+# --- the archives TVM users published (world-*) ---------------------------------------------------
+
+
+def _members(entry: CorpusArchive) -> list[str]:
+    with tarfile.open(entry.path) as tar:
+        return tar.getnames()
+
+
+def test_world_2021_keras_dense_archive_is_as_published(corpus_dir: Path) -> None:
+    """TVM main of December 2021, MLF 5: what the issue's archive holds."""
+    entry = _archive("world-2021-keras-dense", corpus_dir)
+    assert _members(entry) == [
+        ".", "./codegen", "./codegen/host", "./codegen/host/include",
+        "./codegen/host/include/tvmgen_default.h", "./codegen/host/src",
+        "./codegen/host/src/default_lib0.c", "./codegen/host/src/default_lib1.c",
+        "./metadata.json", "./parameters", "./parameters/default.params", "./src",
+        "./src/relay.txt"]
+    meta = json.loads(entry.files["metadata.json"])
+    assert sorted(meta) == ["executors", "export_datetime", "memory", "model_name", "style",
+                            "target", "version"] and meta["version"] == 5
+    (main_entry,) = meta["memory"]["functions"]["main"]
+    assert main_entry == {"constants_size_bytes": 1284, "device": 1, "io_size_bytes": 8,
+                          "workspace_size_bytes": 1152}  # no inputs, no outputs
+    header = entry.files["codegen/host/include/tvmgen_default.h"].decode()
+    assert "struct tvmgen_default_outputs {\n  void* output;\n};" in header
+    assert "size (in bytes)" not in header
+    relay = entry.files["src/relay.txt"].decode()
+    assert relay.startswith('#[version = "0.0.5"]\ndef @main(%dense_4_input: Tensor[(1, 1), '
+                            "float32], %v_param_1: Tensor[(16, 1), float32], ")
+    assert "%v_param_6: Tensor[(1), float32]) {\n" in relay and "->" not in relay
+    assert "ty=" not in relay and "/*" not in relay
+    assert "  %9 = nn.dense(%8, %v_param_5, units=1);\n  nn.bias_add(%9, %v_param_6)\n}" in relay
+
+
+def test_world_2023_cortex_m7_archive_is_as_published(corpus_dir: Path) -> None:
+    """TVM 0.13 of September 2023, MLF 7, int8 for a Cortex-M7: what the issue's archive holds."""
+    entry = _archive("world-2023-cortex-m7-int8", corpus_dir)
+    names = _members(entry)
+    assert names[:13] == [
+        ".", "./codegen", "./codegen/host", "./codegen/host/include",
+        "./codegen/host/include/tvmgen_default.h", "./codegen/host/src",
+        "./codegen/host/src/default_lib0.c", "./codegen/host/src/default_lib1.c",
+        "./metadata.json", "./parameters", "./parameters/default.params", "./src",
+        "./src/default.relay"]
+    assert "./runtime" in names and any(n.startswith("./templates/") for n in names)
+    meta = json.loads(entry.files["metadata.json"])
+    mod = meta["modules"]["default"]
+    assert meta["version"] == 7 and mod["target"] == ["c -keys=arm_cpu,cpu -mcpu=cortex-m7"]
+    (main_entry,) = mod["memory"]["functions"]["main"]
+    assert main_entry["outputs"] == {"StatefulPartitionedCall_0": {"dtype": "int8", "size": 1}}
+    assert main_entry["inputs"] == {"serving_default_dense_input:0": {"dtype": "int8", "size": 8}}
+    lib1 = entry.files["codegen/host/src/default_lib1.c"].decode()
+    assert "#include <arm_acle.h>" in lib1 and '__asm("pkhbt' in lib1 and "__smlad(" in lib1
+    relay = entry.files["src/default.relay"].decode()
+    assert 'output_tensor_names=["StatefulPartitionedCall_0"]) {\n' in relay
+    assert "span=" in relay and "ty=" not in relay and "->" not in relay
+    assert re.search(r"%15 = qnn\.dense\(%14, %v_param_7, .*units=1, out_dtype=\"int32\"\)",
+                     relay)
+    assert re.search(r"\n  qnn\.quantize\(%19, .*out_dtype=\"int8\"\) /\* span=[^*]*\*/\n}\n",
+                     relay)
+
+
+def test_world_archives_infer_what_they_leave_out(corpus_dir: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """info names the facts it inferred, one note per tensor, and needs no --input-spec."""
+    old = _cli_json(capsys, "info", str(_archive("world-2021-keras-dense", corpus_dir).path))
+    mod = old["modules"]["default"]
+    assert [(t["name"], t["dtype"], t["shape"], t["note"]) for t in mod["inputs"]] == [
+        ("dense_4_input", "float32", [1, 1], None)]
+    assert [(t["name"], t["dtype"], t["shape"], t["size_bytes"], t["note"])
+            for t in mod["outputs"]] == [
+        ("output", "float32", [1, 1], 4,
+         "dtype and shape float32 [1, 1] inferred through the body of @main in relay.txt, whose "
+         "result is nn.bias_add (its 4 bytes agree with io_size_bytes 8)")]
+    new = _cli_json(capsys, "info", str(_archive("world-2023-cortex-m7-int8", corpus_dir).path))
+    mod = new["modules"]["default"]
+    assert [(t["name"], t["dtype"], t["shape"], t["note"]) for t in mod["inputs"]] == [
+        ("serving_default_dense_input:0", "int8", [1, 8], None)]
+    assert [(t["name"], t["dtype"], t["shape"], t["size_bytes"], t["note"])
+            for t in mod["outputs"]] == [
+        ("StatefulPartitionedCall_0", "int8", [1, 1], 1,
+         "shape [1, 1] inferred through the body of @main in default.relay, whose result is "
+         "qnn.quantize")]
+
+
+def test_world_2021_without_relay_falls_back_to_the_sizes(corpus_dir: Path, tmp_path: Path) -> None:
+    """With its Relay text unreadable the 2021 archive still runs: every weight is float32 (the
+    params file), so the tensors are; the input's and output's 4 bytes each are not recorded,
+    but the Relay parameter list still gives the input (1, 1), and io_size_bytes 8 leaves 4
+    bytes for the output, whose flat shape is then [1]."""
+    entry = _archive("world-2021-keras-dense", corpus_dir)
+    relay = entry.files["src/relay.txt"].decode()
+    broken = relay.replace("  nn.bias_add(%9, %v_param_6)\n}", "  nn.bias_add(%9, %v_param_6")
+    path = _rewrite(entry, tmp_path / "no-body.tar", {"src/relay.txt": broken.encode()})
+    with open_mlf(path) as lib:
+        (x,), (y,) = lib.module().inputs, lib.module().outputs
+        assert (x.dtype, x.shape, x.note) == ("float32", (1, 1), None)
+        assert (y.dtype, y.size_bytes, y.shape) == ("float32", 4, (1,))
+        assert y.note == ("dtype float32: every input and every Relay parameter and every weight "
+                          "of the model that records a dtype is float32; 4 bytes: what "
+                          "io_size_bytes 8 leaves after the other inputs and outputs; shape [1] "
+                          "(flat): 4 bytes of float32, from io_size_bytes; the archive records "
+                          "no shape")

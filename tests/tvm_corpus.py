@@ -68,9 +68,29 @@ tvm-0.13-usmp          7        USMP internal pool in lib0.c, ``static uint8_t
                                 ``&global_workspace`` (source_module.cc
                                 ``GenerateWorkspaceBuffer``); main's ``workspace_size_bytes`` 0
 tvm-0.13-cortex-m      7        ``-mcpu=cortex-m7`` target; lib1.c includes ``<arm_acle.h>`` and
-                                uses ``__sxtb16``/``__smlad``/``__ror`` unconditionally
-                                (topi/arm_cpu/mprofile/dsp/micro_kernel/common.py, gemm.py):
-                                it compiles only for Arm
+                                uses ``__sxtb16``/``__smlad``/``__ror`` unconditionally, after
+                                the block TVM's DSP kernels start with (``__ror`` and inline-asm
+                                ``__pkhbt``/``__pkhtb`` unless ``ARM_CPU_INTRINSICS_EXIST``;
+                                topi/arm_cpu/mprofile/dsp/micro_kernel/common.py, gemm.py)
+world-2021-keras-dense 5        rebuilds a published archive of TVM's main branch, December 2021:
+                                the microTVM tutorials' sine model (Keras ``dense_4_input``,
+                                via TFLite); metadata main without inputs/outputs, io_size_bytes
+                                8; header outputs ``{ void* output; }``, no size macros, the
+                                workspace brief without EmitBrief's space; lib0.c's struct
+                                ``_run`` calling ``tvmgen_default_run_model(void* arg0,void*
+                                arg1)`` (GenerateCInterfaceEntrypoint at that commit, no ``;``
+                                after); an operator allocating its own 1 KiB workspace; relay.txt
+                                as the frontend left it: no types, no ``->``, ending in
+                                ``nn.bias_add(%9, %v_param_6)`` after ``nn.dense(units=1)``
+world-2023-cortex-m7-  7        rebuilds a published TVM 0.13 archive of September 2023: int8 for
+int8                            ``-keys=arm_cpu,cpu -mcpu=cortex-m7``, TVM's gemm micro-kernels
+                                (``read_and_pad`` with ``__pkhbt``/``__pkhtb``, ``__smlad``), a
+                                logistic in float (``expf``/``roundf``), ``./runtime``; metadata
+                                output ``StatefulPartitionedCall_0`` is ``{dtype int8, size 1}``
+                                with no shape; default.relay with spans, ``output_tensor_names``,
+                                untyped, ending in ``qnn.quantize(%19, ...)`` after
+                                ``qnn.dense(..., units=1)`` (tflite.py convert_fully_connected,
+                                convert_logistic)
 =====================  =======  ==============================================================
 
 All archives use ``-link-params=0``: the weights are both in ``parameters/<mod>.params`` and, as
@@ -123,10 +143,32 @@ class Model:
     params: dict[str, np.ndarray]  # "_param_1" -> array, in ExprTable order
     output_tensor_names: list[str]  # as the TFLite frontend sets them (sanitized)
     quant: dict[str, int] = field(default_factory=dict)  # int8: in_zp, out_zp, mult, shift
+    #: int8_logistic: per dense layer in_zp, mult, shift, out_zp, relu; then the logistic's
+    #: dequantize and quantize parameters (float)
+    layers: list[dict] = field(default_factory=list)
+    logistic: dict[str, float] = field(default_factory=dict)
+    op_workspace: int = 0  # bytes an operator allocates itself (TVMBackendAllocWorkspace)
+
+    def tolerance(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Per output element, how far the device may be from :meth:`reference`: 0, except
+        for a quantized sigmoid whose value lies so close to a rounding boundary that float32
+        and float64 round it differently (the C computes in float32 with expf)."""
+        want = self.reference(feeds)
+        if self.kind != "int8_logistic":
+            return [np.zeros(w.shape, np.int64) for w in want]
+        wide = self._logistic(feeds, np.float64)
+        return [(wide != want[0]).astype(np.int64)]
 
     def reference(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The network computed in numpy, independently of the generated C."""
         p = self.params
+        if self.kind == "sine_mlp":
+            x = feeds[self.inputs[0].name].astype(np.float32).reshape(-1, 1)
+            h = np.maximum(x @ p["_param_1"].T + p["_param_2"], np.float32(0))
+            h = np.maximum(h @ p["_param_3"].T + p["_param_4"], np.float32(0))
+            return [(h @ p["_param_5"].T + p["_param_6"]).astype(np.float32)]
+        if self.kind == "int8_logistic":
+            return [self._logistic(feeds, np.float32)]
         if self.kind == "float_mlp":
             x = feeds[self.inputs[0].name].astype(np.float32).reshape(1, -1)
             h = np.maximum(x @ p["_param_1"].T + p["_param_2"], np.float32(0))
@@ -142,6 +184,24 @@ class Model:
             x = feeds[self.inputs[1].name].astype(np.float32)
             return [np.maximum(x * p["_param_1"] + y, np.float32(0)), (x - y).astype(np.float32)]
         raise ValueError(self.kind)
+
+    def _logistic(self, feeds: dict[str, np.ndarray], ftype: type) -> np.ndarray:
+        """int8 dense layers (fixed-point requantization, TVM's rounding), then the TFLite
+        LOGISTIC as TVM lowers it: dequantize, sigmoid in float, quantize (round half away)."""
+        p = self.params
+        x = feeds[self.inputs[0].name].astype(np.int64).reshape(1, -1)
+        for k, q in enumerate(self.layers):
+            w, b = p[f"_param_{2 * k + 1}"].astype(np.int64), p[f"_param_{2 * k + 2}"]
+            acc = (x - q["in_zp"]) @ w.T + b
+            scaled = (acc * q["mult"] + (1 << (q["shift"] - 1))) >> q["shift"]
+            lo = max(-128, q["out_zp"]) if q["relu"] else -128
+            x = np.clip(scaled + q["out_zp"], lo, 127)
+        lg = self.logistic
+        v = (x - int(lg["deq_zp"])).astype(ftype) * ftype(lg["deq_scale"])
+        sig = ftype(1) / (ftype(1) + np.exp(ftype(0) - v))
+        scaled = sig / ftype(lg["q_scale"])
+        rounded = np.where(scaled >= 0, np.floor(scaled + ftype(0.5)), np.ceil(scaled - ftype(0.5)))
+        return np.clip(rounded.astype(np.int64) + int(lg["q_zp"]), -128, 127).astype(np.int8)
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -183,6 +243,63 @@ def float_two_in_two_out(seed: int = 3) -> Model:
                  params, ["Identity", "Identity_1"])
 
 
+def sine_mlp(seed: int = 11) -> Model:
+    """TVM's microTVM tutorial model (a Keras Sequential fitting sin(x), exported to TFLite):
+    dense 16 relu, dense 16 relu, dense 1 on one float input named by Keras, ``dense_4_input``;
+    weights random here."""
+    r = _rng(seed)
+    params = {
+        "_param_1": r.uniform(-1, 1, (16, 1)).astype(np.float32),
+        "_param_2": r.uniform(-0.5, 0.5, (16,)).astype(np.float32),
+        "_param_3": r.uniform(-0.5, 0.5, (16, 16)).astype(np.float32),
+        "_param_4": r.uniform(-0.5, 0.5, (16,)).astype(np.float32),
+        "_param_5": r.uniform(-1, 1, (1, 16)).astype(np.float32),
+        "_param_6": r.uniform(-0.5, 0.5, (1,)).astype(np.float32),
+    }
+    return Model("sine_mlp", [Tensor("dense_4_input", "float32", (1, 1))],
+                 [Tensor("Identity", "float32", (1, 1))], params, ["Identity"],
+                 op_workspace=1024)
+
+
+def _layer_scales(m: Model) -> list[tuple[float, float, float]]:
+    """(input scale, weight scale, output scale) of each int8 dense layer, consistent with its
+    fixed-point multiplier: out = in * w / (mult / 2**shift)."""
+    scales = []
+    s_in = 6.0 / 255.0
+    for q in m.layers:
+        s_w = 0.5 / 127.0
+        s_out = s_in * s_w / (q["mult"] / 2.0 ** q["shift"])
+        scales.append((s_in, s_w, s_out))
+        s_in = s_out
+    return scales
+
+
+def int8_logistic(seed: int = 12) -> Model:
+    """An int8 binary classifier as the TFLite frontend of TVM 0.13 imports it: dense 16, dense
+    16 relu, dense 16 relu, dense 1, LOGISTIC (dequantize, sigmoid, quantize)."""
+    r = _rng(seed)
+    sizes = [(16, 8), (16, 16), (16, 16), (1, 16)]
+    params: dict[str, np.ndarray] = {}
+    for k, (n, kk) in enumerate(sizes):
+        params[f"_param_{2 * k + 1}"] = r.integers(-60, 61, (n, kk)).astype(np.int8)
+        params[f"_param_{2 * k + 2}"] = r.integers(-2000, 2001, (n,)).astype(np.int32)
+    layers = [
+        {"in_zp": -128, "mult": 1374389535, "shift": 40, "out_zp": -6, "relu": False},
+        {"in_zp": -6, "mult": 1649267442, "shift": 37, "out_zp": -20, "relu": True},
+        {"in_zp": -20, "mult": 1649267442, "shift": 37, "out_zp": -10, "relu": True},
+        {"in_zp": -10, "mult": 1099511628, "shift": 38, "out_zp": 3, "relu": False},
+    ]
+    m = Model("int8_logistic", [Tensor("serving_default_dense_input:0", "int8", (1, 8))],
+              [Tensor("StatefulPartitionedCall:0", "int8", (1, 1))], params,
+              ["StatefulPartitionedCall_0"], layers=layers)
+    # The logistic dequantizes with the last dense layer's output scale and zero point;
+    # TFLite fixes its output at scale 1/256, zero point -128.
+    last_scale = _layer_scales(m)[-1][2]
+    m.logistic = {"deq_scale": float(np.float32(last_scale)), "deq_zp": layers[-1]["out_zp"],
+                  "q_scale": 1.0 / 256.0, "q_zp": -128}
+    return m
+
+
 # --- release profiles --------------------------------------------------------------------------
 
 
@@ -208,6 +325,13 @@ class Release:
     typed_lib0_inputs: bool = False  # 0.13: float* / int8_t* in the lib0.c prototype
     usmp: bool = False
     cortex_m: bool = False
+    #: the AOT main's name when it is not __tvm_main__ / the 0.8 flat run_model (Dec 2021:
+    #: ``run_model`` behind the struct entry point)
+    main_suffix: str | None = None
+    typed_relay: bool = True  # the Relay text carries ty= comments and @main's -> type
+    workspace_brief_space: bool = True  # "... module \"default\" \n": EmitBrief's space
+    #: a published archive this one rebuilds (what it is and what it taught)
+    world: str = ""
     quirks: list[str] = field(default_factory=list)
 
     @property
@@ -268,6 +392,29 @@ def _releases() -> dict[str, Release]:
                 target="c -keys=arm_cpu,cpu -device=arm_cpu -link-params=0 -mcpu=cortex-m7 "
                        "-model=stm32f746xx",
                 quirks=["-mcpu=cortex-m7", "<arm_acle.h>, __smlad/__sxtb16: Arm only"]),
+        Release("world-2021-keras-dense", "0.9.dev", 5, sine_mlp(),
+                export_datetime="2021-12-09 14:25:31Z", mtime=1639059931,
+                target="c -keys=cpu -link-params=0 -mcpu=cortex-m33", main_suffix="run_model",
+                output_tensor_names_attr=False, typed_relay=False, workspace_brief_space=False,
+                world="TVM main of December 2021 (MLF 5), the sine model of TVM's microTVM "
+                      "tutorials (Keras, via TFLite): metadata.json without inputs/outputs, "
+                      "io_size_bytes 8; header outputs { void* output; }, no size macros; "
+                      "src/relay.txt untyped, no '->', ending in nn.bias_add after "
+                      "nn.dense(units=1)",
+                quirks=["v5", "no per-tensor metadata", "untyped Relay without '->'",
+                        "struct entry point calling run_model", "operator workspace"]),
+        Release("world-2023-cortex-m7-int8", "0.13", 7, int8_logistic(),
+                export_datetime="2023-09-14 09:41:07Z", mtime=1694684467, runtime_dir=True,
+                templates_dir=True, header_size_macros=True, meta_tensors="named", spans=True,
+                typed_lib0_inputs=True, cortex_m=True, typed_relay=False,
+                target="c -keys=arm_cpu,cpu -mcpu=cortex-m7",
+                world="TVM 0.13 of September 2023 (MLF 7), int8 for a Cortex-M7: TVM's DSP "
+                      "micro-kernels with <arm_acle.h>, the producer's runtime/; output "
+                      "StatefulPartitionedCall_0 recorded as {dtype int8, size 1}, no shape; "
+                      "default.relay with spans and output_tensor_names, untyped, ending in "
+                      "qnn.quantize(%19, ...) after qnn.dense(units=1)",
+                quirks=["output without shape", "untyped Relay with spans",
+                        "TVM DSP gemm micro-kernels (__sxtb16, __smlad, __ror, __pkhbt/__pkhtb)"]),
     ]
     return {r.key: r for r in rel}
 
@@ -327,9 +474,10 @@ def _output_names(r: Release) -> list[str]:
 
 
 def _workspace_bytes(r: Release) -> int:
+    """main's own buffers plus the largest operator's (mlf.py _build_function_memory_map)."""
     if r.usmp:
         return 0
-    return sum(_align16(n) for n in _intermediates(r.model).values())
+    return sum(_align16(n) for n in _intermediates(r.model).values()) + r.model.op_workspace
 
 
 def _align16(n: int) -> int:
@@ -341,6 +489,10 @@ def _intermediates(m: Model) -> dict[str, int]:
         return {"sid_1": 16}
     if m.kind == "int8_dense":
         return {"sid_1": 16}  # the int32 accumulators
+    if m.kind == "sine_mlp":
+        return {"sid_6": 64, "sid_5": 64}
+    if m.kind == "int8_logistic":
+        return {"sid_1": 16, "sid_2": 16}  # int8 activations, ping-pong
     return {}
 
 
@@ -350,6 +502,15 @@ def _operator_functions(r: Release) -> list[str]:
         names = ["fused_nn_dense_add_nn_relu", "fused_nn_dense_add"]
     elif r.model.kind == "int8_dense":
         names = ["fused_nn_contrib_dense_pack_add", "fused_qnn_requantize"]
+    elif r.model.kind == "sine_mlp":
+        names = ["fused_reshape", "fused_nn_dense_add_nn_relu", "fused_reshape_1",
+                 "fused_nn_dense_add_nn_relu_1", "fused_nn_dense_add"]
+    elif r.model.kind == "int8_logistic":
+        names = ["fused_nn_dense_add_fixed_point_multiply_add_clip_cast",
+                 "fused_nn_dense_add_fixed_point_multiply_add_clip_cast_1",
+                 "fused_nn_dense_add_fixed_point_multiply_add_clip_cast_2",
+                 "fused_nn_dense_add_fixed_point_multiply_add_clip_cast_3",
+                 "fused_qnn_dequantize_sigmoid_qnn_quantize"]
     else:
         names = ["fused_multiply_add_nn_relu", "fused_subtract"]
     return [f"tvmgen_{mod}_{n}" for n in names]
@@ -373,7 +534,9 @@ def _metadata(r: Release) -> dict:
     memory = {"functions": {
         "main": [main],
         "operator_functions": [
-            {"function_name": f, "workspace": [{"device": 1, "workspace_size_bytes": 0}]}
+            {"function_name": f, "workspace": [{"device": 1, "workspace_size_bytes":
+                                                r.model.op_workspace if f.endswith("_relu_1")
+                                                else 0}]}
             for f in _operator_functions(r)],
     }}
     entry: dict = {"executors": ["aot"], "export_datetime": r.export_datetime, "memory": memory,
@@ -426,7 +589,9 @@ def _header(r: Release) -> str:
                f"int32_t tvmgen_{mod}_run(\n  struct tvmgen_{mod}_inputs* inputs,\n"
                f"  struct tvmgen_{mod}_outputs* outputs\n);\n")
     if r.header_workspace_macro:
-        out.append(_brief(mod, "Workspace size"))
+        # Until 2022 EmitWorkspaceSize wrote its own brief, without EmitBrief's space.
+        out.append(_brief(mod, "Workspace size") if r.workspace_brief_space
+                   else f'/*!\n * \\brief Workspace size for TVM module "{mod}"\n */\n')
         out.append(f"#define {up}_WORKSPACE_SIZE {_workspace_bytes(r)}\n")
     out.append(f"\n#ifdef __cplusplus\n}}\n#endif\n\n#endif // {guard}_\n")
     return "".join(out)
@@ -436,20 +601,27 @@ def _header(r: Release) -> str:
 
 
 def _relay_text(r: Release) -> str:
+    """``str(ir_mod)``: typed (``ty=`` after each expression and ``-> T``) once TVM's type
+    inference has run on the module; a frontend's fresh module (``typed_relay`` False) has no
+    types, only the spans of 0.12+ (PrintOptionalInfo prints ``/* span=... */`` alone)."""
     m = r.model
 
     def note(ty: str, span: str | None = None) -> str:
+        if not r.typed_relay:
+            return f" /* span={span}:0:0 */" if r.spans and span else ""
         if r.spans and span:
             return f" /* ty={ty} span={span}:0:0 */"
         return f" /* ty={ty} */"
 
     params = []
     for t in m.inputs:
-        span = f" /* ty={t.relay()} span={t.name}:0:0 */" if r.spans else ""
-        params.append(f"%{t.name}: {t.relay()}{span}")
+        params.append(f"%{t.name}: {t.relay()}{note(t.relay(), t.name) if r.spans else ''}")
     for name, arr in m.params.items():
         ty = f"Tensor[({', '.join(map(str, arr.shape))}), {arr.dtype}]"
-        params.append(f"%v{name}: {ty}" + (f" /* ty={ty} */" if r.spans else ""))
+        if r.typed_relay:
+            params.append(f"%v{name}: {ty}" + (f" /* ty={ty} */" if r.spans else ""))
+        else:
+            params.append(f"%v{name}: {ty}" + note(ty, _weight_span(m, name)))
     if r.output_tensor_names_attr:
         params.append("output_tensor_names=[" + ", ".join(
             f'"{n}"' for n in m.output_tensor_names) + "]")
@@ -459,7 +631,9 @@ def _relay_text(r: Release) -> str:
         ret = "(" + ", ".join(t.relay() for t in m.outputs) + ")"
     x = f"%{m.inputs[0].name}"
     out_span = m.outputs[0].name
-    if m.kind == "float_mlp":
+    if m.kind in ("sine_mlp", "int8_logistic"):
+        body = _world_body(m, x, note)
+    elif m.kind == "float_mlp":
         body = [
             f"  %0 = reshape({x}, newshape=[-1, 8]){note('Tensor[(1, 8), float32]', 'model/flatten/Reshape')};",
             f"  %1 = nn.dense(%0, %v_param_1, units=4){note('Tensor[(1, 4), float32]', 'model/dense/MatMul')};",
@@ -489,13 +663,80 @@ def _relay_text(r: Release) -> str:
             f"  %3 = subtract({x2}, {y}){note('Tensor[(1, 4), float32]', 'Identity_1:0')};",
             f"  (%2, %3){note('(Tensor[(1, 4), float32], Tensor[(1, 4), float32])')}",
         ]
+    arrow = f" -> {ret}" if r.typed_relay else ""
     text = ('#[version = "0.0.5"]\n'
-            f"def @main({', '.join(params)}) -> {ret} {{\n" + "\n".join(body) + "\n}\n")
+            f"def @main({', '.join(params)}){arrow} {{\n" + "\n".join(body) + "\n}\n")
     if "meta[" in text:
         text += ("\n/* For debugging purposes the metadata section has been omitted.\n"
                  " * If you would like to see the full metadata section you can set the \n"
                  " * option to `True` when invoking `astext`. \n */")
     return text
+
+
+def _f(value: float) -> str:
+    """A float32 scalar or double attribute as the printer writes it: C++ ``ostream <<`` (six
+    significant digits, %g style) and ``f``."""
+    return f"{float(np.float32(value)):g}f"
+
+
+def _weight_span(m: Model, name: str) -> str:
+    """The TFLite tensor a weight came from (ExprTable.new_const's source_name, 0.12+)."""
+    k = int(name.rsplit("_", 1)[1]) - 1
+    layer = "dense" if k < 2 else f"dense_{k // 2}"
+    return f"sequential/{layer}/MatMul" if k % 2 == 0 else f"sequential/{layer}/BiasAdd/ReadVariableOp"
+
+
+def _world_body(m: Model, x: str, note) -> list[str]:
+    """The statements of @main for the two published archives, as the TFLite frontend builds
+    them (convert_fully_connected: reshape, dense, bias_add[, requantize, clip]; convert_logistic:
+    dequantize, sigmoid, quantize) and the printer prints them (one temporary per call, the
+    last call inline)."""
+    lines: list[str] = []
+    if m.kind == "sine_mlp":
+        prev = x
+        widths = [(1, 16), (16, 16), (16, 1)]
+        for k, (kin, units) in enumerate(widths):
+            n = len(lines)
+            lines.append(f"  %{n} = reshape({prev}, newshape=[-1, {kin}]){note('', None)};")
+            lines.append(f"  %{n + 1} = nn.dense(%{n}, %v_param_{2 * k + 1}, units={units})"
+                         f"{note('', None)};")
+            bias = f"nn.bias_add(%{n + 1}, %v_param_{2 * k + 2}){note('', None)}"
+            if k < len(widths) - 1:
+                lines.append(f"  %{n + 2} = {bias};")
+                lines.append(f"  %{n + 3} = nn.relu(%{n + 2}){note('', None)};")
+                prev = f"%{n + 3}"
+            else:
+                lines.append(f"  {bias}")
+        return lines
+    prev = x
+    scales = _layer_scales(m)
+    for k, q in enumerate(m.layers):
+        layer = "dense" if k == 0 else f"dense_{k}"
+        span = (f"sequential/{layer}/MatMul;sequential/{layer}/Relu;sequential/{layer}/BiasAdd"
+                if q["relu"] else f"sequential/{layer}/MatMul;sequential/{layer}/BiasAdd")
+        w = m.params[f"_param_{2 * k + 1}"]
+        s_in, s_w, s_out = scales[k]
+        c = note("", span)
+        n = len(lines)
+        lines.append(f"  %{n} = reshape({prev}, newshape=[-1, {w.shape[1]}]){c};")
+        lines.append(f"  %{n + 1} = qnn.dense(%{n}, %v_param_{2 * k + 1}, {q['in_zp']}{c}, 0{c}, "
+                     f"{_f(s_in)}{c}, {_f(s_w)}{c}, units={w.shape[0]}, out_dtype=\"int32\"){c};")
+        lines.append(f"  %{n + 2} = nn.bias_add(%{n + 1}, %v_param_{2 * k + 2}){c};")
+        lines.append(f"  %{n + 3} = qnn.requantize(%{n + 2}, {_f(s_in * s_w)}{c}, 0{c}, "
+                     f"{_f(s_out)}{c}, {q['out_zp']}{c}, out_dtype=\"int8\"){c};")
+        prev = f"%{n + 3}"
+        if q["relu"]:
+            lines.append(f"  %{n + 4} = clip(%{n + 3}, a_min={_f(q['out_zp'])}, a_max=127f){c};")
+            prev = f"%{n + 4}"
+    lg = m.logistic
+    span = note("", "StatefulPartitionedCall:0")
+    n = len(lines)
+    lines.append(f"  %{n} = qnn.dequantize({prev}, {_f(lg['deq_scale'])}{span}, "
+                 f"{int(lg['deq_zp'])}{span}){span};")
+    lines.append(f"  %{n + 1} = sigmoid(%{n}){span};")
+    lines.append(f"  qnn.quantize(%{n + 1}, {_f(lg['q_scale'])}{span}, {int(lg['q_zp'])}{span}, "
+                 f"out_dtype=\"int8\"){span}")
+    return lines
 
 
 # --- params (src/relay/backend/param_dict / runtime NDArray::Save; spec §3.6) ------------------
@@ -564,6 +805,8 @@ def _c_sources(r: Release) -> dict[str, str]:
 
 
 def _main_name(r: Release) -> str:
+    if r.main_suffix:
+        return f"tvmgen_{r.mod}_{r.main_suffix}"
     return f"tvmgen_{r.mod}_run_model" if r.flat_run_model else f"tvmgen_{r.mod}___tvm_main__"
 
 
@@ -585,6 +828,17 @@ def _lib0(r: Release) -> str:
         call = ",".join(f"((DLTensor*)(((TVMValue*)args)[{i}].v_handle))[0].data"
                         for i in range(n_in + n_out))
         out.append(f"return {main}({call});\n}}\n")
+    elif r.main_suffix == "run_model":
+        # Dec 2021 (GenerateCInterfaceEntrypoint, source_module.cc): the struct entry point
+        # calls run_model(void* arg0, ...), a single output is outputs->output; no ';' after.
+        args = ",".join(f"void* arg{i}" for i in range(n_in + n_out))
+        call = [f"inputs->{t.c_name}" for t in m.inputs] + [
+            f"outputs->{n}" for n in _output_names(r)]
+        out.append(f"#include <tvmgen_{mod}.h>\nTVM_DLL int32_t {main}({args});\n"
+                   f"int32_t tvmgen_{mod}_run(struct tvmgen_{mod}_inputs* inputs,struct "
+                   f"tvmgen_{mod}_outputs* outputs) {{return {main}({','.join(call)});\n}}\n"
+                   "#ifdef __cplusplus\n}\n#endif\n")
+        return "".join(out)
     else:
         if r.usmp:
             out.append('__attribute__((section(".bss.noinit.tvm"), aligned(16)))\n'
@@ -618,17 +872,255 @@ def _lib1(r: Release) -> str:
             '#include "tvm/runtime/c_runtime_api.h"\n#include "tvm/runtime/c_backend_api.h"\n'
             "#include <math.h>\n")
     if r.cortex_m:
-        head += "#include <stdint.h>\n#include <string.h>\n#include <arm_acle.h>\n"
-    consts = "".join(_const_array(f"fused_constant_{i}", arr)
-                     for i, arr in enumerate(m.params.values()))
+        head += _DSP_COMMON
+    if m.kind == "sine_mlp":
+        consts = "".join(_const_array(f"constant_{i}", arr)
+                         for i, arr in enumerate(m.params.values()))
+    elif m.kind == "int8_logistic":
+        head += _DSP_READ_AND_PAD + "".join(
+            _gemm(1, w.shape[1], w.shape[0], uid) for w, uid in zip(
+                [m.params[f"_param_{2 * k + 1}"] for k in range(len(m.layers))], _GEMM_IDS,
+                strict=False))
+        consts = ""
+        for k, q in enumerate(m.layers):
+            w = m.params[f"_param_{2 * k + 1}"]
+            b = m.params[f"_param_{2 * k + 2}"].astype(np.int64)
+            # qnn.dense canonicalized: the input zero point's term folds into the bias.
+            folded = (b - q["in_zp"] * w.astype(np.int64).sum(axis=1)).astype(np.int32)
+            consts += _const_array(f"fused_constant_{2 * k}", w)
+            consts += _const_array(f"fused_constant_{2 * k + 1}", folded)
+    else:
+        consts = "".join(_const_array(f"fused_constant_{i}", arr)
+                         for i, arr in enumerate(m.params.values()))
     ops = _operators(r)
     return head + consts + ops + _main(r)
+
+
+#: What TVM's Cortex-M DSP schedules put before their micro-kernels (python/tvm/topi/arm_cpu/
+#: mprofile/dsp/micro_kernel/common.py, ``common_includes``, 0.9-0.15): the compiler's
+#: <arm_acle.h>, then __ror and the PKHBT/PKHTB instructions defined by the file itself unless
+#: ARM_CPU_INTRINSICS_EXIST (GCC's <arm_acle.h> has neither) -- as inline assembly, so this C
+#: builds only for Arm. Written here in our words, with TVM's names.
+_DSP_COMMON = """
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arm_acle.h>
+
+#include <tvm/runtime/crt/error_codes.h>
+
+
+#ifndef ARM_CPU_INTRINSICS_EXIST
+#define ARM_CPU_INTRINSICS_EXIST
+__attribute__((always_inline)) uint32_t __ror(uint32_t op1, uint32_t op2)
+{
+  op2 %= 32U;
+  return op2 == 0U ? op1 : ((op1 >> op2) | (op1 << (32U - op2)));
+}
+
+#define __pkhbt(ARG1,ARG2,ARG3) \\
+__extension__ \\
+({                          \\
+  uint32_t __RES, __ARG1 = (ARG1), __ARG2 = (ARG2); \\
+  __asm("pkhbt %0, %1, %2, lsl %3" : "=r" (__RES) :  "r" (__ARG1), "r" (__ARG2), "I" (ARG3)  ); \\
+  __RES; \\
+ })
+
+#define __pkhtb(ARG1,ARG2,ARG3) \\
+__extension__ \\
+({                          \\
+  uint32_t __RES, __ARG1 = (ARG1), __ARG2 = (ARG2); \\
+  if (ARG3 == 0) \\
+    __asm("pkhtb %0, %1, %2" : "=r" (__RES) :  "r" (__ARG1), "r" (__ARG2)  ); \\
+  else \\
+    __asm("pkhtb %0, %1, %2, asr %3" : "=r" (__RES) :  "r" (__ARG1), "r" (__ARG2), "I" (ARG3)  ); \\
+  __RES; \\
+ })
+#endif
+"""
+
+#: gemm.py's helper: four int8 of ``source`` as two words of two int16 each (bytes 0 and 2,
+#: then 1 and 3 swapped back into order by PKHBT/PKHTB), for SMLAD.
+_DSP_READ_AND_PAD = """
+#ifndef ARM_CPU_MPROFILE_READ_AND_PAD_EXISTS
+#define ARM_CPU_MPROFILE_READ_AND_PAD_EXISTS
+__attribute__((always_inline)) static inline const int8_t *read_and_pad(const int8_t *source, int32_t *out1, int32_t *out2)
+{
+    int32_t inA;
+    memcpy(&inA, source, 4);
+    source += 4;
+
+    int32_t inAbuf1 = __sxtb16(__ror((uint32_t)inA, 8));
+    int32_t inAbuf2 = __sxtb16(inA);
+    *out2 = (int32_t)(__pkhtb(inAbuf1, inAbuf2, 16));
+    *out1 = (int32_t)(__pkhbt(inAbuf2, inAbuf1, 16));
+
+    return source;
+}
+#endif
+"""
+
+#: The intrinsic's random 8-letter ids (gemm.py ``uniq_id``), fixed here.
+_GEMM_IDS = ["PXQZDLMV", "KJWRTBNA", "YHCEFGOS", "LQMAZRTX"]
+
+
+def _gemm(mm: int, kk: int, nn: int, uid: str) -> str:
+    """``gemm_{M}x{K}x{N}_body_{id}``: C = A * B^T, int8 in, int32 out, SMLAD over the padded
+    int16 pairs; M < 2 and N < 2 take a plain loop; a K not divisible by 4 ends in a loop."""
+    name = f"gemm_{mm}x{kk}x{nn}"
+    rest = ("" if kk % 4 == 0 else
+            f"  for (int i = 0; i < {mm}; i++)\n"
+            f"    for (int j = 0; j < {nn}; j++)\n"
+            f"      for (int l = {kk // 4 * 4}; l < {kk}; l++)\n"
+            "        cc[i*C_stride + j] += (int32_t) aa[i*A_stride + l] * (int32_t) bb[j*B_stride + l];\n")
+    return f"""
+
+#ifdef __cplusplus
+extern "C"
+#endif
+__attribute__((always_inline)) static inline int32_t {name}_body_loop_{uid}(
+    int8_t *aa, int8_t *bb, int32_t *cc,
+    int A_stride, int B_stride, int C_stride) {{
+  for (int i = 0; i < {mm}; i++) {{
+    for (int j = 0; j < {nn}; j++) {{
+      int32_t sum = 0;
+      for (int l = 0; l < {kk}; l++) {{
+        sum += (int32_t) aa[i*A_stride + l] * (int32_t) bb[j*B_stride + l];
+      }}
+      cc[i*C_stride + j] = sum;
+    }}
+  }}
+  return 0;
+}}
+
+#ifdef __cplusplus
+extern "C"
+#endif
+__attribute__((always_inline)) static inline int32_t {name}_body_{uid}(
+    int8_t *aa, int8_t *bb, int32_t *cc,
+    int A_stride, int B_stride, int C_stride) {{
+  int16_t bb_pad[{nn * kk}];
+
+  if ( {mm} < 2 && {nn} < 2 ) {{
+    return {name}_body_loop_{uid}(aa, bb, cc, A_stride, B_stride, C_stride);
+  }}
+
+  for (int i = 0; i < {nn}; i++)
+    for (int j = 0; j < {kk} / 4; j++)
+      read_and_pad(&bb[i*B_stride + j*4], (int32_t*) &bb_pad[i*{kk} + j*4], (int32_t*) &bb_pad[i*{kk} + j*4 + 2]);
+
+  for (int i = 0; i < {mm}; i++) {{
+    int16_t aa_pad_line[{kk}];
+    for (int l = 0; l < {kk} / 4; l++)
+      read_and_pad(&aa[i*A_stride + l*4], (int32_t*) &aa_pad_line[l*4], (int32_t*) &aa_pad_line[l*4 + 2]);
+
+    for (int j = 0; j < {nn}; j++) {{
+      int32_t *aa_ptr = (int32_t *) aa_pad_line;
+      int32_t *bb_ptr = (int32_t *) &bb_pad[j*{kk}];
+      int32_t sum = 0;
+      for (int l = 0; l < 2 * ({kk} / 4); l++) {{
+        sum = __smlad(*aa_ptr, *bb_ptr, sum);
+        ++ aa_ptr; ++ bb_ptr;
+      }}
+      cc[i*C_stride + j] = sum;
+    }}
+  }}
+{rest}  return 0;
+}}
+"""
+
+
+def _c_e(value: float) -> str:
+    """A float constant as TVM's C codegen prints an immediate (``%e`` with ``f``)."""
+    return f"{float(np.float32(value)):.6e}f"
+
+
+def _sine_operators(r: Release) -> str:
+    """The sine model's operators in the style of a 2021 ``-link-params=0`` AOT build: the
+    weights as ``constant_N`` arrays, one operator packing its weights in a workspace buffer."""
+    f = _operator_functions(r)
+    return (
+        _fn(f"{f[0]}(float* placeholder, float* T_reshape)",
+            "  T_reshape[0] = placeholder[0];\n")
+        + _fn(f"{f[1]}(float* placeholder, float* T_relu)",
+              "  for (int32_t ax1 = 0; ax1 < 16; ++ax1) {\n"
+              "    float T_dense = placeholder[0] * ((float*)constant_0)[ax1];\n"
+              "    float _1 = T_dense + ((float*)constant_1)[ax1];\n"
+              "    T_relu[ax1] = ((_1) > (0.000000e+00f) ? (_1) : (0.000000e+00f));\n"
+              "  }\n")
+        + _fn(f"{f[2]}(float* placeholder, float* T_reshape)",
+              "  for (int32_t ax1_inner = 0; ax1_inner < 16; ++ax1_inner) {\n"
+              "    T_reshape[ax1_inner] = placeholder[ax1_inner];\n"
+              "  }\n")
+        + _fn(f"{f[3]}(float* placeholder, float* T_relu)",
+              "  void* packed_weight = TVMBackendAllocWorkspace(1, 0, (uint64_t)1024, 2, 32);\n"
+              "  if (packed_weight == NULL) {\n    return -1;\n  }\n"
+              "  for (int32_t k = 0; k < 16; ++k) {\n"
+              "    for (int32_t j = 0; j < 16; ++j) {\n"
+              "      ((float*)packed_weight)[((k * 16) + j)] = ((float*)constant_2)[((j * 16) + k)];\n"
+              "    }\n"
+              "  }\n"
+              "  for (int32_t ax1 = 0; ax1 < 16; ++ax1) {\n"
+              "    float compute_global = 0.000000e+00f;\n"
+              "    for (int32_t k_outer = 0; k_outer < 16; ++k_outer) {\n"
+              "      compute_global = (compute_global + (placeholder[k_outer] * "
+              "((float*)packed_weight)[((k_outer * 16) + ax1)]));\n"
+              "    }\n"
+              "    float _1 = compute_global + ((float*)constant_3)[ax1];\n"
+              "    T_relu[ax1] = ((_1) > (0.000000e+00f) ? (_1) : (0.000000e+00f));\n"
+              "  }\n"
+              "  if (TVMBackendFreeWorkspace(1, 0, packed_weight) != 0) {\n    return -1;\n  }\n")
+        + _fn(f"{f[4]}(float* placeholder, float* T_add)",
+              "  float compute_global = 0.000000e+00f;\n"
+              "  for (int32_t k_outer = 0; k_outer < 16; ++k_outer) {\n"
+              "    compute_global = (compute_global + (placeholder[k_outer] * "
+              "((float*)constant_4)[k_outer]));\n"
+              "  }\n"
+              "  T_add[0] = (compute_global + ((float*)constant_5)[0]);\n"))
+
+
+def _logistic_operators(r: Release) -> str:
+    """The int8 classifier's operators as TVM 0.13 schedules them for a Cortex-M with DSP:
+    each dense is the gemm micro-kernel (raw sum of products), then the folded bias, the
+    fixed-point requantization and the clip; the logistic is float math with expf/roundf."""
+    m, f = r.model, _operator_functions(r)
+    out = []
+    for k, q in enumerate(m.layers):
+        w = m.params[f"_param_{2 * k + 1}"]
+        n, kk = w.shape
+        lo = max(-128, q["out_zp"]) if q["relu"] else -128
+        gemm = f"gemm_1x{kk}x{n}_body_{_GEMM_IDS[k]}"
+        out.append(_fn(
+            f"{f[k]}(int8_t* p0, int8_t* T_cast)",
+            f"  int32_t dense[{n}];\n"
+            f"  {gemm}((int8_t*)p0, (int8_t*)fused_constant_{2 * k}, dense, {kk}, {kk}, {n});\n"
+            f"  for (int32_t ax1 = 0; ax1 < {n}; ++ax1) {{\n"
+            f"    int64_t acc = ((int64_t)(dense[ax1] + fused_constant_{2 * k + 1}[ax1]));\n"
+            f"    int32_t v = ((int32_t)(((acc * (int64_t){q['mult']}) + ((int64_t)1 << "
+            f"((int64_t){q['shift'] - 1}))) >> ((int64_t){q['shift']}))) + {q['out_zp']};\n"
+            f"    int32_t lo = (v) > ({lo}) ? (v) : ({lo});\n"
+            "    T_cast[ax1] = ((int8_t)((lo) < (127) ? (lo) : (127)));\n"
+            "  }\n"))
+    lg = m.logistic
+    out.append(_fn(
+        f"{f[len(m.layers)]}(int8_t* p0, int8_t* T_cast)",
+        f"  float v = (((float)(((int32_t)p0[0]) - {int(lg['deq_zp'])})) * {_c_e(lg['deq_scale'])});\n"
+        "  float sig = (1.000000e+00f / (1.000000e+00f + expf((0.000000e+00f - v))));\n"
+        f"  int32_t q = (((int32_t)roundf((sig / {_c_e(lg['q_scale'])}))) + {int(lg['q_zp'])});\n"
+        "  int32_t lo = (q) > (-128) ? (q) : (-128);\n"
+        "  T_cast[0] = ((int8_t)((lo) < (127) ? (lo) : (127)));\n"))
+    return "".join(out)
 
 
 def _operators(r: Release) -> str:
     m = r.model
     pool = ", uint8_t* global_workspace_1_var" if r.usmp else ""
     f = _operator_functions(r)
+    if m.kind == "sine_mlp":
+        return _sine_operators(r)
+    if m.kind == "int8_logistic":
+        return _logistic_operators(r)
     if m.kind == "float_mlp":
         return (
             _fn(f"{f[0]}(float* p0, float* T_relu{pool})",
@@ -721,7 +1213,23 @@ def _main(r: Release) -> str:
     out_names = [p.split()[-1] for p in outs]
     pool_args = ", global_workspace_0_var" if r.usmp else ""
     body = []
-    if m.kind in ("float_mlp", "int8_dense"):
+    if m.kind in ("sine_mlp", "int8_logistic"):
+        bufs = list(_intermediates(m))
+        for b in bufs:
+            body.append(f"  void* {b} = TVMBackendAllocWorkspace(1, 0, (uint64_t)"
+                        f"{_intermediates(m)[b]}, 0, 8);\n  if ({b} == NULL) {{\n    return -1;\n  }}\n")
+        a, b = bufs
+        x, y = in_names[0], out_names[0]
+        if m.kind == "sine_mlp":  # reshape_1 serves both hidden layers
+            calls = [(f[0], x, a), (f[1], a, b), (f[2], b, a), (f[3], a, b), (f[2], b, a),
+                     (f[4], a, y)]
+        else:
+            calls = [(f[0], x, a), (f[1], a, b), (f[2], b, a), (f[3], a, b), (f[4], b, y)]
+        for fn_name, src, dst in calls:
+            body.append(f"  if ({fn_name}({src}, {dst}) != 0 ) return -1;\n")
+        for b in reversed(bufs):
+            body.append(f"  if (TVMBackendFreeWorkspace(1, 0, {b}) != 0) {{\n    return -1;\n  }}\n")
+    elif m.kind in ("float_mlp", "int8_dense"):
         size = _intermediates(m)["sid_1"]
         if r.usmp:
             body.append("  void* sid_1_let = (&(global_workspace_0_var[0]));\n")
