@@ -17,9 +17,18 @@ the input's name, its C name or its index (``"0"``): a mapping, an ``.npz`` file
 ``<name>.npy`` files. Every input must have the same number of samples; each sample must have
 the input's dtype and shape (each sample may leave out size-1 axes, e.g. the batch axis; any other shape is refused).
 
+A single ``.npy`` is the one input of a one-input model (a published sample input, often
+one sample without a sample axis: its per-sample part may leave out size-1 axes).
+
 **References.** A reference is a mapping (or ``.npz`` / folder) keyed by output name in the same
 layout, or is computed from a ``.tflite`` model by TFLite Micro (the bit-exact reference for
 int8) and by LiteRT (:mod:`project_api.emit.reference`), one interpreter each for all samples.
+Given as files (:func:`load_reference`), the sample output published beside a model works as
+it is: a single ``.npy`` for a one-output model, a folder of ``<output name>.npy`` or
+``<output name>.txt``, or a single ``.txt`` of numbers separated by white space or commas. A
+``.npy`` or ``.txt`` holding exactly one sample's worth of elements is that one sample whatever
+its shape; otherwise the first axis is the sample (a ``.txt`` takes its shape from the model:
+``samples x output shape`` elements in C order).
 
 **Metrics** (:func:`compute_metrics`, plain numpy, per output over all samples): ``max_abs``,
 ``mean_abs``, ``rmse`` and ``l2r`` (``||device - ref||_2 / ||ref||_2``) are errors, lower is
@@ -92,6 +101,7 @@ __all__ = [
     "compute_metrics",
     "litert_outputs",
     "load_arrays",
+    "load_reference",
     "parse_thresholds",
     "plan_validation",
     "stream_samples",
@@ -191,8 +201,8 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
     if not path.is_file():
         raise ValidationError(f"{what} {path} does not exist; pass an .npz file or a folder of .npy files")
     if path.suffix == ".npy":
-        raise ValidationError(f"{what} {path} is a single .npy; put it in an .npz keyed by tensor "
-                              "name (np.savez(path, name=array)) or in a folder named after it")
+        # One tensor, keyed by index: the only input (or output) of the model.
+        return {"0": _load_npy(path, what)}
     try:
         with np.load(path, allow_pickle=False) as npz:
             if not hasattr(npz, "files"):
@@ -202,6 +212,90 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
     except (OSError, ValueError) as err:
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValidationError(f"{what} {path} cannot be read as a .npy ({err}); write it with "
+                              "np.save(path, array)") from None
+
+
+def _load_txt(path: Path, spec: TensorSpec, samples: int, what: str) -> np.ndarray:
+    """Numbers separated by white space or commas, in C order, shaped by the model."""
+    try:
+        words = path.read_text(encoding="utf-8").replace(",", " ").split()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValidationError(f"{what} {path} cannot be read ({err}); give a text file of "
+                              "numbers") from None
+    try:
+        values = np.array([float(w) for w in words], dtype=np.float64)
+    except ValueError as err:
+        raise ValidationError(f"{what} {path} holds {err.args[0].split(': ')[-1]}, not a number; "
+                              "give numbers separated by white space or commas") from None
+    per = math.prod(spec.shape)
+    if not values.size or values.size % per:
+        raise ValidationError(
+            f"{what} {path} holds {values.size} numbers; output {spec.name!r} is "
+            f"{spec.dtype}{list(spec.shape)}, {per} per sample, so {samples} sample(s) need "
+            f"{samples * per}")
+    if spec.dtype.kind in "iub":
+        info = np.iinfo(spec.dtype) if spec.dtype.kind != "b" else None
+        if not np.all(np.round(values) == values) or (
+                info is not None and (values.min() < info.min or values.max() > info.max)):
+            raise ValidationError(f"{what} {path} holds values that are not {spec.dtype} "
+                                  f"integers; output {spec.name!r} is {spec.dtype}")
+    return values.astype(spec.dtype).reshape((values.size // per, *spec.shape))
+
+
+def _one_sample_or_many(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """An array of exactly one sample's elements (any shape) gets its sample axis."""
+    if arr.size == math.prod(spec.shape) and tuple(arr.shape[1:]) != spec.shape:
+        return arr.reshape((1, *spec.shape))
+    return arr
+
+
+def load_reference(source: str | Path | Mapping[str, Any], specs: Sequence[TensorSpec],
+                   samples: int, what: str = "reference") -> dict[str, np.ndarray]:
+    """A reference's arrays keyed by output (see the module doc for the forms): a mapping,
+    ``.npz``, a folder of ``<output name>.npy`` / ``.txt``, a single ``.npy`` or ``.txt`` for a
+    one-output model. ``samples`` is the number of input samples it must match."""
+    if isinstance(source, Mapping):
+        return load_arrays(source, what)
+    path = Path(source)
+    single = path.is_file() and path.suffix in (".npy", ".txt")
+    if single and len(specs) != 1:
+        names = ", ".join(s.name for s in specs)
+        raise ValidationError(
+            f"{what} {path} is one {path.suffix} but the model has {len(specs)} outputs "
+            f"({names}); give an .npz keyed by output name or a folder of <output name>.npy")
+    if single and path.suffix == ".txt":
+        return {specs[0].name: _load_txt(path, specs[0], samples, what)}
+    if single:
+        return {specs[0].name: _one_sample_or_many(_load_npy(path, what), specs[0])}
+    if path.is_dir():
+        texts = sorted(path.glob("*.txt"))
+        arrays = {f.stem: _load_npy(f, what) for f in sorted(path.glob("*.npy"))}
+        for f in texts:
+            i = _find_key(specs, f.stem)
+            if i is None:
+                raise ValidationError(f"{what} folder {path} has {f.name} but the model has no "
+                                      f"output {f.stem!r}; its outputs: "
+                                      + ", ".join(s.name for s in specs))
+            if f.stem in arrays:
+                raise ValidationError(f"{what} folder {path} has both {f.stem}.npy and "
+                                      f"{f.name}; keep one")
+            arrays[f.stem] = _load_txt(f, specs[i], samples, what)
+        if not arrays:
+            raise ValidationError(f"{what} folder {path} holds no .npy or .txt files; save one "
+                                  "<output name>.npy per output (first axis = sample)")
+        out = {}
+        for key, arr in arrays.items():
+            i = _find_key(specs, key)
+            out[key] = _one_sample_or_many(arr, specs[i]) if i is not None else arr
+        return out
+    return load_arrays(path, what)
 
 
 def _bind(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], kind: str, what: str,
@@ -953,7 +1047,8 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
     plan = ValidationPlan(info, in_specs, out_specs, inputs)
     if reference is not None:
         what = reference if isinstance(reference, str | Path) else "reference"
-        ref_arrays = load_arrays(reference, f"reference {what}" if what != "reference" else what)
+        ref_arrays = load_reference(reference, out_specs, n,
+                                    f"reference {what}" if what != "reference" else what)
         if limit is not None:
             ref_arrays = {k: v[:limit] for k, v in ref_arrays.items()}
         plan.reference = bind_reference(out_specs, ref_arrays, n,

@@ -47,7 +47,9 @@ data: an .npz (or a folder of <input>.npy files) with one array per input, keyed
 input's name, its C name or its index; the first axis is the sample:
   python -c "import numpy as np; np.savez('samples.npz', input_1=np.random.default_rng(0)
              .integers(-128, 128, (100, 1, 49, 10, 1), dtype=np.int8))"
-A reference .npz has one array per output, keyed by output name, first axis = sample.
+A reference .npz has one array per output, keyed by output name, first axis = sample; a
+one-input, one-output model also takes the .npy/.txt pair published beside it, e.g.
+  project-api validate prj --data x.npy --reference y.npy     (or y.txt: numbers, any layout)
 
 thresholds: METRIC[@REF]=VALUE, repeatable, checked on every output that has the metric.
   --fail-under for agreements (fails when the metric is below VALUE),
@@ -74,8 +76,10 @@ examples:
         parser.add_argument("--data", "-d", required=True, metavar="SAMPLES",
                             help="samples: .npz, or a folder of .npy, one array per input "
                                  "(first axis = sample)")
-        parser.add_argument("--reference", "-r", metavar="REF.npz",
-                            help="expected outputs: .npz (or folder) keyed by output name")
+        parser.add_argument("--reference", "-r", metavar="REF",
+                            help="expected outputs: .npz (or a folder of <output>.npy/.txt) "
+                                 "keyed by output name; for a one-output model also one .npy "
+                                 "or .txt (the sample output published beside a model)")
         parser.add_argument("--model", "-m", metavar="MODEL",
                             help="a .tflite: compare with TFLite Micro and LiteRT run on it "
                                  "(with --template: the model to build, .tflite or MLF .tar)")
