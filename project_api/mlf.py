@@ -746,6 +746,13 @@ def write_mlf_with_specs(
 def _load(root: Path, source: Path, tempdir: Path | None,
           specs: dict[str, InputSpec] | None = None) -> ModelLibrary:
     meta_path = root / "metadata.json"
+    if not meta_path.is_file() and (root / "codegen").is_dir():
+        raise MLFError(
+            f"{source}: holds codegen/ but no metadata.json, so it is only the generated C of a "
+            "Model Library Format archive (its tensors' dtypes are recorded nowhere in it); pass "
+            "the whole .tar that 'tvmc compile --output-format mlf' or "
+            "export_model_library_format wrote"
+        )
     if not meta_path.is_file():
         raise MLFError(
             f"{source}: not a Model Library Format archive (no metadata.json at its root); "
@@ -924,7 +931,11 @@ class _ModuleParser:
                 f"{relay_name}); re-export the model with its Relay text or with our emitter"
             )
         model_dtypes = self._model_dtypes(inputs + outputs, relay, params)
-        completed = self._complete(inputs + outputs, io, relay, model_dtypes, header)
+        # io_size_bytes counts every variable of main (unbound weights, TVM 0.11+ also other
+        # buffers: 2059 for 6 bytes of tensors in a published 0.13 archive); it stands for the
+        # inputs plus outputs only where the metadata has no per-tensor sizes (TVM 0.8-0.10).
+        io_rest = io if meta_in is None and meta_out is None else None
+        completed = self._complete(inputs + outputs, io_rest, relay, model_dtypes, header)
         inputs, outputs = completed[: len(inputs)], completed[len(inputs) :]
         if header and header.workspace_size is not None and not mains:
             workspace = header.workspace_size
@@ -1367,28 +1378,24 @@ class _ModuleParser:
         missing = [d for d in drafts if d.size is None]
         if io_size is not None and len(missing) == 1:
             rest = io_size - sum(d.size for d in drafts if d.size is not None)  # type: ignore[misc]
-            if rest > 0:
-                d = missing[0]
+            d = missing[0]
+            bits = dtype_bits(d.dtype) if d.dtype else 8
+            if rest > 0 and (rest * 8) % bits == 0:
                 d.size, d.size_from = rest, "io_size_bytes"
                 d.notes.append(f"{rest} bytes: what io_size_bytes {io_size} leaves after the "
                                "other inputs and outputs")
+            else:
+                _LOG.debug("%s: io_size_bytes %d leaves %d bytes for %s %r; not used",
+                           self.where, io_size, rest, d.kind, d.name)
         elif io_size is not None and not missing:
             total = sum(d.size for d in drafts)  # type: ignore[misc]
-            guessed = [d for d in drafts if d.inferred and d.size_from == "the Relay shape"]
             if total == io_size:
-                for d in guessed:
-                    d.agrees = f"its {d.size} bytes agree with io_size_bytes {io_size}"
-            if total != io_size and len(guessed) == 1:
-                d = guessed[0]
-                rest = io_size - (total - d.size)  # type: ignore[operator]
-                _LOG.debug("%s: %s %r: the Relay body gives %s bytes but io_size_bytes %d leaves "
-                           "%d; using io_size_bytes", self.where, d.kind, d.name, d.size,
-                           io_size, rest)
-                if rest > 0:
-                    d.size, d.size_from, d.shape = rest, "io_size_bytes", None
-                    d.inferred = [x for x in d.inferred if x != "shape"]
-                    d.notes.append(f"{rest} bytes: what io_size_bytes {io_size} leaves after "
-                                   "the other inputs and outputs")
+                for d in drafts:
+                    if d.inferred and d.size_from == "the Relay shape":
+                        d.agrees = f"its {d.size} bytes agree with io_size_bytes {io_size}"
+            else:
+                _LOG.debug("%s: the inputs and outputs hold %d bytes, io_size_bytes says %d",
+                           self.where, total, io_size)
         for d in drafts:
             r = d.relay_fact
             if (d.shape is None and r is not None and r.partial is not None

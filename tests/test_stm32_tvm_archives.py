@@ -24,7 +24,8 @@ def flashed(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     root = tmp_path_factory.mktemp(request.param)
     entry = build_archive(request.param, root)
-    project = build_project(entry.path, root / "prj")
+    # TVM's C is not warning-free (the 2021 operators take const weights as float*).
+    project = build_project(entry.path, root / "prj", warning_as_error=False)
     try:
         project.flash()
         yield entry, project
@@ -50,16 +51,17 @@ def test_published_archive_runs_on_qemu_stm32(flashed: tuple) -> None:
         model = session.model()
         for _ in range(24):
             feeds = _sample(entry, rng)
-            (name, x), = feeds.items()
+            while entry.model.ambiguous(feeds):  # a float rounding tie: take another sample
+                feeds = _sample(entry, rng)
+            ((_, x),) = feeds.items()
             model.set_input(0, x)
             model.run()
             got = model.get_output(0)
             (want,) = entry.model.reference(feeds)
-            (tol,) = entry.model.tolerance(feeds)
             assert got.shape == want.shape and got.dtype == want.dtype
             if want.dtype.kind == "f":
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
             else:
-                assert (np.abs(got.astype(np.int64) - want.astype(np.int64)) <= tol).all()
+                np.testing.assert_array_equal(got, want)
             seen.add(got.tobytes())
     assert len(seen) > 4  # the outputs vary with the inputs: a check that can fail
