@@ -500,7 +500,7 @@ def build_corpus(dest_dir: Path) -> list[CorpusArchive]:
 
 def archive_files(r: Release) -> dict[str, bytes]:
     """{path inside the archive: bytes}; the standalone-CRT stand-ins are added by _write_tar."""
-    m, mod = r.model, r.mod
+    mod = r.mod
     files: dict[str, bytes] = {}
     files["metadata.json"] = json.dumps(_metadata(r), indent=2, sort_keys=True).encode()
     for name, text in _c_sources(r).items():
