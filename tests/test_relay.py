@@ -465,3 +465,47 @@ def test_literals() -> None:
     for text, (dtype, value) in consts.items():
         c = parser._literal(text)
         assert (c.dtype, c.value) == (dtype, value)
+
+
+def test_a_quantized_lenet_as_tvm_011_prints_it() -> None:
+    """The body of a published TVM 0.11.dev archive (a TFLite LeNet for a Cortex-M7): input
+    quantize, reshape to NHWC, qnn.conv2d / max_pool2d twice, transpose back, dense layers,
+    dequantize. Spans and printed attributes as there (rounding/compute_dtype, axis=3)."""
+    sp = " /* span=PartitionedCall:0:0:0 */"
+    q = "-128" + sp + ", 0" + sp
+    lines = [
+        f'%0 = qnn.quantize(%x, 0.00392143f{sp}, -128{sp}, out_dtype="int8"){sp};',
+        f"%1 = reshape(%0, newshape=[1, 28, 28, 1]){sp};",
+        f"%2 = qnn.conv2d(%1, %w1, {q}, 0.00392143f{sp}, meta[relay.Constant][0]{sp}, "
+        'padding=[0, 0, 0, 0], channels=6, kernel_size=[5, 5], data_layout="NHWC", '
+        f'kernel_layout="HWIO", out_dtype="int32"){sp};',
+        f"%3 = nn.bias_add(%2, %b1, axis=3){sp};",
+        f"%4 = qnn.requantize(%3, meta[relay.Constant][1]{sp}, 0{sp}, 0.0196492f{sp}, -128{sp}, "
+        f'axis=3, rounding="UPWARD", compute_dtype="int64", out_dtype="int8"){sp};',
+        f"%5 = clip(%4, a_min=-128f, a_max=127f){sp};",
+        f'%6 = nn.max_pool2d(%5, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], '
+        f'layout="NHWC"){sp};',
+        f"%7 = qnn.conv2d(%6, %w2, {q}, 0.0196492f{sp}, meta[relay.Constant][2]{sp}, "
+        'padding=[0, 0, 0, 0], channels=16, kernel_size=[5, 5], data_layout="NHWC", '
+        f'kernel_layout="HWIO", out_dtype="int32"){sp};',
+        f'%8 = nn.max_pool2d(%7, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], '
+        f'layout="NHWC"){sp};',
+        f"%9 = transpose(%8, axes=[0, 3, 1, 2]){sp};",
+        f"%10 = reshape(%9, newshape=[-1, 256]){sp};",
+        f'%11 = qnn.dense(%10, %w3, {q}, 0.0133176f{sp}, 0.00173046f{sp}, units=10, '
+        f'out_dtype="int32"){sp};',
+        f'%12 = qnn.requantize(%11, 2.30457e-05f{sp}, 0{sp}, 0.0145833f{sp}, -128{sp}, '
+        f'rounding="UPWARD", compute_dtype="int64", out_dtype="int8"){sp};',
+        f"qnn.dequantize(%12, 0.0145833f{sp}, -128{sp}){sp}",
+    ]
+    text = _main({"x": ((1, 1, 28, 28), "float32"), "w1": ((5, 5, 1, 6), "int8"),
+                  "b1": ((6,), "int32"), "w2": ((5, 5, 6, 16), "int8"),
+                  "w3": ((10, 256), "int8")}, lines, "0.12")
+    x = _np((1, 1, 28, 28)).reshape(1, 28, 28, 1)
+    c1 = _conv_nchw(x.transpose(NHWC_TO_NCHW), 5, 5, 6)
+    p1 = _pool_nchw(c1, 2, 2, (2, 2))
+    c2 = _conv_nchw(p1, 5, 5, 16)
+    p2 = _pool_nchw(c2, 2, 2, (2, 2))  # NCHW already: the transpose of the NHWC result
+    flat = p2.reshape(-1, 256)
+    want = _as_type(flat @ _np((10, 256)).T)
+    assert relay.read_main(text).result == want
