@@ -19,20 +19,25 @@ Layouts understood (what each TVM release wrote; ``tests/tvm_corpus.py`` rebuild
   Our emitter also writes ``"shape"`` and ``"quantization"``.
 
 Which source decides what: metadata.json and the interface header are the authority (a size or
-name on which they disagree is an error). The Relay text is only a source of dtypes and shapes
-and is read leniently: TVM printed ``@main`` before binding the parameters, so every weight is a
-parameter too (``%v_param_1``; the names in ``parameters/<mod>.params`` and the header's input
-struct tell them apart), types carry ``/* ty=... span=... */`` comments, ``output_tensor_names=
-[...]`` ends the parameter list (and names the outputs). Whatever of it cannot be read is logged
-at debug level and ignored; it never rejects an archive that metadata and header describe.
-Positional order comes from the header's ``struct tvmgen_<mod>_inputs`` when there is one, else
-from the Relay signature, else from ``metadata.json`` (where TVM sorted the names).
+name on which they disagree is an error). The Relay text (:mod:`project_api.relay`) is a source
+of dtypes and shapes: ``@main``'s parameter types, and its result type, printed (``-> T``,
+``/* ty=T */``) or inferred through the body op by op. TVM printed ``@main`` before binding the
+parameters, so every weight is a parameter too (``%v_param_1``; the names in
+``parameters/<mod>.params`` and the header's input struct tell them apart);
+``output_tensor_names=[...]`` names the outputs. Whatever of it cannot be read or inferred is
+logged at debug level and stays unknown; it never rejects an archive that metadata and header
+describe. Positional order comes from the header's ``struct tvmgen_<mod>_inputs`` when there is
+one, else from the Relay signature, else from ``metadata.json`` (where TVM sorted the names).
 
-Facts an archive lacks (TVM 0.8-0.10 record dtypes and shapes only in the Relay text) can be
-supplied as :class:`InputSpec` (``NAME:DTYPE:SHAPE``, the CLI's ``--input-spec``) to
-:func:`open_mlf`; :func:`write_mlf_with_specs` writes a copy of the archive whose metadata.json
-records them, for readers such as template servers. A fact that is missing everywhere is an
-MLFError naming the fact and the ``--input-spec`` that supplies it.
+What no source records is inferred where the archive determines it, and the tensor's
+:attr:`TensorInfo.note` says how: the dtype every other tensor and weight of the model shares;
+the size ``io_size_bytes`` leaves after the other inputs and outputs (only for archives without
+per-tensor sizes: from TVM 0.11 it counts other buffers too); a Relay shape's one ``?`` from the
+size; else the flat shape ``(size / itemsize,)``. :class:`InputSpec` (``NAME:DTYPE:SHAPE``, the
+CLI's ``--input-spec``) overrides any of it; :func:`write_mlf_with_specs` writes a copy of the
+archive whose metadata.json records the facts, for readers such as template servers. A fact
+that nothing determines is an MLFError that names what was tried and the ``--input-spec`` that
+supplies it.
 
 Besides the tensors, :class:`ModuleInfo` records for the template build:
 
