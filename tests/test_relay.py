@@ -509,3 +509,34 @@ def test_a_quantized_lenet_as_tvm_011_prints_it() -> None:
     flat = p2.reshape(-1, 256)
     want = _as_type(flat @ _np((10, 256)).T)
     assert relay.read_main(text).result == want
+
+
+def test_mangled_text_is_read_or_refused_never_a_crash() -> None:
+    """Seeded random damage to printed texts (cut, doubled, replaced characters, deep
+    nesting): the reader returns what it can or raises RelayError, nothing else."""
+    from tvm_corpus import _relay_text, _releases
+
+    texts = [_relay_text(r) for r in _releases().values()]
+    rng = np.random.default_rng(18)
+    alphabet = list('()[]{},;%=:/*"? \n.-@0123456789abcdefxyz')
+    read = refused = 0
+    for k in range(600):
+        text = texts[k % len(texts)]
+        chars = list(text)
+        for _ in range(int(rng.integers(1, 6))):
+            i = int(rng.integers(0, len(chars)))
+            what = int(rng.integers(0, 3))
+            if what == 0:
+                del chars[i : i + int(rng.integers(1, 40))]
+            elif what == 1:
+                chars.insert(i, str(rng.choice(alphabet)))
+            else:
+                chars[i] = str(rng.choice(alphabet))
+        try:
+            main = relay.read_main("".join(chars))
+        except relay.RelayError:
+            refused += 1
+            continue
+        read += 1
+        assert isinstance(main.result, TensorType | TupleType) or main.result is None
+    assert read > 100 and refused > 0

@@ -60,7 +60,10 @@ def read_main(text: str, where: str = "Relay text") -> MainSignature:
         raise RelayError("no 'def @main' among the functions " + ", ".join(
             f"@{n}" for n in module.functions))
     inference = Inference(module, where)
-    result = inference.function(main)
+    try:
+        result = inference.function(main)
+    except RecursionError:
+        result = None  # nested too deeply to follow: the result stays unknown
     last = None
     if main.body is not None and isinstance(main.body.result, Call) and isinstance(
             main.body.result.fn, OpRef):

@@ -167,6 +167,7 @@ _NUMBER = re.compile(
     r"-?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|inf|nan)(f16|f32|f64|f|i8|i16|i32|i64|u8|u16|u32|u64)?"
 )
 _INT = re.compile(r"-?\d+")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
 _SUFFIX_DTYPES = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64",
                   "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
                   "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
@@ -288,6 +289,9 @@ class _Reader:
         self.sc = _Scanner(text)
         self.where = where
         self.names: set[str] = set()  # variable names declared so far (for references)
+        #: declared names by their leading identifier characters (``serving_default_x`` for
+        #: ``serving_default_x:0``), so a reference finds its candidates without a scan
+        self.by_word: dict[str, list[str]] = {}
         self.failures: list[str] = []
 
     def debug(self, what: str) -> None:
@@ -401,6 +405,8 @@ class _Reader:
                 self.debug(f"parameter list item {skipped.strip()[:60]!r} not read ({exc})")
                 if sc.at_end():
                     raise _Syntax("unterminated parameter list") from None
+                if sc.i == start:  # a stray closing bracket: step over it
+                    sc.i += 1
                 sc.accept(",")
         return params, attrs
 
@@ -444,8 +450,15 @@ class _Reader:
                 raise _Syntax(f"empty variable name at {sc.where()}")
             name = s[sc.i : j]
             sc.i = j
-        self.names.add(name)
+        self.declare(name)
         return name
+
+    def declare(self, name: str) -> None:
+        if name in self.names:
+            return
+        self.names.add(name)
+        m = _WORD.match(name)
+        self.by_word.setdefault(m.group(0) if m else "", []).append(name)
 
     def referenced_name(self) -> str:
         """``%name`` used in an expression: the longest declared name that fits, else the
@@ -460,8 +473,10 @@ class _Reader:
             assert m is not None
             sc.i = m.end()
             return m.group(0)
+        m = _WORD.match(s, sc.i)
+        word = m.group(0) if m else ""
         best = ""
-        for name in self.names:
+        for name in self.by_word.get(word, ()):
             if len(name) > len(best) and s.startswith(name, sc.i):
                 after = s[sc.i + len(name) : sc.i + len(name) + 1]
                 if not after or not (after.isalnum() or after == "_"):
@@ -469,11 +484,10 @@ class _Reader:
         if best:
             sc.i += len(best)
             return best
-        m = re.compile(r"[A-Za-z0-9_]+").match(s, sc.i)
         if m is None:
             raise _Syntax(f"unreadable variable at {sc.where()}")
         sc.i = m.end()
-        return m.group(0)
+        return word
 
     # bodies
     def body(self) -> Body:
@@ -507,7 +521,7 @@ class _Reader:
             m = re.compile(r"%(\d+)\s*=(?!=)").match(sc.s, sc.i)
             if m:
                 sc.i = m.end()
-                self.names.add(m.group(1))
+                self.declare(m.group(1))
                 bindings.append(Binding(m.group(1), self.statement_value(m.group(1), start)))
                 continue
             result = self.expr()
@@ -805,3 +819,5 @@ def parse(text: str, where: str = "Relay text") -> Module:
         return _Reader(text, where).module()
     except _Syntax as exc:
         raise RelayError(str(exc)) from None
+    except RecursionError:
+        raise RelayError("expressions nested too deeply to read") from None
