@@ -1676,6 +1676,11 @@ def _parse_relay(path: Path, where: str) -> _Relay:
                    where, path.name, exc)
         result.failure = f"{path.name} could not be read ({exc})"
         return result
+    except Exception as exc:  # noqa: BLE001 - a Relay text never rejects an archive
+        _LOG.debug("%s: reading %s failed (%s: %s); its types are not used", where, path.name,
+                   type(exc).__name__, exc)
+        result.failure = f"{path.name} could not be read ({type(exc).__name__})"
+        return result
     inputs = []
     for p in main.params:
         t = p.annotation if isinstance(p.annotation, relay.TensorType) else None

@@ -40,7 +40,8 @@ def result_type(op: str, args: list[Type], attrs: dict[str, Any]) -> Type:
         return None
     try:
         return rel(args, attrs)
-    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError):
+    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError,
+            AssertionError):
         return None
 
 
