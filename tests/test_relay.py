@@ -296,6 +296,26 @@ CASES = [
     ("strided_slice size mode", {"x": ((2, 7, 5), "float32")},
      'strided_slice(%x, begin=[0, 2], end=[2, 3], strides=[1], axes=None, slice_mode="size")',
      lambda: _as_type(_np((2, 7, 5))[0:2, 2:5])),
+    # frontends' other shape operators: keras.py _convert_flatten / onnx.py Flatten
+    # (nn.batch_flatten), pytorch.py adaptive_avg_pool2d, keras.py _convert_convolution1d and
+    # _convert_pooling for 1-D (NWC), onnx.py ArgMax, comparisons (bool results).
+    ("nn.batch_flatten", {"x": ((2, 3, 4, 5), "float32")}, "nn.batch_flatten(%x)",
+     lambda: _as_type(_np((2, 3, 4, 5)).reshape(2, -1))),
+    ("nn.adaptive_avg_pool2d", {"x": ((1, 8, 7, 7), "float32")},
+     "nn.adaptive_avg_pool2d(%x, output_size=[1, 1])",
+     lambda: _as_type(_np((1, 8, 7, 7)).mean(axis=(2, 3), keepdims=True))),
+    ("nn.conv1d NWC", {"x": ((1, 20, 3), "float32"), "w": ((5, 3, 8), "float32")},
+     'nn.conv1d(%x, %w, strides=[2], padding=[1, 1], channels=8, kernel_size=[5], '
+     'data_layout="NWC", kernel_layout="WIO")',
+     lambda: _as_type(np.zeros((1, np.lib.stride_tricks.sliding_window_view(
+         np.pad(_np((20,)), 1), 5)[::2].shape[0], 8), np.float32))),
+    ("nn.max_pool1d", {"x": ((1, 4, 9), "float32")}, "nn.max_pool1d(%x, pool_size=[3], strides=[2])",
+     lambda: _as_type(np.lib.stride_tricks.sliding_window_view(_np((1, 4, 9)), 3, axis=2)
+                      [:, :, ::2].max(-1))),
+    ("argmax", {"x": ((1, 10), "float32")}, "argmax(%x, axis=[1])",
+     lambda: _as_type(np.argmax(_np((1, 10)), axis=1).astype("int32"))),
+    ("greater", {"a": ((2, 1), "float32"), "b": ((1, 3), "float32")}, "greater(%a, %b)",
+     lambda: _as_type(_np((2, 1)) > _np((1, 3)))),
     # layout_transform (relay ConvertLayout; in frontends' text via tvmc --desired-layout)
     ("layout_transform", {"x": ((1, 49, 10, 8), "int8")},
      'layout_transform(%x, src_layout="NHWC", dst_layout="NCHW")',
@@ -329,6 +349,16 @@ def test_concatenate_of_a_tuple_statement(release: str) -> None:
     inline = _main({"a": ((2, 3), "float32"), "b": ((4, 3), "float32")},
                    ["concatenate((%a, %b))"], release)
     assert relay.read_main(inline).result == _as_type(np.concatenate([_np((2, 3)), _np((4, 3))]))
+
+
+def test_batch_norm_is_a_tuple() -> None:
+    """onnx.py / keras.py BatchNormalization: ``%n = nn.batch_norm(...)`` then ``%n.0``."""
+    text = _main({"x": ((1, 6, 4, 4), "float32"), "g": ((6,), "float32"),
+                  "b": ((6,), "float32"), "m": ((6,), "float32"), "v": ((6,), "float32")},
+                 ["%0 = nn.batch_norm(%x, %g, %b, %m, %v, epsilon=1e-05f);", "(%0.0, %0.1)"],
+                 "0.8")
+    assert relay.read_main(text).result == TupleType(
+        (TensorType((1, 6, 4, 4), "float32"), TensorType((6,), "float32")))
 
 
 @pytest.mark.parametrize("release", RELEASES)
