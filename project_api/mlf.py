@@ -1387,7 +1387,7 @@ class _ModuleParser:
             bits = dtype_bits(d.dtype) if d.dtype else 8
             if rest > 0 and (rest * 8) % bits == 0:
                 d.size, d.size_from = rest, "io_size_bytes"
-                d.notes.append(f"{rest} bytes: what io_size_bytes {io_size} leaves after the "
+                d.notes.append(f"{_bytes(rest)}: what io_size_bytes {io_size} leaves after the "
                                "other inputs and outputs")
             else:
                 _LOG.debug("%s: io_size_bytes %d leaves %d bytes for %s %r; not used",
@@ -1397,7 +1397,8 @@ class _ModuleParser:
             if total == io_size:
                 for d in drafts:
                     if d.inferred and d.size_from == "the Relay shape":
-                        d.agrees = f"its {d.size} bytes agree with io_size_bytes {io_size}"
+                        verb = "agrees" if d.size == 1 else "agree"
+                        d.agrees = f"its {_bytes(d.size)} {verb} with io_size_bytes {io_size}"
             else:
                 _LOG.debug("%s: the inputs and outputs hold %d bytes, io_size_bytes says %d",
                            self.where, total, io_size)
@@ -1413,12 +1414,12 @@ class _ModuleParser:
                                     for x in r.partial)
                     printed = ", ".join("?" if x is None else str(x) for x in r.partial)
                     d.notes.append(f"shape {list(d.shape)}: the Relay type ({printed}) with its "
-                                   f"? from the {d.size} bytes")
+                                   f"? from the {_bytes(d.size)}")
             if d.shape is None and d.dtype is not None and d.size is not None:
                 bits = dtype_bits(d.dtype)
                 if (d.size * 8) % bits == 0:
                     d.shape = ((d.size * 8) // bits,)
-                    d.notes.append(f"shape [{d.shape[0]}] (flat): {d.size} bytes of {d.dtype}, "
+                    d.notes.append(f"shape [{d.shape[0]}] (flat): {_bytes(d.size)} of {d.dtype}, "
                                    "from " + {"metadata.json": "metadata.json's size",
                                               "the interface header": "the header's size macro",
                                               "io_size_bytes": "io_size_bytes"}.get(
@@ -1484,6 +1485,10 @@ class _Draft:
     inferred: list[str] = field(default_factory=list)  # "dtype", "shape" from the Relay body
     agrees: str | None = None  # an inferred size confirmed by io_size_bytes
     notes: list[str] = field(default_factory=list)
+
+
+def _bytes(n: int) -> str:
+    return "1 byte" if n == 1 else f"{n} bytes"
 
 
 def _fold_case(table: dict[str, _Fact], order: list[str]) -> None:
