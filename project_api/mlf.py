@@ -19,20 +19,25 @@ Layouts understood (what each TVM release wrote; ``tests/tvm_corpus.py`` rebuild
   Our emitter also writes ``"shape"`` and ``"quantization"``.
 
 Which source decides what: metadata.json and the interface header are the authority (a size or
-name on which they disagree is an error). The Relay text is only a source of dtypes and shapes
-and is read leniently: TVM printed ``@main`` before binding the parameters, so every weight is a
-parameter too (``%v_param_1``; the names in ``parameters/<mod>.params`` and the header's input
-struct tell them apart), types carry ``/* ty=... span=... */`` comments, ``output_tensor_names=
-[...]`` ends the parameter list (and names the outputs). Whatever of it cannot be read is logged
-at debug level and ignored; it never rejects an archive that metadata and header describe.
-Positional order comes from the header's ``struct tvmgen_<mod>_inputs`` when there is one, else
-from the Relay signature, else from ``metadata.json`` (where TVM sorted the names).
+name on which they disagree is an error). The Relay text (:mod:`project_api.relay`) is a source
+of dtypes and shapes: ``@main``'s parameter types, and its result type, printed (``-> T``,
+``/* ty=T */``) or inferred through the body op by op. TVM printed ``@main`` before binding the
+parameters, so every weight is a parameter too (``%v_param_1``; the names in
+``parameters/<mod>.params`` and the header's input struct tell them apart);
+``output_tensor_names=[...]`` names the outputs. Whatever of it cannot be read or inferred is
+logged at debug level and stays unknown; it never rejects an archive that metadata and header
+describe. Positional order comes from the header's ``struct tvmgen_<mod>_inputs`` when there is
+one, else from the Relay signature, else from ``metadata.json`` (where TVM sorted the names).
 
-Facts an archive lacks (TVM 0.8-0.10 record dtypes and shapes only in the Relay text) can be
-supplied as :class:`InputSpec` (``NAME:DTYPE:SHAPE``, the CLI's ``--input-spec``) to
-:func:`open_mlf`; :func:`write_mlf_with_specs` writes a copy of the archive whose metadata.json
-records them, for readers such as template servers. A fact that is missing everywhere is an
-MLFError naming the fact and the ``--input-spec`` that supplies it.
+What no source records is inferred where the archive determines it, and the tensor's
+:attr:`TensorInfo.note` says how: the dtype every other tensor and weight of the model shares;
+the size ``io_size_bytes`` leaves after the other inputs and outputs (only for archives without
+per-tensor sizes: from TVM 0.11 it counts other buffers too); a Relay shape's one ``?`` from the
+size; else the flat shape ``(size / itemsize,)``. :class:`InputSpec` (``NAME:DTYPE:SHAPE``, the
+CLI's ``--input-spec``) overrides any of it; :func:`write_mlf_with_specs` writes a copy of the
+archive whose metadata.json records the facts, for readers such as template servers. A fact
+that nothing determines is an MLFError that names what was tried and the ``--input-spec`` that
+supplies it.
 
 Besides the tensors, :class:`ModuleInfo` records for the template build:
 
@@ -76,7 +81,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from project_api import dtypes
+from project_api import dtypes, relay
 from project_api.errors import MLFError
 
 _LOG = logging.getLogger(__name__)
@@ -382,6 +387,9 @@ class TensorInfo:
     size_bytes: int
     shape: tuple[int, ...] | None  #: None when no source of the archive records it
     quantization: dict[str, Any] | None = None  #: {"scale": [...], "zero_point": [...]}
+    #: How a fact the archive does not record was inferred (Relay body, size arithmetic, the
+    #: model's one dtype, a flat shape from the size), one sentence; None when all is recorded.
+    note: str | None = None
 
     def require_shape(self) -> tuple[int, ...]:
         """The shape, or :class:`MLFError` if the archive does not record it."""
@@ -401,6 +409,7 @@ class TensorInfo:
             "size_bytes": self.size_bytes,
             "shape": list(self.shape) if self.shape is not None else None,
             "quantization": self.quantization,
+            "note": self.note,
         }
 
 
@@ -742,6 +751,13 @@ def write_mlf_with_specs(
 def _load(root: Path, source: Path, tempdir: Path | None,
           specs: dict[str, InputSpec] | None = None) -> ModelLibrary:
     meta_path = root / "metadata.json"
+    if not meta_path.is_file() and (root / "codegen").is_dir():
+        raise MLFError(
+            f"{source}: holds codegen/ but no metadata.json, so it is only the generated C of a "
+            "Model Library Format archive (its tensors' dtypes are recorded nowhere in it); pass "
+            "the whole .tar that 'tvmc compile --output-format mlf' or "
+            "export_model_library_format wrote"
+        )
     if not meta_path.is_file():
         raise MLFError(
             f"{source}: not a Model Library Format archive (no metadata.json at its root); "
@@ -808,6 +824,8 @@ class _Fact:
     size: int | None = None
     shape: tuple[int, ...] | None = None
     quantization: dict[str, Any] | None = None
+    origin: str | None = None  # "inferred": Relay types carried through the body
+    partial: tuple[int | None, ...] | None = None  # a Relay shape with unknown (?) dimensions
 
 
 @dataclass
@@ -830,9 +848,13 @@ class _Header:
 class _Relay:
     """What a Relay text's ``def @main`` says, as far as it could be read."""
 
+    path: Path | None = None
     inputs: list[_Fact] | None = None  # every parameter, weights included, in order
     outputs: list[_Fact] | None = None  # by position, named output / output0, output1, ...
     output_names: list[str] | None = None  # from the attribute output_tensor_names=[...]
+    last_op: str | None = None  # the operator of the body's final call
+    unknown_ops: list[str] = field(default_factory=list)
+    failure: str | None = None  # why it gives no output types, for messages
 
 
 class _ModuleParser:
@@ -913,6 +935,13 @@ class _ModuleParser:
                 f"no codegen/host/include/tvmgen_{self.mangled}.h, no readable Relay text "
                 f"{relay_name}); re-export the model with its Relay text or with our emitter"
             )
+        model_dtypes = self._model_dtypes(inputs + outputs, relay, params)
+        # io_size_bytes counts every variable of main (unbound weights, TVM 0.11+ also other
+        # buffers: 2059 for 6 bytes of tensors in a published 0.13 archive); it stands for the
+        # inputs plus outputs only where the metadata has no per-tensor sizes (TVM 0.8-0.10).
+        io_rest = io if meta_in is None and meta_out is None else None
+        completed = self._complete(inputs + outputs, io_rest, relay, model_dtypes, header)
+        inputs, outputs = completed[: len(inputs)], completed[len(inputs) :]
         if header and header.workspace_size is not None and not mains:
             workspace = header.workspace_size
 
@@ -1156,7 +1185,7 @@ class _ModuleParser:
         header_sizes: dict[str, int],
         header_names: dict[str, str],
         relay_names: list[str] | None = None,
-    ) -> list[TensorInfo]:
+    ) -> list[_Draft]:
         """One list of tensors from every source. metadata.json and the interface header are
         the authority (a disagreement between them is an error); the Relay text only adds
         dtypes and shapes and is ignored, with a debug line, where it does not fit."""
@@ -1235,7 +1264,7 @@ class _ModuleParser:
                 _LOG.debug("%s: Relay parameters %s are not inputs of the module; ignored",
                            self.where, sorted(relay_table[c].name for c in unmatched))
 
-        tensors: list[TensorInfo] = []
+        tensors: list[_Draft] = []
         for c in order:
             m = meta_table.get(c)
             r = relay_table.get(c)
@@ -1258,8 +1287,13 @@ class _ModuleParser:
         return None
 
     def _tensor(self, kind: str, name: str, c: str, m: _Fact | None, r: _Fact | None,
-                spec: InputSpec | None, header_size: int | None) -> TensorInfo:
+                spec: InputSpec | None, header_size: int | None) -> _Draft:
+        """What the sources say about one tensor; a disagreement between metadata.json, the
+        header and ``--input-spec`` is an error, facts still missing are left to
+        :meth:`_complete`."""
         what = f"{kind} {name!r}"
+        d = _Draft(kind, name, c, quantization=m.quantization if m else None,
+                   relay_fact=r, spec=spec is not None)
         if m and m.dtype and r and r.dtype and m.dtype != r.dtype:
             _LOG.debug("%s: %s: dtype %s in metadata.json, %s in Relay text; using metadata.json",
                        self.where, what, m.dtype, r.dtype)
@@ -1268,30 +1302,27 @@ class _ModuleParser:
                 f"{what}: --input-spec says {spec.dtype} but metadata.json records {m.dtype}; "
                 "drop or correct the spec"
             )
-        dtype = (spec.dtype if spec else None) or (m.dtype if m else None) or (
-            r.dtype if r else None)
-        if dtype is None:
-            raise self.error(
-                f"{what}: no dtype recorded (metadata.json lists none and no readable Relay text "
-                f"has it); supply it with --input-spec {name}:DTYPE:SHAPE, e.g. "
-                f"--input-spec {name}:int8:1x49x10x1"
-            )
+        d.dtype = (spec.dtype if spec else None) or (m.dtype if m else None)
+        if d.dtype is None and r is not None and r.dtype is not None:
+            d.dtype = r.dtype
+            if r.origin == "inferred":
+                d.inferred.append("dtype")
         meta_shape = m.shape if m else None
         if spec is not None and meta_shape is not None and spec.shape != meta_shape:
             raise self.error(
                 f"{what}: --input-spec says shape {list(spec.shape)} but metadata.json records "
                 f"{list(meta_shape)}; drop or correct the spec"
             )
-        shape = spec.shape if spec else meta_shape
+        d.shape = spec.shape if spec else meta_shape
         candidates: list[tuple[str, int]] = []
         if m and m.size is not None:
             candidates.append(("metadata.json", m.size))
         if header_size is not None:
             candidates.append(("the interface header", header_size))
-        if shape is not None:
+        if d.shape is not None and d.dtype is not None:
             label = "--input-spec" if spec else "metadata.json"
-            candidates.append((f"shape {list(shape)} x {dtype} ({label})",
-                               tensor_size_bytes(shape, dtype)))
+            candidates.append((f"shape {list(d.shape)} x {d.dtype} ({label})",
+                               tensor_size_bytes(d.shape, d.dtype)))
         if candidates:
             size = candidates[0][1]
             for label, value in candidates[1:]:
@@ -1300,22 +1331,164 @@ class _ModuleParser:
                         f"{what}: size {size} from {candidates[0][0]} disagrees with {value} from "
                         f"{label}; correct the archive{' or the --input-spec' if spec else ''}"
                     )
-        if shape is None and r is not None and r.shape is not None and r.dtype in (None, dtype):
-            relay_size = tensor_size_bytes(r.shape, dtype)
-            if not candidates or relay_size == candidates[0][1]:
-                shape = r.shape
+            d.size, d.size_from = size, candidates[0][0]
+        if (d.shape is None and r is not None and r.shape is not None and d.dtype is not None
+                and r.dtype in (None, d.dtype)):
+            relay_size = tensor_size_bytes(r.shape, d.dtype)
+            if d.size is None or relay_size == d.size:
+                d.shape = r.shape
+                if r.origin == "inferred":
+                    d.inferred.append("shape")
+                if d.size is None:
+                    d.size, d.size_from = relay_size, "the Relay shape"
             else:
                 _LOG.debug("%s: %s: Relay shape %s x %s is %d bytes, not %d; shape ignored",
-                           self.where, what, list(r.shape), dtype, relay_size, candidates[0][1])
-        if not candidates:
-            if shape is None:
+                           self.where, what, list(r.shape), d.dtype, relay_size, d.size)
+        return d
+
+    def _model_dtypes(self, drafts: list[_Draft], relay_info: _Relay,
+                      params: Path | None) -> dict[str, list[str]]:
+        """Every dtype the archive records for the model's tensors and weights: dtype -> what
+        records it (inputs, outputs, Relay parameters, the params file)."""
+        found: dict[str, list[str]] = {}
+
+        def add(dtype: str | None, what: str) -> None:
+            if dtype and what not in found.setdefault(dtype, []):
+                found[dtype].append(what)
+
+        for d in drafts:
+            if d.dtype is not None:
+                add(d.dtype, d.kind)
+        for f in relay_info.inputs or []:
+            add(f.dtype, "Relay parameter")
+        for _name, dtype in (read_param_dtypes(params) if params else None) or []:
+            add(dtype, "weight")
+        return found
+
+    def _complete(self, drafts: list[_Draft], io_size: int | None, relay_info: _Relay,
+                  model_dtypes: dict[str, list[str]], header: _Header | None) -> list[TensorInfo]:
+        """Fill the facts the archive leaves out, in this order: the model's one dtype (when
+        every tensor and weight that records a dtype records the same), the size that
+        ``io_size_bytes`` leaves after the other tensors, a flat shape ``(size / itemsize,)``.
+        A fact still missing is an MLFError that says what was tried."""
+        only = next(iter(model_dtypes)) if len(model_dtypes) == 1 else None
+        for d in drafts:
+            if (d.dtype is None and only is not None and not d.spec
+                    and (d.size is None or (d.size * 8) % dtype_bits(only) == 0)):
+                d.dtype = only
+                d.notes.append(f"dtype {only}: every {' and every '.join(model_dtypes[only])} of "
+                               f"the model that records a dtype is {only}")
+            if d.size is None and d.shape is not None and d.dtype is not None:
+                d.size, d.size_from = tensor_size_bytes(d.shape, d.dtype), "its shape"
+        missing = [d for d in drafts if d.size is None]
+        if io_size is not None and len(missing) == 1:
+            rest = io_size - sum(d.size for d in drafts if d.size is not None)  # type: ignore[misc]
+            d = missing[0]
+            bits = dtype_bits(d.dtype) if d.dtype else 8
+            if rest > 0 and (rest * 8) % bits == 0:
+                d.size, d.size_from = rest, "io_size_bytes"
+                d.notes.append(f"{_bytes(rest)}: what io_size_bytes {io_size} leaves after the "
+                               "other inputs and outputs")
+            else:
+                _LOG.debug("%s: io_size_bytes %d leaves %d bytes for %s %r; not used",
+                           self.where, io_size, rest, d.kind, d.name)
+        elif io_size is not None and not missing:
+            total = sum(d.size for d in drafts)  # type: ignore[misc]
+            if total == io_size:
+                for d in drafts:
+                    if d.inferred and d.size_from == "the Relay shape":
+                        verb = "agrees" if d.size == 1 else "agree"
+                        d.agrees = f"its {_bytes(d.size)} {verb} with io_size_bytes {io_size}"
+            else:
+                _LOG.debug("%s: the inputs and outputs hold %d bytes, io_size_bytes says %d",
+                           self.where, total, io_size)
+        for d in drafts:
+            r = d.relay_fact
+            if (d.shape is None and r is not None and r.partial is not None
+                    and d.size is not None and d.dtype is not None and r.dtype in (None, d.dtype)
+                    and sum(x is None for x in r.partial) == 1):
+                known = math.prod(x for x in r.partial if x is not None)
+                bits = dtype_bits(d.dtype)
+                if known and (d.size * 8) % (bits * known) == 0:
+                    d.shape = tuple((d.size * 8) // (bits * known) if x is None else x
+                                    for x in r.partial)
+                    printed = ", ".join("?" if x is None else str(x) for x in r.partial)
+                    d.notes.append(f"shape {list(d.shape)}: the Relay type ({printed}) with its "
+                                   f"? from the {_bytes(d.size)}")
+            if d.shape is None and d.dtype is not None and d.size is not None:
+                bits = dtype_bits(d.dtype)
+                if (d.size * 8) % bits == 0:
+                    d.shape = ((d.size * 8) // bits,)
+                    d.notes.append(f"shape [{d.shape[0]}] (flat): {_bytes(d.size)} of {d.dtype}, "
+                                   "from " + {"metadata.json": "metadata.json's size",
+                                              "the interface header": "the header's size macro",
+                                              "io_size_bytes": "io_size_bytes"}.get(
+                                                  d.size_from or "", d.size_from or "its size")
+                                   + "; the archive records no shape")
+            if d.inferred:
+                facts = " and ".join(d.inferred)
+                shown = (f" {d.dtype}" if "dtype" in d.inferred else "") + (
+                    f" {list(d.shape)}" if "shape" in d.inferred and d.shape is not None else "")
+                body = relay_info.path.name if relay_info.path else "the Relay text"
+                last = f", whose result is {relay_info.last_op}" if relay_info.last_op else ""
+                d.notes.insert(0, f"{facts}{shown} inferred through the body of @main in "
+                                  f"{body}{last}" + (f" ({d.agrees})" if d.agrees else ""))
+        for d in drafts:
+            if d.dtype is None:
+                raise self.error(self._untyped(d, relay_info, model_dtypes, header))
+            if d.size is None:
                 raise self.error(
-                    f"{what}: no size recorded and no shape to compute it from; supply it with "
-                    f"--input-spec {name}:{dtype}:D0xD1x..."
+                    f"{d.kind} {d.name!r}: no size recorded and no shape to compute it from "
+                    "(metadata.json has none, the header has no size macro"
+                    + (f", and io_size_bytes {io_size} leaves it open: {len(missing)} tensors "
+                       "lack a size" if io_size is not None else ", no io_size_bytes")
+                    + f"); supply it with --input-spec {d.name}:{d.dtype}:D0xD1x..."
                 )
-            candidates.append(("shape", tensor_size_bytes(shape, dtype)))
-        return TensorInfo(name=name, c_name=c, dtype=dtype, size_bytes=candidates[0][1],
-                          shape=shape, quantization=m.quantization if m else None)
+        return [TensorInfo(name=d.name, c_name=d.c_name, dtype=d.dtype, size_bytes=d.size,
+                           shape=d.shape, quantization=d.quantization,
+                           note="; ".join(d.notes) or None)
+                for d in drafts]  # type: ignore[arg-type]
+
+    def _untyped(self, d: _Draft, relay_info: _Relay, model_dtypes: dict[str, list[str]],
+                 header: _Header | None) -> str:
+        tried = ["metadata.json lists none", "the interface header declares only void*"
+                 if header else "there is no interface header"]
+        if relay_info.path is None:
+            tried.append("there is no Relay text")
+        elif relay_info.failure:
+            tried.append(relay_info.failure)
+        elif d.relay_fact is None:
+            tried.append(f"{relay_info.path.name} does not type it")
+        if len(model_dtypes) > 1:
+            tried.append(f"the model's other tensors and weights use {', '.join(model_dtypes)}, "
+                         "not one dtype")
+        else:
+            tried.append("no other tensor or weight records a dtype")
+        return (f"{d.kind} {d.name!r}: no dtype recorded ({'; '.join(tried)}); supply it with "
+                f"--input-spec {d.name}:DTYPE:SHAPE, e.g. --input-spec {d.name}:int8:1x49x10x1")
+
+
+@dataclass
+class _Draft:
+    """A tensor while its facts are gathered."""
+
+    kind: str
+    name: str
+    c_name: str
+    dtype: str | None = None
+    size: int | None = None
+    size_from: str | None = None
+    shape: tuple[int, ...] | None = None
+    quantization: dict[str, Any] | None = None
+    relay_fact: _Fact | None = None
+    spec: bool = False
+    inferred: list[str] = field(default_factory=list)  # "dtype", "shape" from the Relay body
+    agrees: str | None = None  # an inferred size confirmed by io_size_bytes
+    notes: list[str] = field(default_factory=list)
+
+
+def _bytes(n: int) -> str:
+    return "1 byte" if n == 1 else f"{n} bytes"
 
 
 def _fold_case(table: dict[str, _Fact], order: list[str]) -> None:
@@ -1440,9 +1613,45 @@ def read_param_names(path: str | Path, where: str = "") -> list[str] | None:
     return names
 
 
-# --- Relay text --------------------------------------------------------------------------------
+_NDARRAY_MAGIC = 0xDD5E40F096B4A13F
 
-_SCALAR_RE = re.compile(r"^(?:u?int\d+|float\d+|bfloat\d+|bool)$")
+
+def read_param_dtypes(path: str | Path, where: str = "") -> list[tuple[str, str]] | None:
+    """``(name, dtype)`` of each array in a TVM param dict (spec §3.6: after the names, each
+    array's header holds its DLPack type), or None when the file is missing or corrupt."""
+    path = Path(path)
+    names = read_param_names(path, where)
+    if names is None:
+        return None
+    label = f"{where}: {path.name}" if where else str(path)
+    data = path.read_bytes()
+    try:
+        offset = 24 + sum(8 + len(n.encode("utf-8")) for n in names)
+        (count,) = struct.unpack_from("<Q", data, offset)
+        offset += 8
+        if count != len(names):
+            raise ValueError(f"{count} arrays for {len(names)} names")
+        found: list[tuple[str, str]] = []
+        for name in names:
+            magic, _reserved = struct.unpack_from("<QQ", data, offset)
+            if magic != _NDARRAY_MAGIC:
+                raise ValueError(f"array {name!r}: magic {magic:#x}")
+            offset += 16 + 8  # magic, reserved, device (type, id)
+            (ndim,) = struct.unpack_from("<i", data, offset)
+            code, bits, lanes = struct.unpack_from("<BBH", data, offset + 4)
+            offset += 8 + 8 * ndim
+            (nbytes,) = struct.unpack_from("<q", data, offset)
+            offset += 8 + nbytes
+            if ndim < 0 or nbytes < 0 or offset > len(data):
+                raise ValueError(f"array {name!r} runs past the end of the file")
+            found.append((name, dtypes.from_dlpack(code, bits, lanes).name))
+    except (struct.error, ValueError, dtypes.DTypeError) as exc:
+        _LOG.debug("%s: the arrays of the param dict are unreadable (%s)", label, exc)
+        return None
+    return found
+
+
+# --- Relay text --------------------------------------------------------------------------------
 
 
 def _unprinted_name(printed: str) -> str:
@@ -1454,150 +1663,67 @@ def _unprinted_name(printed: str) -> str:
 
 
 def _parse_relay(path: Path, where: str) -> _Relay:
-    """What ``def @main(...) -> ...`` of a Relay text says, read leniently: span and type
-    comments, attributes after the parameters (``output_tensor_names=[...]``), quoted names,
-    ``meta[...]`` references and syntax we do not know never raise; a debug line says what
-    could not be read."""
-    result = _Relay()
+    """What ``def @main`` of a Relay text says (:func:`project_api.relay.read_main`): its
+    parameters' declared types, ``output_tensor_names``, and the output types (the printed
+    ``-> T``, else inferred through the body). Never raises: what cannot be read is logged at
+    debug level and stays unknown."""
+    result = _Relay(path=path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         _LOG.debug("%s: %s unreadable (%s)", where, path.name, exc)
+        result.failure = f"{path.name} is unreadable ({exc})"
         return result
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    m = re.search(r"def\s+@main\s*\(", text)
-    if m is None:
-        _LOG.debug("%s: %s has no 'def @main('; Relay text not used", where, path.name)
+    try:
+        main = relay.read_main(text, f"{where}: {path.name}")
+    except relay.RelayError as exc:
+        _LOG.debug("%s: %s is not Relay text we can read (%s); its types are not used",
+                   where, path.name, exc)
+        result.failure = f"{path.name} could not be read ({exc})"
         return result
-    end = _matching_close(text, m.end() - 1)
-    if end is None:
-        _LOG.debug("%s: %s: unbalanced brackets in 'def @main('; Relay text not used",
-                   where, path.name)
+    except Exception as exc:  # noqa: BLE001 - a Relay text never rejects an archive
+        _LOG.debug("%s: reading %s failed (%s: %s); its types are not used", where, path.name,
+                   type(exc).__name__, exc)
+        result.failure = f"{path.name} could not be read ({type(exc).__name__})"
         return result
-    inputs: list[_Fact] = []
-    for item in _split_top_level(text[m.end() : end]):
-        if not item.startswith("%"):
-            am = re.match(r"^(\w+)\s*=\s*(.*)$", item, re.S)
-            if am and am.group(1) == "output_tensor_names":
-                result.output_names = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", am.group(2))
-            elif am is None:
-                _LOG.debug("%s: %s: @main item %r not understood; ignored", where, path.name,
-                           item[:80])
-            continue
-        pm = re.match(r"^%(\"(?:[^\"\\]|\\.)*\"|.+?)(?:\s*\{[^{}]*\})?\s*:\s*(Tensor\[.*\]|\w+)$",
-                      item, re.S)
-        if pm is None:
-            name = re.match(r"^%(\"[^\"]*\"|[^\s:{]+)", item)
-            _LOG.debug("%s: %s: cannot read @main parameter %r", where, path.name, item[:80])
-            inputs.append(_Fact(name.group(1).strip('"') if name else item[1:]))
-            continue
-        name = pm.group(1)
-        if name.startswith('"') and name.endswith('"'):
-            name = name[1:-1]
-        shape, dtype = _parse_tensor_type(pm.group(2), where, f"input {name!r}")
-        inputs.append(_Fact(name, dtype=dtype, shape=shape))
+    inputs = []
+    for p in main.params:
+        t = p.annotation if isinstance(p.annotation, relay.TensorType) else None
+        if t is None or t.static_shape is None:
+            _LOG.debug("%s: %s: @main parameter %r has type %s; shape unknown", where,
+                       path.name, p.name, p.annotation)
+        inputs.append(_Fact(p.name, dtype=t.dtype if t else None,
+                            shape=t.static_shape if t else None,
+                            partial=t.shape if t and t.static_shape is None else None))
     result.inputs = inputs
-
-    ret = re.match(r"\s*->\s*(.*?)\s*\{", text[end + 1 :], re.S)
-    if ret is None:
-        _LOG.debug("%s: %s: @main has no readable return type", where, path.name)
+    result.output_names = main.output_names
+    result.last_op = main.last_op
+    result.unknown_ops = main.unknown_ops
+    declared = main.declared if main.has_declared else None
+    inferred = main.result
+    if declared is not None and inferred is not None and declared != inferred:
+        _LOG.debug("%s: %s: @main is declared to return %s; its body gives %s", where,
+                   path.name, declared, inferred)
+    chosen, origin = (declared, "declared") if declared is not None else (inferred, "inferred")
+    if chosen is None:
+        _LOG.debug("%s: %s: the type @main returns is not known (%s)", where, path.name,
+                   "it uses " + ", ".join(main.unknown_ops) if main.unknown_ops
+                   else "no return type, body not typed")
+        result.failure = (f"{path.name} does not type @main's result"
+                          + (f" (it uses {', '.join(main.unknown_ops)}, whose types are not "
+                             "inferred)" if main.unknown_ops else ""))
         return result
-    ret_text = ret.group(1).strip()
-    types: list[str] = []
-    _flatten_type(ret_text, types)
-    if len(types) == 1 and not ret_text.startswith("("):
-        out_names = ["output"]
+    tensors = relay.flatten(chosen)
+    if isinstance(chosen, relay.TupleType):
+        names = [f"output{i}" for i in range(len(tensors))]
     else:
-        out_names = [f"output{i}" for i in range(len(types))]
+        names = ["output"]
     outputs = []
-    for n, t in zip(out_names, types, strict=True):
-        shape, dtype = _parse_tensor_type(t, where, f"output {n!r}")
-        outputs.append(_Fact(n, dtype=dtype, shape=shape))
+    for n, t in zip(names, tensors, strict=True):
+        fact = _Fact(n, dtype=t.dtype if t else None, shape=t.static_shape if t else None,
+                     partial=t.shape if t and t.static_shape is None else None)
+        if origin == "inferred" and (fact.dtype or fact.shape is not None):
+            fact.origin = "inferred"
+        outputs.append(fact)
     result.outputs = outputs
     return result
-
-
-def _matching_close(text: str, open_index: int) -> int | None:
-    depth = 0
-    quoted = False
-    for i in range(open_index, len(text)):
-        ch = text[i]
-        if quoted:
-            if ch == "\\":
-                continue
-            if ch == '"' and text[i - 1] != "\\":
-                quoted = False
-            continue
-        if ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    quoted = False
-    current: list[str] = []
-    prev = ""
-    for ch in text:
-        if quoted:
-            if ch == '"' and prev != "\\":
-                quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0 and not quoted:
-            parts.append("".join(current).strip())
-            current = []
-        else:
-            current.append(ch)
-        prev = ch
-    tail = "".join(current).strip()
-    if tail:
-        parts.append(tail)
-    return [p for p in parts if p]
-
-
-def _flatten_type(text: str, out: list[str]) -> None:
-    text = text.strip()
-    if text.startswith("(") and text.endswith(")"):
-        for part in _split_top_level(text[1:-1]):
-            _flatten_type(part, out)
-    else:
-        out.append(text)
-
-
-def _parse_tensor_type(text: str, where: str, what: str) -> tuple[tuple[int, ...] | None, str | None]:
-    """(shape, dtype) of a Relay type; None for what cannot be read (dynamic dims, unknown types)."""
-    text = text.strip()
-    if _SCALAR_RE.match(text):
-        return (), text
-    m = re.match(r"^Tensor\[\s*\((.*?)\)\s*,\s*(\w+)\s*\]$", text, re.S)
-    if m is None:
-        _LOG.debug("%s: Relay %s has type %r, not a tensor type we read", where, what, text[:80])
-        return None, None
-    dtype: str | None = m.group(2)
-    try:
-        dtype_bits(dtype or "")
-    except MLFError:
-        _LOG.debug("%s: Relay %s has unknown dtype %r", where, what, dtype)
-        dtype = None
-    dims: list[int] = []
-    for d in (x.strip() for x in m.group(1).split(",")):
-        if not d:
-            continue
-        dm = re.match(r"^(\d+)(?:i64|i32)?$", d)
-        if dm is None:
-            _LOG.debug("%s: Relay %s has a dynamic dimension %r; shape unknown", where, what, d)
-            return None, dtype
-        dims.append(int(dm.group(1)))
-    return tuple(dims), dtype

@@ -17,9 +17,19 @@ the input's name, its C name or its index (``"0"``): a mapping, an ``.npz`` file
 ``<name>.npy`` files. Every input must have the same number of samples; each sample must have
 the input's dtype and shape (each sample may leave out size-1 axes, e.g. the batch axis; any other shape is refused).
 
+Data may also come in the forms described for references below (a sample input published
+beside a model: one ``.npy``, ``.txt`` or ``.h`` for a one-input model).
+
 **References.** A reference is a mapping (or ``.npz`` / folder) keyed by output name in the same
 layout, or is computed from a ``.tflite`` model by TFLite Micro (the bit-exact reference for
 int8) and by LiteRT (:mod:`project_api.emit.reference`), one interpreter each for all samples.
+Given as files (:func:`load_tensor_files`, for data too), the sample pair published beside a
+model works as it is: for a one-output model a single ``.npy``, a ``.txt`` of numbers
+separated by white space or commas, or a C header whose array initializer holds them
+(``int8_t expected_output[] = {72, };``, as TVM's test utilities write); a folder of
+``<output name>.npy`` / ``.txt`` / ``.h`` for several. A ``.npy`` holding exactly one sample's
+worth of elements is that one sample whatever its shape; otherwise the first axis is the
+sample. Text takes its shape from the model: ``samples x tensor shape`` numbers in C order.
 
 **Metrics** (:func:`compute_metrics`, plain numpy, per output over all samples): ``max_abs``,
 ``mean_abs``, ``rmse`` and ``l2r`` (``||device - ref||_2 / ||ref||_2``) are errors, lower is
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -92,6 +103,8 @@ __all__ = [
     "compute_metrics",
     "litert_outputs",
     "load_arrays",
+    "load_reference",
+    "load_tensor_files",
     "parse_thresholds",
     "plan_validation",
     "stream_samples",
@@ -191,8 +204,8 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
     if not path.is_file():
         raise ValidationError(f"{what} {path} does not exist; pass an .npz file or a folder of .npy files")
     if path.suffix == ".npy":
-        raise ValidationError(f"{what} {path} is a single .npy; put it in an .npz keyed by tensor "
-                              "name (np.savez(path, name=array)) or in a folder named after it")
+        # One tensor, keyed by index: the only input (or output) of the model.
+        return {"0": _load_npy(path, what)}
     try:
         with np.load(path, allow_pickle=False) as npz:
             if not hasattr(npz, "files"):
@@ -202,6 +215,127 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
     except (OSError, ValueError) as err:
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValidationError(f"{what} {path} cannot be read as a .npy ({err}); write it with "
+                              "np.save(path, array)") from None
+
+
+#: Text forms of one tensor: numbers, or a C array initializer (``int8_t x[] = {1, 2, };``).
+_TEXT_SUFFIXES = (".txt", ".h", ".c")
+
+
+def _number(word: str) -> float:
+    """A decimal, hexadecimal (C ``0x1F``) or C float (``1.5f``) literal."""
+    try:
+        return float(int(word, 0))
+    except ValueError:
+        pass
+    if word[-1:] in "fF" and not word.lower().startswith(("0x", "-0x")):
+        word = word[:-1]
+    return float(word)
+
+
+def _load_text(path: Path, spec: TensorSpec, kind: str, what: str) -> np.ndarray:
+    """Numbers separated by white space or commas (of a ``.h``/``.c``: those between the first
+    ``{`` and the next ``}``), in C order, shaped by the model: one or more samples."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValidationError(f"{what} {path} cannot be read ({err}); give a text file of "
+                              "numbers") from None
+    if path.suffix in (".h", ".c"):
+        text = re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
+        start, end = text.find("{"), text.find("}", text.find("{") + 1)
+        if start < 0 or end < 0:
+            raise ValidationError(f"{what} {path} holds no C array initializer {{...}}; give "
+                                  "the numbers between braces, e.g. int8_t x[] = {1, 2};")
+        text = text[start + 1 : end]
+    words = text.replace(",", " ").split()
+    try:
+        values = np.array([_number(w) for w in words], dtype=np.float64)
+    except ValueError:
+        bad = next(w for w in words if not _is_number(w))
+        raise ValidationError(f"{what} {path} holds {bad!r}, not a number; give numbers "
+                              "separated by white space or commas") from None
+    per = math.prod(spec.shape)
+    if not values.size or values.size % per:
+        raise ValidationError(
+            f"{what} {path} holds {values.size} numbers; {kind} {spec.name!r} is "
+            f"{spec.dtype}{list(spec.shape)}, so give a multiple of {per} (one sample each)")
+    if spec.dtype.kind in "iub":
+        info = np.iinfo(spec.dtype) if spec.dtype.kind != "b" else None
+        if not np.all(np.round(values) == values) or (
+                info is not None and (values.min() < info.min or values.max() > info.max)):
+            raise ValidationError(f"{what} {path} holds values that are not {spec.dtype} "
+                                  f"integers; {kind} {spec.name!r} is {spec.dtype}")
+    return values.astype(spec.dtype).reshape((values.size // per, *spec.shape))
+
+
+def _is_number(word: str) -> bool:
+    try:
+        _number(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _one_sample_or_many(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """An array of exactly one sample's elements (any shape) gets its sample axis."""
+    if arr.size == math.prod(spec.shape) and tuple(arr.shape[1:]) != spec.shape:
+        return arr.reshape((1, *spec.shape))
+    return arr
+
+
+def load_tensor_files(source: str | Path | Mapping[str, Any], specs: Sequence[TensorSpec],
+                      kind: str = "output", what: str = "reference") -> dict[str, np.ndarray]:
+    """The arrays of ``source`` keyed by tensor (see the module doc for the forms): a mapping,
+    ``.npz``, a folder of ``<name>.npy`` / ``.txt`` / ``.h``, or, for a model with one such
+    tensor, a single ``.npy``, ``.txt`` or ``.h``. ``kind`` is "input" or "output"."""
+    if isinstance(source, Mapping):
+        return load_arrays(source, what)
+    path = Path(source)
+    single = path.is_file() and path.suffix in (".npy", *_TEXT_SUFFIXES)
+    if single and len(specs) != 1:
+        names = ", ".join(s.name for s in specs)
+        raise ValidationError(
+            f"{what} {path} is one {path.suffix} but the model has {len(specs)} {kind}s "
+            f"({names}); give an .npz keyed by {kind} name or a folder of <{kind} name>.npy")
+    if single and path.suffix in _TEXT_SUFFIXES:
+        return {specs[0].name: _load_text(path, specs[0], kind, what)}
+    if single:
+        return {specs[0].name: _one_sample_or_many(_load_npy(path, what), specs[0])}
+    if path.is_dir():
+        arrays = {f.stem: _load_npy(f, what) for f in sorted(path.glob("*.npy"))}
+        for f in sorted(f for f in path.iterdir() if f.suffix in _TEXT_SUFFIXES):
+            i = _find_key(specs, f.stem)
+            if i is None:
+                raise ValidationError(f"{what} folder {path} has {f.name} but the model has no "
+                                      f"{kind} {f.stem!r}; its {kind}s: "
+                                      + ", ".join(s.name for s in specs))
+            if f.stem in arrays:
+                raise ValidationError(f"{what} folder {path} has two files for {f.stem!r} "
+                                      f"({f.name} and another); keep one")
+            arrays[f.stem] = _load_text(f, specs[i], kind, what)
+        if not arrays:
+            raise ValidationError(f"{what} folder {path} holds no .npy, .txt or .h files; save "
+                                  f"one <{kind} name>.npy per {kind} (first axis = sample)")
+        out = {}
+        for key, arr in arrays.items():
+            i = _find_key(specs, key)
+            out[key] = _one_sample_or_many(arr, specs[i]) if i is not None else arr
+        return out
+    return load_arrays(path, what)
+
+
+def load_reference(source: str | Path | Mapping[str, Any], specs: Sequence[TensorSpec],
+                   what: str = "reference") -> dict[str, np.ndarray]:
+    """A reference's arrays keyed by output: :func:`load_tensor_files` for outputs."""
+    return load_tensor_files(source, specs, "output", what)
 
 
 def _bind(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], kind: str, what: str,
@@ -944,7 +1078,7 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
     """Bind ``data`` (and ``reference``) to the model ``info``; see :func:`validate`."""
     in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
     out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
-    inputs = bind_inputs(in_specs, load_arrays(data, "data"))
+    inputs = bind_inputs(in_specs, load_tensor_files(data, in_specs, "input", "data"))
     if limit is not None:
         if limit < 1:
             raise ValidationError(f"limit {limit}: give at least 1 sample")
@@ -953,7 +1087,8 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
     plan = ValidationPlan(info, in_specs, out_specs, inputs)
     if reference is not None:
         what = reference if isinstance(reference, str | Path) else "reference"
-        ref_arrays = load_arrays(reference, f"reference {what}" if what != "reference" else what)
+        ref_arrays = load_reference(reference, out_specs,
+                                    f"reference {what}" if what != "reference" else what)
         if limit is not None:
             ref_arrays = {k: v[:limit] for k, v in ref_arrays.items()}
         plan.reference = bind_reference(out_specs, ref_arrays, n,

@@ -82,9 +82,10 @@ def test_generate_refuses_existing_dir(tmp_path: Path) -> None:
     assert (tmp_path / "prj" / "keep.txt").read_text() == "mine"
 
 
-def test_missing_shape_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
+def test_missing_dtype_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
     mod = add_module()
-    # A v7 archive without our "shape" extension and without Relay text: shapes are unknown.
+    # A v7 archive without our "shape" extension, without dtypes and without Relay text: sizes
+    # give flat shapes, but nothing gives the dtypes.
     path = write_mlf(tmp_path / "noshape.tar", [mod])
     unpacked = tmp_path / "unpacked"
     with tarfile.open(path) as tar:
@@ -93,12 +94,13 @@ def test_missing_shape_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
     for table in ("inputs", "outputs"):
         for info in meta["modules"]["default"]["memory"]["functions"]["main"][0][table].values():
             del info["shape"]
+            del info["dtype"]
     (unpacked / "metadata.json").write_text(json.dumps(meta))
     (unpacked / "src/default.relay").unlink()
     repacked = tmp_path / "repacked.tar"
     with tarfile.open(repacked, "w") as tar:
         tar.add(unpacked, arcname=".")
-    with pytest.raises(ProjectAPIError, match="no shape"):
+    with pytest.raises(ProjectAPIError, match="no dtype recorded.*--input-spec"):
         generate_host_project(repacked, tmp_path / "prj", build=False)
     assert not (tmp_path / "prj").exists()
 

@@ -121,11 +121,17 @@ ACLE_C = """\
 int32_t tvmgen_default_dot(int32_t a, int32_t b) { return __smlad(a, b, 0); }
 """
 
+CMSIS_C = """\
+#include <arm_nnfunctions.h>
+#include <stdint.h>
+int32_t tvmgen_default_dot(int32_t a, int32_t b) { return a * b; }
+"""
+
 
 def test_arm_only_code_is_refused_in_one_line(tmp_path: Path) -> None:
     mod = add_module()
     mlf = write_mlf(tmp_path / "m.tar", [mod], extra_files={
-        "codegen/host/src/default_lib1.c": ACLE_C.encode()})
+        "codegen/host/src/default_lib1.c": CMSIS_C.encode()})
     r = cli("info", str(mlf))
     assert r.returncode == 0, r.stderr
     with generate_host_project(mlf, tmp_path / "prj", build=False) as project:
@@ -133,9 +139,18 @@ def test_arm_only_code_is_refused_in_one_line(tmp_path: Path) -> None:
             project.build()
     message = str(info.value)
     assert "module 'default' targets Arm" in message
-    assert "default_lib1.c includes <arm_acle.h>" in message
+    assert "default_lib1.c includes <arm_nnfunctions.h>" in message
     assert "which the host template cannot build" in message
     assert not (tmp_path / "prj" / "build" / "main").exists()
+
+
+def test_acle_code_builds_with_the_portable_header(tmp_path: Path) -> None:
+    """<arm_acle.h> alone is no reason to refuse: the host template brings a portable one."""
+    mlf = write_mlf(tmp_path / "m.tar", [add_module()], extra_files={
+        "codegen/host/src/default_lib1.c": ACLE_C.encode()})
+    with generate_host_project(mlf, tmp_path / "prj", build=False) as project:
+        project.build()
+    assert (tmp_path / "prj" / "build" / "main").is_file()
 
 
 def test_generated_project_builds_without_the_template(tmp_path: Path) -> None:

@@ -72,16 +72,17 @@ def test_versions_executors_and_containers(tmp_path, version, executor, as_dir):
 
 
 def test_v7_metadata_only_no_header_no_relay(tmp_path):
-    """TVM v7 without interface header or Relay: metadata order, sizes and dtypes, no shapes."""
+    """TVM v7 without interface header or Relay: metadata order, sizes and dtypes; the shapes
+    are flat, from the sizes, and each says so in its note."""
     path = make_mlf(tmp_path / "m.tar", 7, [_module()], header=False, relay=False)
     with open_mlf(path) as lib:
         mod = lib.module()
         # No positional source but metadata.json, whose keys TVM sorted.
         assert [t.name for t in mod.inputs] == ["a:0", "b"]
         assert [(t.dtype, t.size_bytes, t.shape) for t in mod.inputs] == [
-            ("float32", 16, None), ("int8", 3, None)]
-        with pytest.raises(MLFError, match="records no shape"):
-            mod.inputs[0].require_shape()
+            ("float32", 16, (4,)), ("int8", 3, (3,))]
+        assert mod.inputs[0].note == ("shape [4] (flat): 16 bytes of float32, from "
+                                      "metadata.json's size; the archive records no shape")
         # lib1.c still defines the struct API.
         assert mod.run_function == "tvmgen_default_run"
 
@@ -317,5 +318,6 @@ def test_relay_output_count_disagreeing_with_header_is_ignored(tmp_path, caplog)
     with caplog.at_level("DEBUG", logger="project_api.mlf"), open_mlf(path) as lib:
         outs = lib.module().outputs
         assert [(t.name, t.dtype, t.size_bytes, t.shape) for t in outs] == [
-            ("a", "int8", 2, None), ("b", "int8", 2, None)]
+            ("a", "int8", 2, (2,)), ("b", "int8", 2, (2,))]
+        assert all("(flat)" in t.note for t in outs)
     assert "returns 1 output(s) but the module has 2" in caplog.text

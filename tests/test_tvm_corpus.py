@@ -1,8 +1,10 @@
 """Real TVM archives (tests/tvm_corpus.py) through info, generate, build and run; leniency rules.
 
 Every corpus archive is written as one TVM release wrote it; the host-template round trip checks
-its outputs against numpy computing the same network. The Cortex-M archive is Arm-only C: it must
-pass info and generate, and its build on this (x86) host must fail naming Arm Cortex-M.
+its outputs against numpy computing the same network, with no ``--input-spec``. The Cortex-M
+archives hold TVM's DSP micro-kernels (<arm_acle.h> and inline Arm assembly): the host template
+builds them with its portable <arm_acle.h>; code with other Arm-only headers (CMSIS-NN) is refused
+there, naming Arm Cortex-M. Two archives rebuild ones TVM users published (``world-*``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import shutil
 import subprocess
 import tarfile
@@ -29,7 +32,8 @@ from project_api.mlf import (
     write_mlf_with_specs,
 )
 
-HOST_KEYS = [k for k in CORPUS if k != "tvm-0.13-cortex-m"]
+HOST_KEYS = list(CORPUS)
+WORLD_KEYS = [k for k in CORPUS if k.startswith("world-")]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,11 @@ def _generate_build_run(entry: CorpusArchive, work: Path, capsys: pytest.Capture
     _cli_json(capsys, "generate", "--template", "host", "--model", str(model or entry.path),
               "--out", str(prj), *spec_args)
     _cli_json(capsys, "build", str(prj))
-    feeds = _feeds(entry, seed=CORPUS.index(entry.key) + 1)
+    seed = CORPUS.index(entry.key) + 1
+    feeds = _feeds(entry, seed)
+    while entry.model.ambiguous(feeds):  # a float rounding tie: take another sample
+        seed += 100
+        feeds = _feeds(entry, seed)
     args = []
     for i, t in enumerate(entry.model.inputs):
         np.save(work / f"{entry.key}-in{i}.npy", feeds[t.name])
@@ -78,7 +86,7 @@ def _generate_build_run(entry: CorpusArchive, work: Path, capsys: pytest.Capture
     got = np.load(out)
     want = entry.model.reference(feeds)
     assert len(got.files) == len(want)
-    assert all(np.count_nonzero(w) >= 2 for w in want)  # a check that can fail
+    assert all(np.count_nonzero(w) >= 1 for w in want)  # a check that can fail
     with open_mlf(prj / "model.tar") as lib:
         c_names = [t.c_name for t in lib.module().outputs]
     for c, w in zip(c_names, want, strict=True):
@@ -103,13 +111,17 @@ def test_archive_bytes_follow_the_release(key: str, corpus_dir: Path) -> None:
     magic = entry.path.read_bytes()[257:265]
     assert magic == (b"ustar  \x00" if r.tar_format == tarfile.GNU_FORMAT else b"ustar\x0000")
     names = [m.name for m in members]
-    assert names[0] == "." and all(n == "." or n.startswith("./") for n in names)
-    core = [m for m in members if not m.name.startswith(("./runtime", "./templates"))]
+    appended = [n for n in names if n.startswith("samples/")]  # added later, by another tool
+    assert bool(appended) == r.samples
+    assert names[0] == "." and all(n == "." or n.startswith("./") for n in names
+                                   if n not in appended)
+    core = [m for m in members
+            if not m.name.startswith(("./runtime", "./templates")) and m.name not in appended]
     assert all((m.uid, m.gid, m.uname, m.gname) == (0, 0, "root", "root") for m in core)
     # tarfile.add walks each folder in sorted order, depth first.
     assert [m.name for m in core] == sorted((m.name for m in core),
                                              key=lambda n: n.split("/"))
-    extra = [m for m in members if m not in core]
+    extra = [m for m in members if m not in core and m.name not in appended]
     assert bool(extra) == r.runtime_dir
     assert all(m.uid == 1000 for m in extra)  # added without the reset filter
     assert ("./templates" in names) is False  # template files come without a folder member
@@ -132,9 +144,11 @@ def test_archive_bytes_follow_the_release(key: str, corpus_dir: Path) -> None:
     assert ("span=" in relay) == r.spans
     names_in_params = read_param_names(_write(corpus_dir / f"{key}.params",
                                               entry.files[f"parameters/{r.mod}.params"]))
-    assert names_in_params == list(entry.model.params)
-    lib1 = entry.files[f"codegen/host/src/{r.mod}_lib1.c"].decode()
-    assert "static const" in lib1 and ".rodata.tvm" in lib1  # -link-params=0: weights in C too
+    assert names_in_params == (r.param_file_names if r.param_file_names is not None
+                               else list(entry.model.params))
+    weights_c = "lib0" if r.layout == "single-lib0" else "lib1"
+    lib = entry.files[f"codegen/host/src/{r.mod}_{weights_c}.c"].decode()
+    assert "static const" in lib and ".rodata.tvm" in lib  # -link-params=0: weights in C too
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -157,8 +171,10 @@ def test_info_reads_every_release(key: str, corpus_dir: Path,
     out_names = ["output"] if not r.output_tensor_names_attr else m.output_tensor_names
     assert [(t["name"], t["dtype"], t["shape"]) for t in mod["outputs"]] == [
         (n, t.dtype, list(t.shape)) for n, t in zip(out_names, m.outputs, strict=True)]
-    assert mod["param_names"] == list(m.params)
-    assert mod["run_function"] == (f"tvmgen_{r.mod}_run_model" if r.flat_run_model
+    assert mod["param_names"] == (r.param_file_names if r.param_file_names is not None
+                                  else list(m.params))
+    assert mod["run_function"] == (f"tvmgen_{r.mod}_run_model"
+                                   if r.flat_run_model or r.layout == "single-lib0"
                                    else f"tvmgen_{r.mod}_run")
     assert data["has_bundled_runtime"] == r.runtime_dir
     assert (mod["internal_workspace_bytes"] > 0) == r.usmp
@@ -167,8 +183,14 @@ def test_info_reads_every_release(key: str, corpus_dir: Path,
     if r.cortex_m:
         assert (mod["target_cpu"], mod["target_family"]) == ("cortex-m7", "cortex-m")
         assert "-mcpu=cortex-m7" in mod["target_evidence"]
+    elif "-mcpu=cortex-m" in r.target:  # portable C generated for a Cortex-M
+        cpu = re.search(r"-mcpu=(\S+)", r.target).group(1)
+        assert (mod["target_cpu"], mod["target_family"]) == (cpu, "cortex-m")
     else:
         assert mod["target_family"] is None
+    # Whatever TVM did not record is inferred, and each such tensor says how in one note.
+    for t in mod["inputs"] + mod["outputs"]:
+        assert t["shape"] is not None
 
 
 # --- generate, build, run on the host template ---------------------------------------------------
@@ -180,38 +202,51 @@ def test_generate_build_run_matches_numpy(key: str, tmp_path: Path,
     _generate_build_run(_archive(key, tmp_path), tmp_path, capsys)
 
 
-def test_cortex_m_archive_generates_but_does_not_build_here(
+def test_other_arm_only_code_is_refused_by_the_host_build(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CMSIS-NN has no portable stand-in: the host build names the CPU family and the
+    templates that build it."""
     entry = _archive("tvm-0.13-cortex-m", tmp_path)
-    _cli_json(capsys, "info", str(entry.path))
+    lib1 = entry.files["codegen/host/src/default_lib1.c"].decode()
+    cmsis = _rewrite(entry, tmp_path / "cmsis.tar", {"codegen/host/src/default_lib1.c": lib1.replace(
+        "#include <arm_acle.h>", "#include <arm_acle.h>\n#include <arm_nnfunctions.h>").encode()})
     prj = tmp_path / "prj"
-    _cli_json(capsys, "generate", "--template", "host", "--model", str(entry.path), "--out",
-              str(prj))
+    _cli_json(capsys, "generate", "--template", "host", "--model", str(cmsis), "--out", str(prj))
     capsys.readouterr()
     assert main(["build", "-q", str(prj)]) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
-    assert "targets Arm Cortex-M" in err and "<arm_acle.h>" in err
+    assert "targets Arm Cortex-M" in err and "<arm_nnfunctions.h>" in err
     # The templates that can build it are named, from their boards.yaml.
     assert "the host template cannot build; generate it with a template that builds for it: " \
         "stm32" in err
 
 
-def test_cortex_m_archive_is_real_arm_code(tmp_path: Path) -> None:
-    """The Arm-only C compiles for a Cortex-M7 (so the corpus does not fake it) and not for x86."""
+@pytest.mark.parametrize("key", ["tvm-0.13-cortex-m", "world-2023-cortex-m7-int8"])
+def test_cortex_m_archives_are_real_arm_code(key: str, tmp_path: Path) -> None:
+    """TVM's DSP C compiles for a Cortex-M7 as it is (so the corpus does not fake it), not for
+    x86 with the system's headers (no <arm_acle.h>; inline Arm assembly), and for x86 with the
+    host template's portable <arm_acle.h>."""
     gcc = shutil.which("arm-none-eabi-gcc")
     if gcc is None:
         pytest.skip("arm-none-eabi-gcc is not installed")
-    entry = _archive("tvm-0.13-cortex-m", tmp_path)
+    entry = _archive(key, tmp_path)
     src = tmp_path / "default_lib1.c"
     src.write_bytes(entry.files["codegen/host/src/default_lib1.c"])
-    inc = ["-I", str(REPO_ROOT / "crt" / "include")]
+    inc = ["-I", str(REPO_ROOT / "crt" / "include"), "-I", str(tmp_path)]
+    (tmp_path / "tvmgen_default.h").write_bytes(
+        entry.files["codegen/host/include/tvmgen_default.h"])
     arm = subprocess.run([gcc, "-mcpu=cortex-m7", "-mthumb", "-O2", "-c", str(src), "-o",
                           str(tmp_path / "arm.o"), *inc], capture_output=True, text=True)
     assert arm.returncode == 0, arm.stderr
+    assert "__pkhbt" in src.read_text() or key == "tvm-0.13-cortex-m"
     host = subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / "host.o"), *inc],
                           capture_output=True, text=True)
     assert host.returncode != 0 and "arm_acle.h" in host.stderr
+    shim = subprocess.run(["cc", "-std=c99", "-c", str(src), "-o", str(tmp_path / "shim.o"), *inc,
+                           "-I", str(REPO_ROOT / "templates" / "host" / "include")],
+                          capture_output=True, text=True)
+    assert shim.returncode == 0, shim.stderr
 
 
 # --- leniency rules -------------------------------------------------------------------------------
@@ -241,11 +276,15 @@ def test_unreadable_relay_never_rejects_a_described_archive(tmp_path: Path, capl
     path = _rewrite(entry, tmp_path / "bad-relay.tar", {"src/default.relay": garbage})
     with caplog.at_level(logging.DEBUG, logger="project_api.mlf"), open_mlf(path) as lib:
         mod = lib.module()
+        # metadata.json gives dtype and size; the shape is then the flat one, and says so.
         assert [(t.name, t.dtype, t.size_bytes, t.shape) for t in mod.inputs] == [
-            ("serving_default_input_1:0", "int8", 6, None)]
+            ("serving_default_input_1:0", "int8", 6, (6,))]
+        assert mod.inputs[0].note == ("shape [6] (flat): 6 bytes of int8, from metadata.json's "
+                                      "size; the archive records no shape")
         assert [(t.name, t.dtype, t.size_bytes) for t in mod.outputs] == [
             ("StatefulPartitionedCall_0", "int8", 4)]
-    assert "unbalanced brackets" in caplog.text
+    assert "default.relay is not Relay text we can read" in caplog.text
+    assert "unterminated parameter list" in caplog.text
 
 
 def test_unknown_relay_syntax_keeps_what_can_be_read(tmp_path: Path) -> None:
@@ -262,16 +301,30 @@ def test_unknown_relay_syntax_keeps_what_can_be_read(tmp_path: Path) -> None:
     path = _rewrite(entry, tmp_path / "odd.tar", {"src/default.relay": relay.encode()})
     with open_mlf(path) as lib:
         ins = lib.module().inputs
-        # y: a dynamic dimension leaves the shape unknown, the dtype known; x: read in full.
+        # y: the dynamic dimension is what the recorded 16 bytes leave; x: read in full.
         assert [(t.name, t.dtype, t.shape) for t in ins] == [
-            ("serving_default_y:0", "float32", None), ("serving_default_x:0", "float32", (1, 4))]
-    # TVM 0.9 records no size anywhere but in the Relay types: then the missing fact is named.
+            ("serving_default_y:0", "float32", (1, 4)), ("serving_default_x:0", "float32", (1, 4))]
+        assert ins[0].note == "shape [1, 4]: the Relay type (?, 4) with its ? from the 16 bytes"
+        assert ins[1].note is None
+    # TVM 0.9 records no per-tensor size: io_size_bytes minus the other tensors gives y's.
     old = _archive("tvm-0.9-float2", tmp_path)
     odd = old.files["src/default.relay"].decode().replace(
         "%serving_default_y:0: Tensor[(1, 4), float32]", "%serving_default_y:0: Tensor[(?, 4), float32]")
     path = _rewrite(old, tmp_path / "odd09.tar", {"src/default.relay": odd.encode()})
-    with pytest.raises(MLFError, match=r"input 'serving_default_y:0': no size recorded.*"
-                                       r"--input-spec serving_default_y:0:float32:"):
+    with open_mlf(path) as lib:
+        y = lib.module().inputs[0]
+        assert (y.name, y.size_bytes, y.shape) == ("serving_default_y:0", 16, (1, 4))
+        assert y.note == ("16 bytes: what io_size_bytes 64 leaves after the other inputs and "
+                          "outputs; shape [1, 4]: the Relay type (?, 4) with its ? from the 16 bytes")
+    # Without io_size_bytes nothing gives the size: the error says what was tried.
+    meta = json.loads(old.files["metadata.json"])
+    del meta["modules"]["default"]["memory"]["functions"]["main"][0]["io_size_bytes"]
+    path = _rewrite(old, tmp_path / "odd09-no-io.tar", {
+        "src/default.relay": odd.encode(), "metadata.json": json.dumps(meta).encode()})
+    with pytest.raises(MLFError, match=r"input 'serving_default_y:0': no size recorded and no "
+                                       r"shape to compute it from \(metadata.json has none, the "
+                                       r"header has no size macro, no io_size_bytes\); supply it "
+                                       r"with --input-spec serving_default_y:0:float32:"):
         open_mlf(path)
 
 
@@ -329,18 +382,30 @@ def _no_relay_v08(entry: CorpusArchive, tmp_path: Path) -> Path:
     return _rewrite(entry, tmp_path / "no-relay.tar", {"src/relay.txt": b"not relay at all\n"})
 
 
-def test_missing_dtype_names_the_fact_and_input_spec(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_facts_name_what_was_tried_and_the_input_spec(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     entry = _archive("tvm-0.8-float", tmp_path)
     path = _no_relay_v08(entry, tmp_path)
-    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no dtype recorded.*"
-                                       r"--input-spec serving_default_input_1_0:DTYPE:SHAPE"):
+    # The params file's weights are all float32, so the tensors are float32; but io_size_bytes
+    # cannot be split between two tensors of unknown size.
+    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no size recorded.*"
+                                       r"io_size_bytes 44 leaves it open: 2 tensors lack a size"
+                                       r".*--input-spec serving_default_input_1_0:float32:"):
         open_mlf(path)
     capsys.readouterr()
     assert main(["info", str(path)]) == 1
     err = capsys.readouterr().err
     assert "--input-spec" in err and "pass a Model Library Format" not in err
     assert len(err.strip().splitlines()) == 1
+    # Without the params file no dtype is recorded anywhere.
+    bare = _rewrite(entry, tmp_path / "bare-no-relay.tar", {
+        "src/relay.txt": b"not relay at all\n", "parameters/default.params": None})
+    with pytest.raises(MLFError, match=r"input 'serving_default_input_1_0': no dtype recorded "
+                                       r"\(metadata.json lists none; the interface header declares "
+                                       r"only void\*; relay.txt could not be read \(.*\); no other "
+                                       r"tensor or weight records a dtype\); supply it with "
+                                       r"--input-spec serving_default_input_1_0:DTYPE:SHAPE"):
+        open_mlf(bare)
 
 
 def test_input_spec_supplies_missing_facts_end_to_end(tmp_path: Path,
@@ -427,15 +492,18 @@ def test_run_one_go_takes_input_spec(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--input-spec goes with --template/--model" in capsys.readouterr().err
 
 
-def test_generate_notes_a_missing_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without the Relay text a TVM 0.11 archive has dtypes and sizes but no shapes."""
+def test_generate_notes_an_inferred_shape(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the Relay text a TVM 0.11 archive has dtypes and sizes but no shapes: generate
+    uses the flat shapes and says so."""
     entry = _archive("tvm-0.11-float", tmp_path)
     path = _rewrite(entry, tmp_path / "no-relay.tar", {"src/default.relay": None})
     capsys.readouterr()
-    main(["generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj")])
+    assert main(["generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj")]) == 0
     err = capsys.readouterr().err
-    assert ("records no shape for 'serving_default_input_1:0'; if the template needs it, add "
-            "--input-spec serving_default_input_1:0:float32:") in err
+    assert ("note: input 'serving_default_input_1:0': shape [8] (flat): 32 bytes of float32, "
+            "from metadata.json's size; the archive records no shape (--input-spec "
+            "serving_default_input_1:0:float32:D0xD1x... overrides it)") in err
     # With the shapes supplied the same archive generates.
     _cli_json(capsys, "generate", "-t", "host", "-m", str(path), "--out", str(tmp_path / "prj2"),
               "--input-spec", "serving_default_input_1:0:float32:1x8",
@@ -509,3 +577,158 @@ def test_tflite_names_with_slash_and_colon(tmp_path: Path) -> None:
         (t,) = lib.module().inputs
         assert (t.name, t.c_name, t.dtype, t.shape) == (
             "model/input_1:0", "model_input_1_0", "int8", (1, 5))
+
+
+# --- the archives TVM users published (world-*) ---------------------------------------------------
+
+
+def _members(entry: CorpusArchive) -> list[str]:
+    with tarfile.open(entry.path) as tar:
+        return tar.getnames()
+
+
+def test_world_2021_keras_dense_archive_is_as_published(corpus_dir: Path) -> None:
+    """gromero/sine_aot's model.tar (TVM main, 2021-12-14, MLF 5), as that archive holds it:
+    metadata.json, the header and relay.txt are byte for byte the published ones (only the
+    weights, and so the params file and the C, differ)."""
+    entry = _archive("world-2021-keras-dense", corpus_dir)
+    with tarfile.open(entry.path) as tar:
+        members = tar.getmembers()
+    assert [(m.name, m.mode) for m in members] == [
+        (".", 0o700), ("./codegen", 0o775), ("./codegen/host", 0o775),
+        ("./codegen/host/include", 0o775), ("./codegen/host/include/tvmgen_default.h", 0o664),
+        ("./codegen/host/src", 0o775), ("./codegen/host/src/default_lib0.c", 0o664),
+        ("./metadata.json", 0o664), ("./parameters", 0o775),
+        ("./parameters/default.params", 0o664), ("./src", 0o775), ("./src/relay.txt", 0o664)]
+    assert members[0].mtime == 1639499404.7125788  # PAX keeps the fraction
+    meta = json.loads(entry.files["metadata.json"])
+    assert sorted(meta) == ["executors", "export_datetime", "memory", "model_name", "style",
+                            "target", "version"] and meta["version"] == 5
+    (main_entry,) = meta["memory"]["functions"]["main"]
+    assert main_entry == {"constants_size_bytes": 1284, "device": 1, "io_size_bytes": 8,
+                          "workspace_size_bytes": 1184}  # no inputs, no outputs
+    assert [(f["function_name"], f["workspace"][0]["workspace_size_bytes"])
+            for f in meta["memory"]["functions"]["operator_functions"]] == [
+        ("tvmgen_default_fused_reshape_1", 0), ("tvmgen_default_fused_reshape", 0),
+        ("tvmgen_default_fused_nn_dense_add_nn_relu", 96),
+        ("tvmgen_default_fused_nn_dense_add_nn_relu_1", 1056),
+        ("tvmgen_default_fused_nn_dense_add", 80)]
+    header = entry.files["codegen/host/include/tvmgen_default.h"].decode()
+    assert "struct tvmgen_default_outputs {\n  void* output;\n};" in header
+    assert "size (in bytes)" not in header and "int32_t tvmgen_default_run(\n" in header
+    lib0 = entry.files["codegen/host/src/default_lib0.c"].decode()
+    assert "TVM_DLL int32_t tvmgen_default_run_model(void* input, void* output) {" in lib0
+    assert "tvmgen_default_run(" not in lib0 and "__tvm_param__p5" in lib0
+    relay = entry.files["src/relay.txt"].decode()
+    assert relay.startswith("def @main(%dense_4_input: Tensor[(1, 1), float32], %v_param_1: "
+                            "Tensor[(16, 1), float32], ")
+    assert "%v_param_6: Tensor[(1), float32]) {\n" in relay and "->" not in relay
+    assert "ty=" not in relay and "/*" not in relay
+    assert relay.endswith("  %9 = nn.dense(%8, %v_param_5, units=1);\n"
+                          "  nn.bias_add(%9, %v_param_6)\n}\n")
+    assert read_param_names(_write(corpus_dir / "w21.params",
+                                   entry.files["parameters/default.params"])) == [
+        "p0", "p1", "p4", "p2", "p3", "p5"]
+
+
+def test_world_2023_cortex_m7_archive_is_as_published(corpus_dir: Path) -> None:
+    """patschmidt2/letscope_demo_stm's model.tar (TVM 0.13.dev0, 2023-09-22, MLF 7)."""
+    entry = _archive("world-2023-cortex-m7-int8", corpus_dir)
+    names = _members(entry)
+    assert names[:13] == [
+        ".", "./codegen", "./codegen/host", "./codegen/host/include",
+        "./codegen/host/include/tvmgen_default.h", "./codegen/host/src",
+        "./codegen/host/src/default_lib0.c", "./codegen/host/src/default_lib1.c",
+        "./metadata.json", "./parameters", "./parameters/default.params", "./src",
+        "./src/default.relay"]
+    assert "./runtime" in names and any(n.startswith("./templates/") for n in names)
+    assert names[-2:] == ["samples/dummy_input.h", "samples/expected_output.h"]
+    meta = json.loads(entry.files["metadata.json"])
+    mod = meta["modules"]["default"]
+    assert meta["version"] == 7 and mod["target"] == [
+        "c -keys=arm_cpu,cpu -march=armv7e-m -mcpu=cortex-m7 -model=stm32f746xx"]
+    assert mod["external_dependencies"][0]["version_spec"] == "0.13.dev0"
+    (main_entry,) = mod["memory"]["functions"]["main"]
+    assert main_entry["outputs"] == {"StatefulPartitionedCall_0": {"dtype": "int8", "size": 1}}
+    assert main_entry["inputs"] == {"serving_default_input_1:0": {"dtype": "int8", "size": 5}}
+    assert main_entry["io_size_bytes"] > 6 and main_entry["constants_size_bytes"] == 0
+    assert read_param_names(_write(corpus_dir / "w23.params",
+                                   entry.files["parameters/default.params"])) == []
+    lib0 = entry.files["codegen/host/src/default_lib0.c"].decode()
+    assert "tvmgen_default___tvm_main__(void* serving_default_input_1_0,void* output0);" in lib0
+    lib1 = entry.files["codegen/host/src/default_lib1.c"].decode()
+    assert "#include <arm_acle.h>" in lib1 and "__smlad(" in lib1
+    assert re.search(r'#define __pkhbt\(ARG1,ARG2,ARG3\) __extension__ \(\{[^\n]*__asm\("pkhbt',
+                     lib1)
+    relay = entry.files["src/default.relay"].decode()
+    assert relay.startswith("def @main(%serving_default_input_1:0: Tensor[(1, 5), int8] "
+                            "/* span=serving_default_input_1:0:0:0 */, ")
+    assert 'output_tensor_names=["StatefulPartitionedCall_0"]) {\n' in relay
+    assert "span=" in relay and "ty=" not in relay and "->" not in relay
+    assert [line.split(" = ")[1].split("(")[0] for line in relay.splitlines()
+            if re.match(r"  %\d+ = ", line)] == [
+        "reshape", "qnn.dense", "nn.bias_add", "qnn.requantize", "qnn.dequantize", "sigmoid",
+        "qnn.quantize"] * 2 + ["reshape", "qnn.dense", "nn.bias_add", "qnn.requantize",
+                               "qnn.dequantize", "sigmoid"]
+    assert re.search(r"%15 = qnn\.dense\(%14, %v_param_5, .*units=1, out_dtype=\"int32\"\)",
+                     relay)
+    assert 'rounding="UPWARD", compute_dtype="int64", out_dtype="int8"' in relay
+    assert re.search(r"\n  qnn\.quantize\(%19, .*out_dtype=\"int8\"\) /\* span=[^*]*\*/\n}\n$",
+                     relay)
+
+
+def test_world_2023_samples_are_the_networks_pair(corpus_dir: Path) -> None:
+    """The appended samples/*.h hold one input and the output numpy computes for it."""
+    entry = _archive("world-2023-cortex-m7-int8", corpus_dir)
+    with tarfile.open(entry.path) as tar:
+        text = {n: tar.extractfile(n).read().decode() for n in
+                ("samples/dummy_input.h", "samples/expected_output.h")}
+    values = {n: [int(v) for v in re.search(r"\{([^}]*)\}", t).group(1).split(",") if v.strip()]
+              for n, t in text.items()}
+    x = np.array(values["samples/dummy_input.h"], np.int8).reshape(1, 5)
+    (y,) = entry.model.reference({"serving_default_input_1:0": x})
+    assert values["samples/expected_output.h"] == y.reshape(-1).tolist()
+
+
+def test_world_archives_infer_what_they_leave_out(corpus_dir: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """info names the facts it inferred, one note per tensor, and needs no --input-spec."""
+    old = _cli_json(capsys, "info", str(_archive("world-2021-keras-dense", corpus_dir).path))
+    mod = old["modules"]["default"]
+    assert mod["run_function"] == "tvmgen_default_run_model"
+    assert [(t["name"], t["dtype"], t["shape"], t["note"]) for t in mod["inputs"]] == [
+        ("dense_4_input", "float32", [1, 1], None)]
+    assert [(t["name"], t["dtype"], t["shape"], t["size_bytes"], t["note"])
+            for t in mod["outputs"]] == [
+        ("output", "float32", [1, 1], 4,
+         "dtype and shape float32 [1, 1] inferred through the body of @main in relay.txt, whose "
+         "result is nn.bias_add (its 4 bytes agree with io_size_bytes 8)")]
+    new = _cli_json(capsys, "info", str(_archive("world-2023-cortex-m7-int8", corpus_dir).path))
+    mod = new["modules"]["default"]
+    assert [(t["name"], t["dtype"], t["shape"], t["note"]) for t in mod["inputs"]] == [
+        ("serving_default_input_1:0", "int8", [1, 5], None)]
+    assert [(t["name"], t["dtype"], t["shape"], t["size_bytes"], t["note"])
+            for t in mod["outputs"]] == [
+        ("StatefulPartitionedCall_0", "int8", [1, 1], 1,
+         "shape [1, 1] inferred through the body of @main in default.relay, whose result is "
+         "qnn.quantize")]
+
+
+def test_world_2021_without_relay_falls_back_to_the_sizes(corpus_dir: Path, tmp_path: Path) -> None:
+    """With its Relay text unreadable the 2021 archive still runs: every weight is float32 (the
+    params file), so the tensors are; the input's and output's 4 bytes each are not recorded,
+    but the Relay parameter list still gives the input (1, 1), and io_size_bytes 8 leaves 4
+    bytes for the output, whose flat shape is then [1]."""
+    entry = _archive("world-2021-keras-dense", corpus_dir)
+    relay = entry.files["src/relay.txt"].decode()
+    broken = relay.replace("  nn.bias_add(%9, %v_param_6)\n}", "  nn.bias_add(%9, %v_param_6")
+    path = _rewrite(entry, tmp_path / "no-body.tar", {"src/relay.txt": broken.encode()})
+    with open_mlf(path) as lib:
+        (x,), (y,) = lib.module().inputs, lib.module().outputs
+        assert (x.dtype, x.shape, x.note) == ("float32", (1, 1), None)
+        assert (y.dtype, y.size_bytes, y.shape) == ("float32", 4, (1,))
+        assert y.note == ("dtype float32: every input and every Relay parameter and every weight "
+                          "of the model that records a dtype is float32; 4 bytes: what "
+                          "io_size_bytes 8 leaves after the other inputs and outputs; shape [1] "
+                          "(flat): 4 bytes of float32, from io_size_bytes; the archive records "
+                          "no shape")

@@ -20,9 +20,9 @@ def add_input_spec_argument(parser: argparse.ArgumentParser | argparse._Argument
     parser.add_argument(
         "--input-spec", dest="input_specs", action="append", default=[],
         metavar="NAME:DTYPE:SHAPE",
-        help="dtype and shape of a tensor the archive does not record (TVM 0.8-0.10 archives "
-             "without a readable Relay text), e.g. input_1:int8:1x49x10x1 (repeatable; an "
-             "output's name works too)",
+        help="dtype and shape of a tensor, overriding what is inferred where the archive does "
+             "not record them (asked for only when nothing determines them), e.g. "
+             "input_1:int8:1x49x10x1 (repeatable; an output's name works too)",
     )
 
 
@@ -79,7 +79,7 @@ examples:
                 tempfile.TemporaryDirectory(prefix="project-api-specs-") as tmp:
             options = parse_option_assignments(args.options, tpl.project_options, tpl.where)
             model = model_with_specs(args.model, args.input_specs, tmp)
-            self._note_missing_shapes(model)
+            self._note_inferred(model)
             self.progress(f"generating {args.out} from {args.model} ...")
             project = tpl.generate_project_from_mlf(model, args.out, options, force=args.force)
             with project:
@@ -92,16 +92,18 @@ examples:
                           f"next: project-api build {shlex.quote(out)}")  # pasted into a shell
         return 0
 
-    def _note_missing_shapes(self, model: Path) -> None:
-        """A progress line for tensors whose shape no source records (a template may need it)."""
+    def _note_inferred(self, model: Path) -> None:
+        """A progress line for each tensor whose facts were inferred, not read (see
+        :attr:`project_api.mlf.TensorInfo.note`)."""
         from project_api.mlf import open_mlf
 
         with open_mlf(model) as lib:
-            missing = [(t.name, t.dtype) for m in lib.modules.values()
-                       for t in m.inputs + m.outputs if t.shape is None]
-        for name, dtype in missing:
-            self.progress(f"note: {self.args.model} records no shape for {name!r}; if the "
-                          f"template needs it, add --input-spec {name}:{dtype}:D0xD1x...")
+            for m in lib.modules.values():
+                for kind, tensors in (("input", m.inputs), ("output", m.outputs)):
+                    for t in tensors:
+                        if t.note:
+                            self.progress(f"note: {kind} {t.name!r}: {t.note} (--input-spec "
+                                          f"{t.name}:{t.dtype}:D0xD1x... overrides it)")
 
 
 def _value_of(argv: list[str], flags: tuple[str, ...]) -> str | None:

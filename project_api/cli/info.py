@@ -39,6 +39,8 @@ def describe_library(lib: ModelLibrary) -> str:
                 if t.quantization:
                     quant = f"  scale {t.quantization['scale'][0]:g} zero_point {t.quantization['zero_point'][0]}"
                 lines.append(f"    {kind} {i}: {t.name}  {t.dtype}[{shape}]  {t.size_bytes} B{quant}")
+                if t.note:
+                    lines.append(f"      note: {t.note}")
     return "\n".join(lines)
 
 
@@ -79,7 +81,8 @@ examples:
             path = builtin
         if path.is_file() and is_tflite_file(path):
             raise tflite_not_mlf_error(path, "info")
-        if path.is_file() or (path / "metadata.json").is_file() and not (path / SERVER_SCRIPT).exists():
+        looks_mlf = (path / "metadata.json").is_file() or (path / "codegen" / "host").is_dir()
+        if path.is_file() or looks_mlf and not (path / SERVER_SCRIPT).exists():
             with open_mlf(path, input_specs=getattr(self.args, "input_specs", None)) as lib:
                 data = lib.to_json()
                 self.output(data, lambda: f"{path}: Model Library Format\n{describe_library(lib)}")

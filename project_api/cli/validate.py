@@ -47,7 +47,11 @@ data: an .npz (or a folder of <input>.npy files) with one array per input, keyed
 input's name, its C name or its index; the first axis is the sample:
   python -c "import numpy as np; np.savez('samples.npz', input_1=np.random.default_rng(0)
              .integers(-128, 128, (100, 1, 49, 10, 1), dtype=np.int8))"
-A reference .npz has one array per output, keyed by output name, first axis = sample.
+A reference .npz has one array per output, keyed by output name, first axis = sample; a
+one-input, one-output model also takes the pair published beside it as it is, e.g.
+  project-api validate prj --data x.npy --reference y.npy
+  project-api validate prj --data samples/dummy_input.h --reference samples/expected_output.h
+(.txt: numbers separated by blanks or commas; .h: a C array initializer; shapes from the model)
 
 thresholds: METRIC[@REF]=VALUE, repeatable, checked on every output that has the metric.
   --fail-under for agreements (fails when the metric is below VALUE),
@@ -72,10 +76,13 @@ examples:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("project_dir", nargs="?", help="a generated, built and flashed project")
         parser.add_argument("--data", "-d", required=True, metavar="SAMPLES",
-                            help="samples: .npz, or a folder of .npy, one array per input "
-                                 "(first axis = sample)")
-        parser.add_argument("--reference", "-r", metavar="REF.npz",
-                            help="expected outputs: .npz (or folder) keyed by output name")
+                            help="samples: .npz, or a folder of <input>.npy/.txt/.h, one array "
+                                 "per input (first axis = sample); for a one-input model also "
+                                 "one .npy, .txt or .h")
+        parser.add_argument("--reference", "-r", metavar="REF",
+                            help="expected outputs: .npz (or a folder of <output>.npy/.txt/.h) "
+                                 "keyed by output name; for a one-output model also one .npy, "
+                                 ".txt or .h (the sample output published beside a model)")
         parser.add_argument("--model", "-m", metavar="MODEL",
                             help="a .tflite: compare with TFLite Micro and LiteRT run on it "
                                  "(with --template: the model to build, .tflite or MLF .tar)")

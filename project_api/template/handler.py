@@ -194,6 +194,9 @@ class TemplateHandler(server.ProjectAPIHandler):
     OPTIONS: ClassVar[list[DeclaredOption]] = []
     #: CPU families the template compiles for ("host", "cortex-m"); see :meth:`check_targets`.
     BUILDS_FOR: ClassVar[tuple[str, ...]] = ()
+    #: Arm-only headers the template supplies itself for code it builds elsewhere (the host
+    #: template's portable ``<arm_acle.h>``), so including them is no reason to refuse.
+    EMULATED_HEADERS: ClassVar[tuple[str, ...]] = ()
     #: Its boards (:func:`load_boards`), for templates with a ``board`` option.
     BOARDS: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -318,7 +321,7 @@ class TemplateHandler(server.ProjectAPIHandler):
         from project_api.template import targets
 
         for mod in modules if modules is not None else self.model_library().modules.values():
-            need = targets.arch_requirement(mod)
+            need = targets.arch_requirement(mod, emulated=self.EMULATED_HEADERS)
             if need is None or targets.builds(need[0], self.BUILDS_FOR):
                 continue
             family, evidence = need

@@ -28,10 +28,11 @@ _CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
 _ARM_MACRO = re.compile(r"__ARM_|__arm__|__thumb__|__aarch64__")
 
 
-def unconditional_arm_header(text: str) -> str | None:
+def unconditional_arm_header(text: str, emulated: Iterable[str] = ()) -> str | None:
     """The first Arm-only header ``text`` includes outside any ``#if`` on an Arm macro (portable
     C may include ``<arm_acle.h>`` under ``#if defined(__ARM_FEATURE_DSP)`` and still build
-    anywhere; TVM's Cortex-M code includes it unconditionally)."""
+    anywhere; TVM's Cortex-M code includes it unconditionally), ``emulated`` headers aside."""
+    skip = set(emulated)
     guards: list[bool] = []  # per open #if: does its branch depend on an Arm macro?
     for line in text.splitlines():
         cond = _CONDITIONAL.match(line)
@@ -46,25 +47,26 @@ def unconditional_arm_header(text: str) -> str | None:
                 guards[-1] = guards[-1] or bool(_ARM_MACRO.search(rest))
             continue
         include = _ARM_ONLY_HEADER.match(line)
-        if include and not any(guards):
+        if include and not any(guards) and include.group(1) not in skip:
             return include.group(1)
     return None
 
 
-def arch_requirement(mod: Any) -> tuple[str, str] | None:
+def arch_requirement(mod: Any, emulated: Iterable[str] = ()) -> tuple[str, str] | None:
     """``(family, evidence)`` when a module's C builds only for one CPU family, else None.
 
     Portable C builds anywhere, whatever ``-mcpu`` it was generated for; C that includes an
     Arm-only header (``<arm_acle.h>``, CMSIS) outside an ``#if`` on an Arm macro needs an Arm
-    compiler. The family is the one the
-    archive names (:attr:`ModuleInfo.target_family`), else ``arm``.
+    compiler, unless the template supplies that header (``emulated``: the host template's
+    portable ``<arm_acle.h>``). The family is the one the archive names
+    (:attr:`ModuleInfo.target_family`), else ``arm``.
     """
     for path in getattr(mod, "sources", []):
         try:
             text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        header = unconditional_arm_header(text)
+        header = unconditional_arm_header(text, emulated)
         if header:
             family = getattr(mod, "target_family", None) or "arm"
             if not family_of(family).startswith(("cortex", "arm")):

@@ -53,6 +53,8 @@ class Handler(TransportMixin, TemplateHandler):
 
     PLATFORM_NAME = "host"
     BUILDS_FOR = ("host",)
+    # include/arm_acle.h: the ACLE intrinsics in portable C, for TVM's Cortex-M DSP kernels.
+    EMULATED_HEADERS = ("arm_acle.h",)
     OPTIONS = [
         option("project_type", "str", choices=list(APP_SOURCES), default="host_driven",
                optional=["generate_project"],
@@ -84,6 +86,7 @@ class Handler(TransportMixin, TemplateHandler):
         crt_sources = [str(p) for p in read_manifest(project.crt_dir).project_sources(kind)]
         project.copy_crt(crt_sources)
         project.copy(*(s for s in APP_SOURCES[kind] if s != "src/mlperftiny_model.c"))
+        project.copy("include/arm_acle.h")
         project.write_model_glue()
         if kind == "mlperftiny":
             ai_api.write_mlperftiny_model(project, project.options["mlperftiny_model"])
