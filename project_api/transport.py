@@ -492,9 +492,12 @@ def open_failure(port: str, exc: BaseException) -> str:
     network = "://" in port
     check = ("check the host and port, and that the serial server (ser2net, QEMU, a labgrid "
              "exporter) runs there" if network else
-             "check that the board is plugged in and that no other program holds the port")
+             "check the board is connected and no other program holds the port")
     if isinstance(cause, ConnectionRefusedError):
         return f"connection refused to {port} (nothing listens there); {check}"
+    if isinstance(cause, PermissionError):
+        return (f"cannot open {port}: permission denied; add yourself to the port's group "
+                "(e.g. 'sudo usermod -aG dialout $USER', then log in again)")
     if cause is not None and cause.strerror:
         return f"cannot open {port}: {cause.strerror.lower()}; {check}"
     text = " ".join(str(exc).split())

@@ -300,7 +300,8 @@ def check_finite(arr: np.ndarray, what: str) -> None:
     )
 
 
-def quantize_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def quantize_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray],
+                    what: str = "data") -> dict[str, np.ndarray]:
     """Float arrays for quantized integer inputs, quantized with the input's scale and zero
     point as TFLite does (round half away from zero, then clamp); other arrays unchanged."""
     out: dict[str, np.ndarray] = {}
@@ -313,7 +314,7 @@ def quantize_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray
                 raise ValidationError(
                     f"--quantize: input {spec.name!r} is {spec.dtype} with no one scale and zero "
                     "point in the archive; give its values as integers")
-            check_finite(arr, f"data array {key!r}")
+            check_finite(arr, f"{what} array {key!r}")
             info = np.iinfo(spec.dtype)
             scaled = arr.astype(np.float64) / spec.scale
             rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5) + spec.zero_point
@@ -1026,9 +1027,10 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
     in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
     out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
     arrays = load_arrays(data, "data")
+    named = f"data {data}" if isinstance(data, str | Path) else "data"  # errors name the file
     if quantize:
-        arrays = quantize_inputs(in_specs, arrays)
-    inputs = bind_inputs(in_specs, arrays)
+        arrays = quantize_inputs(in_specs, arrays, named)
+    inputs = bind_inputs(in_specs, arrays, named)
     if limit is not None:
         if limit < 1:
             raise ValidationError(f"limit {limit}: give at least 1 sample")

@@ -92,8 +92,8 @@ def test_nan_in_float_data_or_references_is_refused_before_the_run(built, tmp_pa
     np.savez(tmp_path / "nan.npz", **{FLOAT_IN: bad})
     out = _cli("validate", built["float"], "--data", tmp_path / "nan.npz", "--json")
     line = _one_line_error(out)
-    assert f"data array '{FLOAT_IN}' holds nan at index [5, 0, 0] (sample 5; 1 non-finite " \
-           "value in all)" in line
+    assert f"data {tmp_path / 'nan.npz'} array '{FLOAT_IN}' holds nan at index [5, 0, 0] " \
+           "(sample 5; 1 non-finite value in all)" in line
     assert _strict_json(out.stdout) == {"error": line.removeprefix("error: ")}
     # A reference with an infinity, named the same way; nothing ran.
     np.savez(tmp_path / "ok.npz", **{FLOAT_IN: x})
@@ -103,7 +103,8 @@ def test_nan_in_float_data_or_references_is_refused_before_the_run(built, tmp_pa
     out = _cli("validate", built["float"], "--data", tmp_path / "ok.npz", "--reference",
                tmp_path / "ref.npz")
     line = _one_line_error(out)
-    assert f"array '{FLOAT_OUT}' holds inf at index [2, 0, 0] (sample 2" in line
+    assert f"reference {tmp_path / 'ref.npz'} array '{FLOAT_OUT}' holds inf at index " \
+           "[2, 0, 0] (sample 2" in line
     assert "samples/s" not in out.stdout
 
 
