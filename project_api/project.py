@@ -67,8 +67,9 @@ PROJECT_TYPE_LINKS: dict[str, str | None] = {
     "mlperftiny": "mlperftiny",
     "standalone": None,
 }
-_LINK_TEXT = {"rpc": "the RPC protocol that 'run' and 'validate' drive",
-              "mlperftiny": "the MLPerf Tiny benchmark protocol that 'mlperftiny' drives"}
+_LINK_NAME = {"rpc": "the RPC protocol", "mlperftiny": "the MLPerf Tiny benchmark protocol"}
+_LINK_NEEDED = {"rpc": "'run' and 'validate' need the RPC protocol",
+                "mlperftiny": "'mlperftiny' needs the MLPerf Tiny benchmark protocol"}
 _LINK_TYPE = {"rpc": "host_driven", "mlperftiny": "mlperftiny"}
 
 _TYPES: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "str": (str,)}
@@ -603,14 +604,13 @@ class GeneratedProject(_ServerOwner):
         if has == link:
             return
         name = self.directory or "the project"
-        speaks = (f"its firmware speaks {_LINK_TEXT[has]}" if has is not None else
-                  "its firmware has no link to the host (it runs every model once at start-up "
-                  "and prints the results)")
+        speaks = (f"its firmware speaks {_LINK_NAME[has]}" if has is not None else
+                  "its firmware has no link to the host")
         use = f"use 'project-api mlperftiny {name}', or " if has == "mlperftiny" else (
             f"use 'project-api run {name}', or " if has == "rpc" else "")
         raise ProjectError(
-            f"{name} is a {kind} project (project_type={kind}): {speaks}, not "
-            f"{_LINK_TEXT[link].split(' that ')[0]}; {use}generate the project again with "
+            f"{name} is a {kind} project (project_type={kind}): {speaks}, and "
+            f"{_LINK_NEEDED[link]}; {use}generate the project again with "
             f"-o project_type={_LINK_TYPE[link]}"
         )
 

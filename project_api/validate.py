@@ -273,8 +273,9 @@ def _conversion_hint(have: np.dtype, spec: TensorSpec, kind: str) -> str:
     if have.kind == "f" and want.kind in "iu":
         if spec.scale is not None and spec.zero_point is not None:
             info = np.iinfo(want)
-            how = (f"np.clip(np.round(x / {spec.scale:.9g}) + {spec.zero_point}, {info.min}, "
-                   f"{info.max}).astype(np.{want.name})")
+            q = f"x / {spec.scale:.9g}"
+            how = (f"np.clip(np.trunc({q} + np.copysign(0.5, x)) + {spec.zero_point}, "
+                   f"{info.min}, {info.max}).astype(np.{want.name})")
             flag = "pass --quantize (quantize= in Python), or " if kind == "input" else ""
             return (f"{want} quantized with scale {spec.scale:.9g} and zero point "
                     f"{spec.zero_point}: {flag}quantize it yourself, {how}")
@@ -317,7 +318,7 @@ def quantize_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray
             check_finite(arr, f"{what} array {key!r}")
             info = np.iinfo(spec.dtype)
             scaled = arr.astype(np.float64) / spec.scale
-            rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5) + spec.zero_point
+            rounded = np.trunc(scaled + np.copysign(0.5, scaled)) + spec.zero_point
             arr = np.clip(rounded, info.min, info.max).astype(spec.dtype)
         out[key] = arr
     return out

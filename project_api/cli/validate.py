@@ -1,8 +1,9 @@
 """``project-api validate``: run many samples on the device and compare with references.
 
 The logic is :func:`project_api.validate.validate`; this verb parses the command line, shows
-progress on stderr (:mod:`project_api.cli.progress`) and prints a table (or ``--json``). Thresholds given with
-``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric falls short, for CI.
+progress on stderr (:mod:`project_api.cli.progress`) and prints a table (or ``--json``).
+Thresholds given with ``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric
+falls short, for CI.
 """
 
 from __future__ import annotations
