@@ -172,7 +172,7 @@ def _first_outside(text: str, chars: str) -> str | None:
     return next((c for c in text if not re.fullmatch(f"[{chars}]", c)), None)
 
 
-def _definition_error(text: str, pos: int) -> ServerError:
+def _definition_error(text: str, pos: int) -> OptionValueError:
     """The one-line error for the flag that starts at ``text[pos]``: which character, where."""
     rest = text[pos:]
     quoted = re.match(rf'-D{_NAME}="[^"]*"?', rest)
@@ -195,7 +195,7 @@ def _definition_error(text: str, pos: int) -> ServerError:
     else:
         bad = _first_outside(tail[1:], VALUE_TOKEN_CHARS)
         why = f"has {bad!r} in its VALUE" if bad is not None else "is not followed by a space"
-    return ServerError(message=f"compile_definitions: {word!r} {why}; {DEFINITIONS_GRAMMAR}")
+    return OptionValueError(f"compile_definitions: {word!r} {why}; {DEFINITIONS_GRAMMAR}")
 
 
 def parse_definitions(text: str | None) -> list[str]:
@@ -204,8 +204,8 @@ def parse_definitions(text: str | None) -> list[str]:
     or identifier (``[A-Za-z0-9_.+-]*``) or a C string literal ``"..."`` of letters, digits,
     spaces and ``_.,:/+=-``. Nothing else: no shell, make, CMake or Kconfig metacharacter can
     be in a flag, so each flag is data for every consumer (the templates still escape each one
-    for its file with :mod:`~project_api.template.quoting`). ServerError, in one line, naming the
-    flag and the offending character, for anything else."""
+    for its file with :mod:`~project_api.template.quoting`). OptionValueError (a usage error),
+    in one line, naming the flag and the offending character, for anything else."""
     text = text or ""
     flags: list[str] = []
     pos = _SPACE_RE.match(text).end()  # type: ignore[union-attr]
