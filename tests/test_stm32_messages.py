@@ -250,3 +250,13 @@ def test_generate_warns_of_the_portable_kernels_on_a_dsp_board(archives, tmp_pat
     out = _cli("generate", "--template", "stm32", "--model", archives["hello"].path, "--out",
                tmp_path / "dsp", "-q")
     assert out.returncode == 0 and "warning" not in out.stderr
+
+
+# --- item 13: options that cannot change after generate ------------------------------------------
+
+
+def test_a_board_given_to_run_is_refused_not_ignored(built: Path) -> None:
+    line = _one_line_error(_cli("run", built, "-o", "board=nucleo_f429zi"), status=2)
+    assert f"option board cannot change after generate: {built} was generated with " \
+           f"board='{QEMU_BOARD}'; generate the project again with -o board=nucleo_f429zi" in line
+    assert not qemu_pids()
