@@ -11,7 +11,8 @@ Everything this package raises on purpose derives from :class:`ProjectAPIError`:
     │       └── TemplateStepError       a template step failed; carries a one-line ``detail``
     │           ├── BuildError          the build command failed (first compiler error, log path)
     │           ├── FlashError          flashing failed, or there is nothing built to flash
-    │           └── MissingProgramError a program the step needs is not installed
+    │           ├── MissingProgramError a program the step needs is not installed
+    │           └── OptionValueError    the template refuses an option's value (a usage error)
     ├── ClientError                     the client could not talk to its server
     │   ├── ProjectAPIServerNotFoundError
     │   ├── ConnectionShutdownError
@@ -227,6 +228,13 @@ class FlashError(TemplateStepError):
 
 class MissingProgramError(TemplateStepError):
     """A program a step needs (compiler, make, flasher) is not installed; ``detail`` says how."""
+
+
+class OptionValueError(TemplateStepError):
+    """The template refuses an option's value: out of its bounds, not one of its choices, of the
+    wrong type, missing where required, or not fitting the board. ``detail`` names the option and
+    the fix; the command line treats it as a usage error (exit status 2), as it does the
+    :class:`OptionError` our client finds before calling."""
 
 
 # --- client side -----------------------------------------------------------------------------

@@ -144,10 +144,15 @@ def validate_on_places(
     chunk_samples: int | None = None,
     options: Mapping[str, Any] | None = None,
     progress: Callable[[str, int], Callable[[int], None] | None] | None = None,
+    quantize: bool = False,
+    timeout_sec: float | None = None,
+    timeout_advice: str | None = None,
 ) -> ShardedReport:
     """Validate the built project ``project_dir`` on every free labgrid place matching
     ``places`` at once (see the module doc). ``coordinator`` defaults to ``LG_COORDINATOR``;
-    ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``)."""
+    ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``);
+    ``quantize``, ``timeout_sec`` and ``timeout_advice`` are as for
+    :func:`project_api.validate.validate`."""
     import os
 
     from project_api import extras
@@ -155,8 +160,12 @@ def validate_on_places(
     from project_api.template import glue, remote
 
     extras.require("labgrid", "validating on labgrid places (--places)")
-    coordinator = remote.coordinator_address({"labgrid_coordinator": coordinator or
-                                              os.environ.get("LG_COORDINATOR")})
+    address = coordinator or os.environ.get("LG_COORDINATOR")
+    if not address:
+        raise ProjectError("validating on labgrid places needs the coordinator's address: pass "
+                           "--coordinator HOST:PORT (coordinator= in Python) or set "
+                           "LG_COORDINATOR")
+    coordinator = remote.coordinator_address({"labgrid_coordinator": address})
     want_hash = glue.read_build_hash(Path(project_dir))
     if want_hash is None:
         raise ProjectError(f"{project_dir} has no {glue.BUILD_HASH_FILE}; regenerate the project "
@@ -165,7 +174,7 @@ def validate_on_places(
         from project_api.validate import _module_info
 
         info = _module_info(local, module)
-    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit)
+    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize)
     free, busy = matching_places(coordinator, places)
     if not free:
         raise ProjectError(f"every place matching {places!r} is held: " + "; ".join(
@@ -174,7 +183,8 @@ def validate_on_places(
     n = plan.samples
     chunk = chunk_samples or max(1, min(16, n // (4 * len(runs)) or 1))
     shard = _Shard(plan, want_hash, len(runs),
-                   progress("device", n) if progress is not None else None)
+                   progress("device", n) if progress is not None else None,
+                   {"timeout_sec": timeout_sec, "timeout_advice": timeout_advice})
     for start in range(0, n, chunk):
         shard.work.put((start, min(n, start + chunk)))
     began = time.monotonic()
@@ -221,9 +231,12 @@ class _Shard:
     start gate (streaming begins when every place has opened its session or failed to)."""
 
     def __init__(self, plan: ValidationPlan, want_hash: str, places: int,
-                 advance: Callable[[int], None] | None) -> None:
+                 advance: Callable[[int], None] | None,
+                 session_options: Mapping[str, Any] | None = None) -> None:
         n = plan.samples
         self.plan, self.want_hash, self.advance = plan, want_hash, advance
+        #: Keyword arguments of every place's session (timeout_sec, timeout_advice).
+        self.session_options = dict(session_options or {})
         self.work: queue.Queue[tuple[int, int]] = queue.Queue()
         self.outputs = [np.empty((n, *s.shape), dtype=s.dtype) for s in plan.output_specs]
         self.done = np.zeros(n, dtype=np.int32)  # times each sample's outputs were stored
@@ -262,7 +275,7 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
 
     try:
         with GeneratedProject.from_directory(project_dir, options) as project, \
-                project.session() as session:
+                project.session(**shard.session_options) as session:
             started = time.monotonic()
             run.build_hash = device_build_hash(session)
             if run.build_hash != shard.want_hash:

@@ -279,7 +279,10 @@ def safe_extract(
     except FileNotFoundError:
         raise MLFError(f"{tar_path}: no such file; check the model path") from None
     except (tarfile.TarError, OSError) as exc:
-        raise MLFError(f"{tar_path}: not a readable tar archive ({exc}); pass an MLF .tar") from None
+        # tarfile lists every compression it tried, one per line: say it once.
+        why = ("no tar, gzip, bzip2 or xz header" if "could not be opened successfully" in str(exc)
+               else " ".join(str(exc).split()))
+        raise MLFError(f"{tar_path}: not a readable tar archive ({why}); pass an MLF .tar") from None
     with tar:
         try:
             members = tar.getmembers()

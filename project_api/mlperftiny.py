@@ -101,10 +101,13 @@ class Device:
     """
 
     def __init__(self, transport: Transport, timeout_sec: float = 10.0,
-                 log: Callable[[str, str], None] | None = None):
+                 log: Callable[[str, str], None] | None = None,
+                 timeout_advice: str | None = None):
         self.transport = transport
         self.timeout_sec = timeout_sec
         self.log = log
+        #: How a message about a reply later than ``timeout_sec`` says to wait longer.
+        self.timeout_advice = timeout_advice or "Device(timeout_sec=SECONDS) in Python"
         self._buffer = b""
         self.last_command: str | None = None
         self.boot_lines: list[str] = []
@@ -135,8 +138,11 @@ class Device:
                 else "before any command")
 
     def _silent(self, timeout_sec: float, waiting_for: str) -> DeviceTimeoutError:
+        how = (f"if it needs longer, wait longer ({self.timeout_advice})"
+               if timeout_sec == self.timeout_sec else
+               "that wait allows three times the device time the command asks for")
         return DeviceTimeoutError(f"the device stopped answering {self._after()}: no {waiting_for} "
-                                  f"within {timeout_sec:g} s")
+                                  f"within {timeout_sec:g} s; {how}, else reset the device")
 
     def wait_ready(self, timeout_sec: float | None = None) -> list[str]:
         """Lines up to the next ``m-ready`` (the start-up lines after a boot)."""
@@ -262,16 +268,22 @@ class Sample:
 
 @dataclass
 class ModelFacts:
-    """What the runner checks inputs against: the bytes one input may have."""
+    """What the runner checks inputs and labels against: the bytes one input may have, and
+    the classes a true label may name (None: not known)."""
 
     input_bytes: tuple[int, ...]
     description: str
+    classes: int | None = None
+    classes_from: str = ""  #: where :attr:`classes` comes from, for messages
 
 
 def model_facts(project_dir: str | Path) -> ModelFacts:
-    """The input sizes the project's firmware takes: its input tensor's bytes and, for an int8
-    input with quantization, float32 values (4 bytes each) it quantizes itself."""
+    """The input sizes the project's firmware takes (its input tensor's bytes and, for an int8
+    input with quantization, float32 values, 4 bytes each, it quantizes itself), and the
+    classes of its labels: the output's size for a classifier, 2 (normal, anomalous) for AD."""
     from project_api import mlf
+    from project_api.template import options as saved_options
+    from project_api.template.ai_api import MLPERFTINY_MODELS, mlperftiny_version
 
     lib = mlf.open_mlf(Path(project_dir) / "model")
     mod = next(iter(lib.modules.values()))
@@ -281,7 +293,18 @@ def model_facts(project_dir: str | Path) -> ModelFacts:
     if t.dtype == "int8" and t.quantization:
         sizes.append(4 * t.size_bytes)
         desc += f", or {4 * t.size_bytes} bytes of float32"
-    return ModelFacts(tuple(sizes), desc + ")")
+    classes, source = None, ""
+    try:
+        version = mlperftiny_version(mod, saved_options.load_options(Path(project_dir)).get(
+            "mlperftiny_model"))
+    except ProjectAPIError:
+        version = None
+    if version is not None and MLPERFTINY_MODELS.get(version) == "reconstruction":
+        classes, source = 2, f"{version}: 0 normal, 1 anomalous"
+    elif mod.outputs and mod.outputs[0].shape:
+        classes = int(np.prod(mod.outputs[0].shape))
+        source = f"the model's output {mod.outputs[0].name!r} has {classes} classes"
+    return ModelFacts(tuple(sizes), desc + ")", classes, source)
 
 
 def _split(data: bytes, facts: ModelFacts, where: str) -> list[bytes]:
@@ -307,19 +330,27 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
         if not labels.is_file():
             raise MlperfTinyError(f"{path} holds no y_labels.csv (file,classes,class[,window,"
                                   "stride] per line)")
+        folder = path.resolve()
         with labels.open(newline="") as f:
             for row_no, row in enumerate(csv.reader(f), 1):
                 if not row or not row[0].strip():
                     continue
+                where = f"{labels}:{row_no}"
                 if len(row) not in (3, 5):
-                    raise MlperfTinyError(f"{labels}:{row_no}: expected file,classes,class"
+                    raise MlperfTinyError(f"{where}: expected file,classes,class"
                                           f"[,window,stride], got {row!r}")
-                file = path / row[0].strip()
+                name = row[0].strip()
+                file = path / name
+                if Path(name).is_absolute() or not file.resolve().is_relative_to(folder):
+                    raise MlperfTinyError(f"{where}: {name!r} lies outside {path}; name the "
+                                          "data files relative to the data folder, inside it")
                 if not file.is_file():
-                    raise MlperfTinyError(f"{labels}:{row_no}: {file} does not exist")
+                    raise MlperfTinyError(f"{where}: {file} does not exist")
+                label = _label(row[2], where, facts)
                 data = file.read_bytes()
                 if len(row) == 5:
-                    width, stride = int(row[3]), int(row[4])
+                    width = _whole(row[3], "window", where)
+                    stride = _whole(row[4], "stride", where)
                     if width <= 0 or stride <= 0 or width > len(data):
                         raise MlperfTinyError(f"{labels}:{row_no}: window {width} / stride "
                                               f"{stride} do not fit {file.name} ({len(data)} "
@@ -329,7 +360,7 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
                         _split(w, facts, f"a window of {file.name}")
                 else:
                     windows = _split(data, facts, file.name)
-                samples.append(Sample(row[0].strip(), int(row[2]), windows))
+                samples.append(Sample(name, label, windows))
     elif path.suffix == ".npz" and path.is_file():
         with np.load(path) as z:
             if "x" not in z or "y" not in z:
@@ -340,12 +371,38 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
             raise MlperfTinyError(f"{path}: {len(x)} inputs but {len(y)} labels")
         for i in range(len(x)):
             data = np.ascontiguousarray(x[i]).astype(x.dtype.newbyteorder("<")).tobytes()
-            samples.append(Sample(f"sample {i}", int(y[i]), _split(data, facts, f"sample {i}")))
+            label = _label(y[i], f"{path}: y[{i}]", facts)
+            samples.append(Sample(f"sample {i}", label, _split(data, facts, f"sample {i}")))
     else:
         raise MlperfTinyError(f"{path} is neither a folder with y_labels.csv nor an .npz file")
     if not samples:
         raise MlperfTinyError(f"{path} holds no samples")
     return samples
+
+
+def _whole(text: str, what: str, where: str) -> int:
+    """An integer field of y_labels.csv, or MlperfTinyError quoting it."""
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise MlperfTinyError(f"{where}: {what} {text!r} is not an integer; write whole numbers "
+                              "in y_labels.csv (file,classes,class[,window,stride])") from None
+
+
+def _label(value: Any, where: str, facts: ModelFacts) -> int:
+    """A true class: an integer among the model's classes (when known)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise MlperfTinyError(f"{where}: class {value!r} is not an integer; give each sample's "
+                              "true class as a whole number")
+    label = _whole(value, "class", where) if isinstance(value, str) else value
+    if facts.classes is not None and not 0 <= label < facts.classes:
+        raise MlperfTinyError(f"{where}: class {label} is not one of the model's classes 0.."
+                              f"{facts.classes - 1} ({facts.classes_from}); fix the label")
+    return label
 
 
 # ---- modes ----
@@ -388,7 +445,9 @@ class PerformanceReport:
 
     @property
     def requirements_met(self) -> bool:
-        return all(w.seconds >= self.min_window_seconds for w in self.windows)
+        """Whether every window lasted the benchmark's rule (:data:`MIN_WINDOW_SECONDS` of
+        device time), whatever ``min_window_seconds`` this run asked for."""
+        return all(w.seconds >= MIN_WINDOW_SECONDS for w in self.windows)
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": "performance", "model": self.model,
@@ -528,11 +587,11 @@ def results_text(report: PerformanceReport | AccuracyReport, now: datetime | Non
                     f"  # Inferences : {w.iterations:>12}",
                     f"  Runtime      : {w.seconds:>12.3f} sec.",
                     f"  Throughput   : {w.throughput:>12.3f} inf./sec."]
-            if w.seconds >= report.min_window_seconds:
+            if w.seconds >= MIN_WINDOW_SECONDS:
                 out.append("Runtime requirements have been met.")
             else:
-                out.append(f"Runtime requirements have NOT been met (< "
-                           f"{report.min_window_seconds:g} sec.).")
+                out.append(f"Runtime requirements have NOT been met (< {MIN_WINDOW_SECONDS:g} "
+                           "sec., the benchmark's rule).")
         out += ["-" * 57, f"Median throughput is {report.median_throughput:.3f} inf./sec.",
                 "-" * 57]
     else:

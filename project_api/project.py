@@ -59,6 +59,19 @@ OPTIONS_FILE = template_options.OPTIONS_FILE
 #: Methods that take options, as named in ``required``/``optional`` of a ProjectOption.
 OPTION_METHODS = ("generate_project", "build", "flash", "open_transport")
 
+#: The protocol each ``project_type`` speaks on its device link (None: it has none). The one
+#: place that knows it: :meth:`GeneratedProject.require_link` refuses a verb that needs another
+#: before anything starts. A template without a ``project_type`` option is not checked.
+PROJECT_TYPE_LINKS: dict[str, str | None] = {
+    "host_driven": "rpc",
+    "mlperftiny": "mlperftiny",
+    "standalone": None,
+}
+_LINK_NAME = {"rpc": "the RPC protocol", "mlperftiny": "the MLPerf Tiny benchmark protocol"}
+_LINK_NEEDED = {"rpc": "'run' and 'validate' need the RPC protocol",
+                "mlperftiny": "'mlperftiny' needs the MLPerf Tiny benchmark protocol"}
+_LINK_TYPE = {"rpc": "host_driven", "mlperftiny": "mlperftiny"}
+
 _TYPES: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "str": (str,)}
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
                "false": False, "0": False, "no": False, "off": False}
@@ -190,10 +203,45 @@ def parse_option_value(option: Mapping[str, Any], text: str) -> Any:
     return text
 
 
+#: Options whose values are paths on this computer, by name (microTVM's and our templates'):
+#: ``"path"`` one path, ``"paths"`` a comma-separated list. A server runs in its own directory
+#: (the template's or the project's), so the client makes relative ones absolute against the
+#: current directory before sending them (:func:`resolve_path_options`).
+PATH_OPTIONS: dict[str, str] = {
+    "extra_files_tar": "path",
+    "cmsis_path": "path",
+    "zephyr_base": "path",
+    "pyocd_pack": "path",
+    "extra_models": "paths",
+}
+
+
+def resolve_path_options(options: Mapping[str, Any], cwd: Path | None = None) -> dict[str, Any]:
+    """``options`` with the relative paths of :data:`PATH_OPTIONS` made absolute against
+    ``cwd`` (default: the current directory); ``~`` is expanded; other values unchanged."""
+    base = Path.cwd() if cwd is None else Path(cwd)
+
+    def absolute(text: str) -> str:
+        path = Path(text).expanduser()
+        return str(path if path.is_absolute() else base / path)
+
+    out = dict(options)
+    for name, kind in PATH_OPTIONS.items():
+        value = out.get(name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if kind == "paths":
+            out[name] = ",".join(absolute(p.strip()) for p in value.split(",") if p.strip())
+        else:
+            out[name] = absolute(value)
+    return out
+
+
 def parse_option_assignments(
     assignments: Iterable[str], project_options: Iterable[Mapping[str, Any]], where: str = ""
 ) -> dict[str, Any]:
-    """Parse ``NAME=VALUE`` strings, typed by the server's options (unknown names are errors)."""
+    """Parse ``NAME=VALUE`` strings, typed by the server's options (unknown names are errors);
+    relative paths of :data:`PATH_OPTIONS` become absolute (:func:`resolve_path_options`)."""
     project_options = list(project_options)
     by_name = {o["name"]: o for o in project_options}
     result: dict[str, Any] = {}
@@ -204,7 +252,7 @@ def parse_option_assignments(
             raise OptionError(f"option {item!r} is not NAME=VALUE; write e.g. -o verbose=true")
         check_option_names({name: None}, project_options, where)
         result[name] = parse_option_value(by_name[name], text)
-    return result
+    return resolve_path_options(result)
 
 
 # --- templates -----------------------------------------------------------------------------------
@@ -357,7 +405,7 @@ class TemplateProject(_ServerOwner):
         from project_api.mlf import open_mlf
 
         client = self._require_open()
-        user_options = dict(options or {})
+        user_options = resolve_path_options(options or {})
         full = check_options(user_options, self.project_options, "generate_project", self.where)
         mlf = Path(model_library_format_path)
         project = Path(project_dir).absolute()
@@ -489,6 +537,27 @@ class GeneratedProject(_ServerOwner):
     def options(self, options: Mapping[str, Any]) -> None:
         self._options = check_options(options, self.project_options, None, self.where)
 
+    def override(self, given: Mapping[str, Any]) -> None:
+        """Use ``given`` (e.g. parsed ``-o`` options) for the calls that follow.
+
+        An option that only ``generate_project`` takes (``board``, ``project_type``, ...) is
+        baked into the generated files: a new value is refused with :class:`OptionError`
+        saying to generate the project again, never silently ignored.
+        """
+        by_name = {o["name"]: o for o in self.project_options}
+        check_option_names(given, self.project_options, self.where)
+        for name, value in given.items():
+            opt = by_name[name]
+            methods = set(opt.get("optional") or []) | set(opt.get("required") or [])
+            current = self._options.get(name)
+            if methods == {"generate_project"} and value != current:
+                project = self.directory or "the project"
+                raise OptionError(
+                    f"option {name} cannot change after generate: {project} was generated with "
+                    f"{name}={current!r}; generate the project again with -o {name}={value}"
+                )
+        self.options = {**self._options, **given}
+
     def _options_for(self, method: str) -> dict[str, Any]:
         return check_options(self._options, self.project_options, method, self.where)
 
@@ -518,10 +587,32 @@ class GeneratedProject(_ServerOwner):
         return transport
 
     def session(self, *, debug: bool = False, **kwargs: Any) -> Any:
-        """A :class:`project_api.micro.Session` over :meth:`transport` (use it with ``with``)."""
+        """A :class:`project_api.micro.Session` over :meth:`transport` (use it with ``with``);
+        ProjectError at once when the project's firmware has no RPC server."""
         from project_api.micro import Session
 
+        self.require_link("rpc")
         return Session(self.transport(debug=debug), **kwargs)
+
+    def require_link(self, link: str) -> None:
+        """ProjectError, before anything starts, when this project's ``project_type`` does not
+        speak ``link`` ("rpc" or "mlperftiny") on its device link (see PROJECT_TYPE_LINKS)."""
+        kind = self._options.get("project_type")
+        if not isinstance(kind, str) or kind not in PROJECT_TYPE_LINKS:
+            return  # a template without project types: its server decides
+        has = PROJECT_TYPE_LINKS[kind]
+        if has == link:
+            return
+        name = self.directory or "the project"
+        speaks = (f"its firmware speaks {_LINK_NAME[has]}" if has is not None else
+                  "its firmware has no link to the host")
+        use = f"use 'project-api mlperftiny {name}', or " if has == "mlperftiny" else (
+            f"use 'project-api run {name}', or " if has == "rpc" else "")
+        raise ProjectError(
+            f"{name} is a {kind} project (project_type={kind}): {speaks}, and "
+            f"{_LINK_NEEDED[link]}; {use}generate the project again with "
+            f"-o project_type={_LINK_TYPE[link]}"
+        )
 
 
 def generate_project(

@@ -19,6 +19,7 @@ import abc
 import contextlib
 import logging
 import os
+import re
 import select
 import stat
 import string
@@ -482,6 +483,28 @@ class LoopTransport(Transport):
                 self._cond.wait(timeout.time_left())
 
 
+def open_failure(port: str, exc: BaseException) -> str:
+    """Why pyserial could not open ``port`` and what to check, in one line (pyserial wraps the
+    socket's or the device's OSError in its own message; the OSError says it best)."""
+    cause = exc.__context__ if isinstance(exc.__context__, OSError) else None
+    if isinstance(exc, OSError) and cause is None and exc.errno is not None:
+        cause = exc
+    network = "://" in port
+    check = ("check the host and port, and that the serial server (ser2net, QEMU, a labgrid "
+             "exporter) runs there" if network else
+             "check the board is connected and no other program holds the port")
+    if isinstance(cause, ConnectionRefusedError):
+        return f"connection refused to {port} (nothing listens there); {check}"
+    if isinstance(cause, PermissionError):
+        return (f"cannot open {port}: permission denied; add yourself to the port's group "
+                "(e.g. 'sudo usermod -aG dialout $USER', then log in again)")
+    if cause is not None and cause.strerror:
+        return f"cannot open {port}: {cause.strerror.lower()}; {check}"
+    text = " ".join(str(exc).split())
+    text = re.sub(r"^could not open port \S+: ", "", text, flags=re.I)
+    return f"cannot open {port}: {text or type(exc).__name__}; {check}"
+
+
 class SerialTransport(Transport):
     """A serial port through pyserial; ``port`` may be any ``serial_for_url`` URL (``loop://``)."""
 
@@ -510,7 +533,7 @@ class SerialTransport(Transport):
                 self.port, baudrate=self.baudrate, **self._serial_kwargs
             )
         except (serial.SerialException, ValueError) as exc:
-            raise TransportClosedError(data={"reason": f"cannot open {self.port}: {exc}"}) from exc
+            raise TransportClosedError(data={"reason": open_failure(self.port, exc)}) from exc
         sock = getattr(self._ser, "_socket", None)  # socket:// and rfc2217://
         if sock is not None:
             # Frames are small and answered at once: Nagle's wait for an ACK would add a delayed

@@ -100,6 +100,7 @@ __all__ = [
     "ValidationReport",
     "bind_inputs",
     "bind_reference",
+    "check_finite",
     "compute_metrics",
     "litert_outputs",
     "load_arrays",
@@ -107,6 +108,7 @@ __all__ = [
     "load_tensor_files",
     "parse_thresholds",
     "plan_validation",
+    "quantize_inputs",
     "stream_samples",
     "tflm_outputs",
     "validate",
@@ -135,6 +137,14 @@ METRICS: dict[str, tuple[bool, str]] = {
     "cosine": (True, "cosine similarity of the flattened outputs (1 = same direction)"),
     "top1": (True, "share of samples whose argmax over the last axis agrees (last axis > 1)"),
     "exact": (True, "share of samples whose integer output is bit-exact (integer outputs)"),
+}
+
+
+#: Metric name -> the values it can take (a threshold outside them is refused before the run).
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "max_abs": (0.0, math.inf), "mean_abs": (0.0, math.inf), "rmse": (0.0, math.inf),
+    "l2r": (0.0, math.inf), "max_abs_int": (0.0, math.inf),
+    "cosine": (-1.0, 1.0), "top1": (0.0, 1.0), "exact": (0.0, 1.0),
 }
 
 
@@ -373,7 +383,8 @@ def _bind(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], kind: s
             )
         if arr.dtype != spec.dtype:
             raise ValidationError(f"{what} array {key!r} holds {arr.dtype}; {kind} {spec.name!r} is "
-                                  f"{spec.dtype}: convert it with .astype(np.{spec.dtype.name})")
+                                  f"{_conversion_hint(arr.dtype, spec, kind)}")
+        check_finite(arr, f"{what} array {key!r}")
         counts[key] = int(arr.shape[0])
         out.append(np.ascontiguousarray(arr).reshape((arr.shape[0], *spec.shape)))
     if len(set(counts.values())) > 1:
@@ -386,6 +397,64 @@ def _bind(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray], kind: s
                               "give one reference row per sample, in the same order")
     if samples is None and n == 0:
         raise ValidationError(f"{what} holds 0 samples; give at least one (first axis = sample)")
+    return out
+
+
+def _conversion_hint(have: np.dtype, spec: TensorSpec, kind: str) -> str:
+    """``spec``'s dtype and how to give it: quantize floats for a quantized integer tensor
+    (a plain ``astype`` would truncate them), else convert."""
+    want = spec.dtype
+    if have.kind == "f" and want.kind in "iu":
+        if spec.scale is not None and spec.zero_point is not None:
+            info = np.iinfo(want)
+            q = f"x / {spec.scale:.9g}"
+            how = (f"np.clip(np.trunc({q} + np.copysign(0.5, x)) + {spec.zero_point}, "
+                   f"{info.min}, {info.max}).astype(np.{want.name})")
+            flag = "pass --quantize (quantize= in Python), or " if kind == "input" else ""
+            return (f"{want} quantized with scale {spec.scale:.9g} and zero point "
+                    f"{spec.zero_point}: {flag}quantize it yourself, {how}")
+        return (f"{want} with no one scale and zero point in the archive: give {want} values "
+                "(a plain astype would truncate the floats)")
+    return f"{want}: convert it with .astype(np.{want.name})"
+
+
+def check_finite(arr: np.ndarray, what: str) -> None:
+    """ValidationError naming the first NaN or infinity of a float ``arr`` (``(samples, ...)``)
+    and where it is: neither quantizes nor compares to anything meaningful."""
+    if arr.dtype.kind not in "fc" or arr.size == 0:
+        return
+    finite = np.isfinite(arr)
+    if finite.all():
+        return
+    where = tuple(int(i) for i in np.argwhere(~finite)[0])
+    count = int(arr.size - np.count_nonzero(finite))
+    raise ValidationError(
+        f"{what} holds {arr[where]} at index {list(where)} (sample {where[0]}; {count} "
+        f"non-finite value{'s' if count != 1 else ''} in all); give finite numbers, e.g. drop "
+        "those samples or replace the values with np.nan_to_num"
+    )
+
+
+def quantize_inputs(specs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray],
+                    what: str = "data") -> dict[str, np.ndarray]:
+    """Float arrays for quantized integer inputs, quantized with the input's scale and zero
+    point as TFLite does (round half away from zero, then clamp); other arrays unchanged."""
+    out: dict[str, np.ndarray] = {}
+    for key, arr in arrays.items():
+        i = _find_key(specs, key)
+        arr = np.asarray(arr)
+        if i is not None and arr.dtype.kind == "f" and specs[i].dtype.kind in "iu":
+            spec = specs[i]
+            if spec.scale is None or spec.zero_point is None:
+                raise ValidationError(
+                    f"--quantize: input {spec.name!r} is {spec.dtype} with no one scale and zero "
+                    "point in the archive; give its values as integers")
+            check_finite(arr, f"{what} array {key!r}")
+            info = np.iinfo(spec.dtype)
+            scaled = arr.astype(np.float64) / spec.scale
+            rounded = np.trunc(scaled + np.copysign(0.5, scaled)) + spec.zero_point
+            arr = np.clip(rounded, info.min, info.max).astype(spec.dtype)
+        out[key] = arr
     return out
 
 
@@ -553,6 +622,13 @@ def parse_thresholds(fail_under: Sequence[str], fail_over: Sequence[str]) -> lis
                 kind = "an error (lower is better)" if higher else "an agreement (higher is better)"
                 raise ValidationError(f"{flag} {item!r}: {metric} is {kind}; gate it with "
                                       f"{other} {metric}={text}")
+            low, high = METRIC_RANGES[metric]
+            if not (math.isfinite(value) and low <= value <= high):
+                span = f"in {low:g}..{high:g}" if math.isfinite(high) else f">= {low:g}"
+                never = value > high if higher else value < low
+                raise ValidationError(f"{flag} {item!r}: {metric} is always {span}, so this "
+                                      f"gate {'can never pass' if never else 'always passes'}; "
+                                      f"give a value {span}")
             out.append(Threshold(metric, value, ref.strip() or None))
     return out
 
@@ -973,6 +1049,9 @@ def validate(
     limit: int | None = None,
     progress: Callable[[str, int], Progress | None] | None = None,
     debug: bool = False,
+    quantize: bool = False,
+    timeout_sec: float | None = None,
+    timeout_advice: str | None = None,
 ) -> ValidationReport:
     """Run every sample of ``data`` on the device of ``target`` and compare with references.
 
@@ -985,6 +1064,9 @@ def validate(
     comparison is the primary one. ``limit`` keeps only the first samples. The device time per
     inference is ``session.time(model, number, repeat)`` on the last sample (``number=0``
     skips it). ``progress(label, total)`` may return a callback told of each sample done.
+    ``quantize`` quantizes float data for quantized integer inputs with the input's scale and
+    zero point (:func:`quantize_inputs`). ``timeout_sec`` and ``timeout_advice`` are the session's
+    (:class:`~project_api.micro.Session`; used when ``target`` is a project).
     """
     from project_api.micro.api import Session as _Session
 
@@ -995,7 +1077,7 @@ def validate(
         info = _module_info(target, module)
     else:
         info = module
-    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit)
+    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize)
     n = plan.samples
 
     def bar(label: str) -> Progress | None:
@@ -1006,7 +1088,8 @@ def validate(
                                                       plan.output_specs, bar, pipeline, number,
                                                       repeat)
     else:
-        with target.session(debug=debug) as session:
+        with target.session(debug=debug, timeout_sec=timeout_sec,
+                            timeout_advice=timeout_advice) as session:
             outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
                                                           plan.output_specs, bar, pipeline,
                                                           number, repeat)
@@ -1074,11 +1157,15 @@ class ValidationPlan:
 def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
                     reference: str | Path | Mapping[str, Any] | None = None, *,
                     tflite: bytes | str | Path | None = None,
-                    limit: int | None = None) -> ValidationPlan:
+                    limit: int | None = None, quantize: bool = False) -> ValidationPlan:
     """Bind ``data`` (and ``reference``) to the model ``info``; see :func:`validate`."""
     in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
     out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
-    inputs = bind_inputs(in_specs, load_tensor_files(data, in_specs, "input", "data"))
+    arrays = load_tensor_files(data, in_specs, "input", "data")
+    named = f"data {data}" if isinstance(data, str | Path) else "data"  # errors name the file
+    if quantize:
+        arrays = quantize_inputs(in_specs, arrays, named)
+    inputs = bind_inputs(in_specs, arrays, named)
     if limit is not None:
         if limit < 1:
             raise ValidationError(f"limit {limit}: give at least 1 sample")

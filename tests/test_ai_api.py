@@ -155,7 +155,7 @@ def test_bad_per_channel_metadata_is_one_line() -> None:
 
 
 def test_missing_extra_archive(archives, tmp_path: Path) -> None:
-    with pytest.raises(ServerError, match="extra_models: .*nope.tar is not a file"):
+    with pytest.raises(ServerError, match="extra_models: .*nope.tar does not exist"):
         _project(tmp_path / "x", archives["hello"], [tmp_path / "nope.tar"], shared=False)
 
 

@@ -262,7 +262,7 @@ def test_hung_real_device_gets_the_clear_message_first(built) -> None:
                 model.run()
             message = str(info.value)
             assert "within 1s" in message and "run of model 'default'" in message
-            assert "--timeout" in message and "earlier" not in message
+            assert "Session(timeout_sec=SECONDS)" in message and "earlier" not in message
             with pytest.raises(SessionError, match="out of step"):
                 model.run()
     assert device_pids(binary) == []

@@ -325,16 +325,31 @@ def test_pyocd_verify_mismatch_and_probe_errors(image: Path) -> None:
 # --- QEMU, choice of runner, progress ---------------------------------------------------------------
 
 
-def test_qemu_runner_records_the_image(image: Path) -> None:
+def test_qemu_runner_checks_the_whole_image(image: Path) -> None:
+    """Issue #17, item 4: the image is read as an ELF file (header, program headers, every
+    loadable segment, the entry point), not only its magic; nothing is written beside it."""
     seen, progress = _progress()
+    before = sorted(p.name for p in image.parent.iterdir())
     flash.QemuRunner().flash(image, QEMU, None, progress)
-    record = json.loads((image.parent / flash.FLASHED_RECORD).read_text())
-    assert record["board"] == "qemu_netduinoplus2" and record["image"] == "firmware.elf"
-    assert len(record["sha256"]) == 64 and seen == [1.0]
-    not_arm = image.parent / "x86.elf"
-    not_arm.write_bytes(image.read_bytes()[:18] + b"\x3e\x00" + image.read_bytes()[20:])
-    with pytest.raises(FlashError, match="x86.elf is not an Arm ELF image; rebuild"):
-        flash.QemuRunner().flash(not_arm, QEMU, None, progress)
+    assert seen == [1.0]
+    assert sorted(p.name for p in image.parent.iterdir()) == before  # no flashed.json
+    data = image.read_bytes()
+    cases = {
+        "header.elf": (data[:100], r"is truncated: its program header table ends at byte 116, "
+                                   r"the file holds 100; rebuild it with 'project-api build'"),
+        "segment.elf": (data[:-10], rf"is truncated: its segment at 0x0800{len(TEXT):04x} ends "
+                                    rf"at byte {len(data)}, the file holds {len(data) - 10}"),
+        "x86.elf": (data[:18] + b"\x3e\x00" + data[20:], r"is an ELF file for EM_X86_64, not "
+                                                         r"EM_ARM"),
+        "entry.elf": (data[:24] + struct.pack("<I", 0x20000001) + data[28:],
+                      r"is damaged: its entry point 0x20000001 lies in no loaded segment"),
+        "magic.elf": (b"\x00" + data[1:], r"is not an ELF file"),
+    }
+    for name, (content, message) in cases.items():
+        bad = image.parent / name
+        bad.write_bytes(content)
+        with pytest.raises(FlashError, match=rf"{name} {message}"):
+            flash.QemuRunner().flash(bad, QEMU, None, progress)
 
 
 def test_runner_choice() -> None:
@@ -414,11 +429,10 @@ def test_server_flash_runner_option(stand_in, image: Path) -> None:
         handler.flash({"flash_runner": "qemu"})
 
 
-def test_server_flash_on_emulated_board_records(image: Path) -> None:
+def test_server_flash_on_emulated_board_checks(image: Path) -> None:
     handler = _stm32_handler(image.parent.parent, "qemu_netduinoplus2")
     handler.flash({})
-    assert json.loads((image.parent / "flashed.json").read_text())["board"] == \
-        "qemu_netduinoplus2"
+    assert not (image.parent / "flashed.json").exists()
     with pytest.raises(FlashError, match="cannot flash an emulated board"):
         handler.flash({"flash_runner": "pyocd"})
 

@@ -72,7 +72,7 @@ def test_option_bounds_are_checked_at_generate_time(tmp_path: Path) -> None:
     mlf = write_mlf(tmp_path / "m.tar", [add_module()])
     r = cli("generate", "--template", "host", "--model", str(mlf), "--out", str(tmp_path / "p"),
             "-o", "max_packet_size_bytes=99999999999")
-    assert r.returncode == 1
+    assert r.returncode == 2  # a usage error, as our client's own option errors are
     assert "max_packet_size_bytes=99999999999 is above its maximum 16777216" in r.stderr
     assert "pass -o max_packet_size_bytes=N with N in 256..16777216" in r.stderr
     assert not (tmp_path / "p").exists()  # nothing half-made is left

@@ -222,7 +222,8 @@ def test_stm32_project_in_an_odd_folder_with_definitions(tmp_path: Path) -> None
     mlf = add_mlf(tmp_path / "add.tar")
     odd_archive = tmp_path / ODD_DIR / 'x"y$(touch CANARY)`z`#\\*.tar'
     odd_archive.parent.mkdir()
-    odd_archive.write_bytes(mlf.read_bytes())
+    # Another model (the same archive twice is refused, issue 17), under a hostile name.
+    odd_archive.write_bytes(add_mlf(tmp_path / "add8.tar", shape=(1, 8)).read_bytes())
     prj = tmp_path / ODD_DIR / "prj"
     options = {"compile_definitions": DEFINITIONS, "project_type": "standalone",
                "extra_models": str(odd_archive)}

@@ -66,8 +66,60 @@ def test_late_run_reply_names_the_call_the_wait_and_the_option() -> None:
     message = str(info.value)
     assert "run of model 'default'" in message
     assert "within 0.1s" in message
-    assert "--timeout" in message and "timeout_sec=" in message
+    # From Python the advice is the Session's parameter; no command line flag is named.
+    assert "Session(timeout_sec=SECONDS)" in message and "--timeout" not in message
     assert "\n" not in message
+
+
+def test_late_reply_advice_is_the_callers_own() -> None:
+    """Issue #17, item 2: a command line names its own flag (validate has --timeout too)."""
+    device = make_device(run_sec=0.5)
+    advice = "project-api validate --timeout SECONDS"
+    with Session(FakeTransport(device, timeouts=Timeouts(0, 0, 0.1)),
+                 timeout_advice=advice) as session:
+        model = session.model()
+        with pytest.raises(SessionTimeoutError) as info:
+            model.run()
+    assert f"raise the limit ({advice})" in str(info.value)
+    assert "project-api run" not in str(info.value)
+
+
+def test_a_derived_timing_limit_says_how_it_was_made() -> None:
+    """Issue #17, item 2: a timing call waits longer than the per-reply limit (its work, from
+    one run measured first); the message gives the limit it used and how it was made."""
+    import time
+
+    device = make_device(run_sec=0.05)
+    armed = []
+    create_evaluator, process = device._time_evaluator, device.process
+
+    def evaluator(*args):  # the second evaluator is the measurement itself: it will hang
+        reply = create_evaluator(*args)
+        if device.time_evaluators == 2:
+            armed.append(True)
+        return reply
+
+    def hang_once_armed(packet):
+        if armed:
+            device.silent = True  # this request (the measurement) and all after go unanswered
+        return process(packet)
+
+    device.handles[device.globals["runtime.RPCTimeEvaluator"]] = evaluator
+    device.process = hang_once_armed
+    with Session(FakeTransport(device, timeouts=Timeouts(0, 0, 0.3))) as session:
+        model = session.model()
+        began = time.monotonic()
+        with pytest.raises(SessionTimeoutError) as info:
+            session.time(model, number=4, repeat=3)
+        waited = time.monotonic() - began
+    message = str(info.value)
+    m = re.search(r"within ([0-9.]+)s", message)
+    assert m is not None, message
+    limit = float(m.group(1))
+    # 0.3 s per reply + 2 x (1 + 12 runs) x the measured per-run time (>= 0.05 s).
+    assert limit >= 0.3 + 2 * 13 * 0.05
+    assert "the 0.3s per-reply wait plus 2 x the" in message and "measured first" in message
+    assert waited >= limit  # it waited what it says (the probe came first)
 
 
 def test_hung_device_while_timing_reports_the_timing_call_first() -> None:
@@ -82,7 +134,7 @@ def test_hung_device_while_timing_reports_the_timing_call_first() -> None:
         message = str(info.value)
         assert "no reply from the device within 0.1s" in message
         assert "RPCTimeEvaluator" in message or "timing model 'default'" in message
-        assert "--timeout" in message
+        assert "Session(timeout_sec=SECONDS)" in message
         assert "earlier" not in message
         # A follow-on call says why the session is out of step.
         with pytest.raises(SessionError, match="timed out after 0.1s.*open a new Session"):

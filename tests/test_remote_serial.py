@@ -138,7 +138,8 @@ def test_network_uart_transport_opens_on_first_use() -> None:
     transport = remote.NetworkUartTransport("socket://127.0.0.1:1")
     transport.open()  # nothing happens: the client connects through the endpoint itself
     assert transport._ser is None
-    with pytest.raises(ServerError, match="cannot open socket://127.0.0.1:1"):
+    with pytest.raises(ServerError, match=r"connection refused to socket://127.0.0.1:1 \(nothing "
+                                          r"listens there\); check the host and port"):
         transport.read(1, 0.1)
     transport.close()
 

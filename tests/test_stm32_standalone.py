@@ -134,7 +134,7 @@ def test_host_driven_refuses_extra_models(archives, tmp_path: Path) -> None:
 
 
 def test_missing_extra_archive_is_one_line(archives, tmp_path: Path) -> None:
-    with pytest.raises(ProjectAPIError, match="is not a file; pass MLF archives by absolute"):
+    with pytest.raises(ProjectAPIError, match="missing.tar does not exist; pass MLF .tar archives"):
         generate_project("stm32", archives["hello"], tmp_path / "prj",
                          {"project_type": "standalone",
                           "extra_models": str(tmp_path / "missing.tar")})

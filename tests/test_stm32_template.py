@@ -130,9 +130,8 @@ def _check_bit_exact(project, tflite: Path, inputs: list[np.ndarray]) -> list[fl
 
 def test_hello_world_on_qemu(qemu_projects: dict, models: dict) -> None:
     project = qemu_projects["hello_world_int8"]
-    project.flash()
-    flashed = json.loads((Path(project.directory) / "build/flashed.json").read_text())
-    assert flashed["board"] == QEMU_BOARD and len(flashed["sha256"]) == 64
+    project.flash()  # QEMU: checks the image; QEMU itself loads build/firmware.elf
+    assert not (Path(project.directory) / "build/flashed.json").exists()
     tensor = models["hello_world_int8"][1].inputs[0]
     xs = [np.full(tensor.shape, v, dtype=tensor.dtype) for v in (-128, -20, 0, 37, 127)]
     _check_bit_exact(project, models["hello_world_int8"][0], xs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,7 +50,14 @@ import json, os, sys
 with open(os.environ["WEST_ARGV_LOG"], "a") as log:
     log.write(json.dumps({{"argv": sys.argv[1:], "zephyr_base": os.environ.get("ZEPHYR_BASE"),
                           "cwd": os.getcwd()}}) + "\\n")
-sys.exit(int(os.environ.get("WEST_STATUS", "0")))
+status = int(os.environ.get("WEST_STATUS", "0"))
+if sys.argv[1:2] == ["build"] and status == 0 and not os.environ.get("WEST_BUILDS_NOTHING"):
+    # As west does: the image in <-d>/zephyr/ (a stand-in's bytes; nothing runs it).
+    out = os.path.join(sys.argv[sys.argv.index("-d") + 1], "zephyr")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "zephyr.elf"), "wb") as elf:
+        elf.write(b"\\x7fELF stand-in")
+sys.exit(status)
 """
 
 
@@ -436,21 +444,93 @@ def test_west_missing(mlf: Path, tmp_path: Path) -> None:
             project.build()
     if importlib.util.find_spec("west") is None:  # the default: this Python's -m west
         with pytest.raises(ProjectAPIError, match="west not found: .* has no west module"):
-            Z.west_argv(None)
+            zephyr_tree.west_argv(None)
 
 
 def test_zephyr_base_unset_at_build(mlf: Path, tmp_path: Path, west) -> None:
     prj = _generate(mlf, tmp_path / "prj", west_cmd="west")
     with GeneratedProject.from_directory(prj) as project:
-        with pytest.raises(ProjectAPIError, match=r"build: ZEPHYR_BASE is unset; set it to your "
+        with pytest.raises(ProjectAPIError, match=r"build needs west and a Zephyr tree: "
+                                                  r"ZEPHYR_BASE is unset; set it to your "
                                                   r"Zephyr checkout .* or pass -o zephyr_base="):
             project.build()
     assert west() == []
 
 
 def test_west_cmd_is_split_like_a_shell() -> None:
-    assert Z.west_argv(f"{sys.executable} -c 'pass'")[:2] == [sys.executable, "-c"]
+    assert zephyr_tree.west_argv(f"{sys.executable} -c 'pass'")[:2] == [sys.executable, "-c"]
     assert Z.DEFAULT_WEST == f"{sys.executable} -m west"
+
+
+def test_build_names_every_missing_part_at_once(mlf: Path, tmp_path: Path) -> None:
+    """Issue #17, item 12: no west and no ZEPHYR_BASE are one line naming both."""
+    prj = _generate(mlf, tmp_path / "prj", west_cmd="no-such-west-program")
+    with GeneratedProject.from_directory(prj) as project:
+        with pytest.raises(ProjectAPIError) as info:
+            project.build()
+    message = str(info.value)
+    assert "build needs west and a Zephyr tree: west not found: 'no-such-west-program' is not " \
+           "on PATH" in message
+    assert "ZEPHYR_BASE is unset; set it to your Zephyr checkout" in message
+    assert "\n" not in message
+    # A tree without VERSION is named beside the missing west too.
+    (tmp_path / "empty").mkdir()
+    with GeneratedProject.from_directory(prj, {"zephyr_base": str(tmp_path / "empty")}) as project:
+        with pytest.raises(ProjectAPIError, match=r"west not found: .*; zephyr_base .*empty is not "
+                                                  r"a Zephyr tree \(no VERSION file\)"):
+            project.build()
+
+
+def test_a_build_that_writes_no_image_fails(mlf: Path, tmp_path: Path, west,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #17, item 12: west_cmd=/bin/true on a bare VERSION file built nothing; it is not
+    "built"."""
+    base = fake_zephyr(tmp_path / "z")
+    prj = _generate(mlf, tmp_path / "prj", zephyr_base=str(base), west_cmd="west")
+    monkeypatch.setenv("WEST_BUILDS_NOTHING", "1")
+    with GeneratedProject.from_directory(prj) as project:
+        with pytest.raises(ProjectAPIError, match=r"build failed: '.*west build' succeeded but "
+                                                  r"wrote no build/zephyr/zephyr.elf; check that "
+                                                  r"west_cmd runs west .*full log: .*build.log"):
+            project.build()
+    true = _generate(mlf, tmp_path / "true", zephyr_base=str(base), west_cmd="/bin/true")
+    out = subprocess.run([sys.executable, "-m", "project_api", "build", str(true)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "built" not in out.stdout, out
+    assert "wrote no build/zephyr/zephyr.elf" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def float_mlf(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("zephyr_float")
+    return emit(models_dir / "hello_world_float.tflite", out / "float.tar", name="default").path
+
+
+@pytest.mark.parametrize("board", [b for b, e in BOARDS.items() if e["fpu"] is False])
+def test_float_model_on_a_board_without_fpu(float_mlf: Path, mlf: Path, tmp_path: Path,
+                                            board: str) -> None:
+    """Issue #17, item 12: generate says the float arithmetic runs in software there; with
+    warning_as_error it refuses. An int8 model, or a board with an FPU, gets no word."""
+    def cli(model: Path, out: str, *options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "project_api", "generate", "--template",
+                               "zephyr", "--model", str(model), "--out", str(tmp_path / out),
+                               "-o", f"board={board}", *options, "-q"],
+                              capture_output=True, text=True, timeout=120)
+
+    warned = cli(float_mlf, "float")
+    assert warned.returncode == 0, warned.stderr
+    assert "has no FPU: the float arithmetic runs in software" in warned.stderr
+    assert board in warned.stderr
+    refused = cli(float_mlf, "strict", "-o", "warning_as_error=true")
+    assert refused.returncode == 1 and not (tmp_path / "strict").exists()
+    assert "no FPU" in refused.stderr and "(warning_as_error)" in refused.stderr
+    quiet = cli(mlf, "int8")
+    assert quiet.returncode == 0 and "FPU" not in quiet.stderr
+    with_fpu = subprocess.run([sys.executable, "-m", "project_api", "generate", "--template",
+                               "zephyr", "--model", str(float_mlf), "--out",
+                               str(tmp_path / "fpu"), "-o", "board=nucleo_f746zg", "-q"],
+                              capture_output=True, text=True, timeout=120)
+    assert with_fpu.returncode == 0 and "FPU" not in with_fpu.stderr
 
 
 # --- the serial line and QEMU command line ----------------------------------------------------

@@ -30,13 +30,17 @@ from project_api import TVM_COMPAT_VERSION, __version__
 from project_api.cli.base import Subcommand, UsageError, is_tflite_file, tflite_not_mlf_error
 from project_api.errors import (
     ClientError,
+    IoTimeoutError,
     JSONRPCError,
     MLFError,
     OptionError,
+    OptionValueError,
     ProjectAPIError,
     ProjectAPIServerNotFoundError,
     ProjectError,
+    ServerError,
     TemplateStepError,
+    TransportClosedError,
 )
 
 #: Verb modules under project_api/cli, in the order ``--help`` lists them.
@@ -216,14 +220,7 @@ def format_error(exc: BaseException) -> str:
         what = exc.detail
         hint = "run again with -v to see the full output"
     elif isinstance(exc, JSONRPCError):
-        text = exc.message
-        tb = exc.data.get("traceback") if isinstance(exc.data, dict) else None
-        last = [line for line in str(tb or "").splitlines() if line.strip()]
-        if last and not last[-1].startswith(" "):
-            text = f"{text}: {last[-1].strip()}"  # the server's exception, e.g. "OSError: ..."
-        context = f"{exc.client_context}: " if exc.client_context else ""
-        what = f"the project server failed: {context}{text}"
-        hint = "run again with -v to see the server's traceback"
+        what, hint = _server_error(exc)
     elif isinstance(exc, ProjectAPIServerNotFoundError):
         what = str(exc)
         hint = "pass a template directory or a project made by 'project-api generate'"
@@ -245,6 +242,43 @@ def format_error(exc: BaseException) -> str:
     if ";" in what:
         return what
     return f"{what}; {hint}"
+
+
+def _raised_in_server(data: Any) -> str:
+    """The exception text at the end of a server's traceback (``MLFError: ...``, every line of
+    it), without its module path; empty when the traceback ends in code (a deliberate error)."""
+    tb = data.get("traceback") if isinstance(data, dict) else None
+    lines = [line for line in str(tb or "").splitlines() if line.strip()]
+    last_code = max((i for i, line in enumerate(lines) if line.startswith(" ")), default=-1)
+    text = " ".join(line.strip() for line in lines[last_code + 1:])
+    return re.sub(r"^(?:[A-Za-z_]\w*\.)+(?=\w+: )", "", text)
+
+
+def _server_error(exc: JSONRPCError) -> tuple[str, str]:
+    """What went wrong and what to do, for an error reply of a project's server.
+
+    A link error our client raised itself (the fast-path endpoint it opened) says why the link
+    failed; a template's own message (a plain ServerError) is shown as it is, after the method;
+    anything else is an exception inside the server, shown with its text.
+    """
+    method = (exc.client_context or "").removeprefix("calling method ").strip()
+    at = f"{method}: " if method else ""
+    has_traceback = isinstance(exc.data, dict) and bool(exc.data.get("traceback"))
+    reason = exc.data.get("reason") if isinstance(exc.data, dict) else None
+    if isinstance(exc, TransportClosedError | IoTimeoutError) and (reason or not has_traceback):
+        default = ("the link to the device is closed" if isinstance(exc, TransportClosedError)
+                   else "the device did not answer in time")
+        return (f"{at}{reason or default}",
+                "check that the device is running and connected (-vv logs the link)")
+    raised = _raised_in_server(exc.data)
+    trace_hint = ("run again with -v to see the server's traceback" if has_traceback
+                  else "run again with -vv to see the server's log")
+    if type(exc) is ServerError and not exc.message.startswith("calling method "):
+        return f"{at}{exc.message}", trace_hint  # a template's one-line message
+    text = raised or exc.message
+    if raised and not raised.startswith(exc.message) and not exc.message.startswith("calling "):
+        text = f"{exc.message}: {raised}"
+    return f"the project server failed in {method or 'a call'}: {text}", trace_hint
 
 
 def _mlf_hint(message: str) -> str:
@@ -270,7 +304,9 @@ def _tflite_instead_of_mlf(cls: type[Subcommand], args: argparse.Namespace,
 
 
 def _exit_code(exc: BaseException) -> int:
-    return 2 if isinstance(exc, (UsageError, OptionError)) else 1
+    """2 for a usage error, whether the command line, our client (OptionError) or the
+    template's server (OptionValueError) found it; else 1."""
+    return 2 if isinstance(exc, (UsageError, OptionError, OptionValueError)) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -81,7 +82,8 @@ class Subcommand:
     def output(self, data: Any, text: str | Callable[[], str]) -> None:
         """Print the result: ``data`` as JSON with --json, else ``text``."""
         if self.json_output:
-            sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+            sys.stdout.write(json.dumps(json_safe(data), indent=2, default=str,
+                                        allow_nan=False) + "\n")
         else:
             rendered = text() if callable(text) else text
             if rendered:
@@ -94,6 +96,18 @@ class Subcommand:
             return
         sys.stderr.write(f"{message}\n")
         sys.stderr.flush()
+
+    def bar(self, label: str, total: int, unit: str = "samples") -> Any:
+        """Progress of ``total`` units on stderr (:func:`project_api.cli.progress.progress_bar`:
+        a bar on a terminal, else a line every few seconds, nothing with -q)."""
+        from project_api.cli.progress import progress_bar
+
+        return progress_bar(label, total, unit, quiet=bool(getattr(self.args, "quiet", False)))
+
+    @property
+    def timeout_advice(self) -> str:
+        """How this verb's timeout messages say to wait longer: its own ``--timeout`` flag."""
+        return f"project-api {self.NAMES[0]} --timeout SECONDS"
 
     def elapsed(self) -> float:
         return time.monotonic() - self._started
@@ -145,6 +159,25 @@ class Subcommand:
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every float JSON cannot hold replaced: NaN by null, infinities by the
+    strings "inf" and "-inf" (``json.dumps`` would write bare ``NaN``/``Infinity``, which no
+    JSON parser has to accept)."""
+    if isinstance(value, float):  # numpy's float64 is a float too
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return json_safe(value.tolist())
+    return value
 
 
 def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Path) -> Path:

@@ -14,8 +14,8 @@ def run_project_step(cmd: Subcommand, step: str, past: str) -> int:
     directory = Path(cmd.args.project_dir)
     with GeneratedProject.from_directory(directory, debug=cmd.verbosity >= 2) as project:
         if cmd.args.options:
-            given = parse_option_assignments(cmd.args.options, project.project_options, project.where)
-            project.options = {**project.options, **given}
+            project.override(parse_option_assignments(cmd.args.options, project.project_options,
+                                                      project.where))
         cmd.progress(f"{step}: {directory} (platform {project.platform_name}) ...")
         getattr(project, step)()
         seconds = cmd.elapsed()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from project_api.cli.base import Subcommand, add_option_argument, format_options, model_with_specs
 from project_api.errors import ProjectAPIError
@@ -79,24 +81,37 @@ examples:
                 tempfile.TemporaryDirectory(prefix="project-api-specs-") as tmp:
             options = parse_option_assignments(args.options, tpl.project_options, tpl.where)
             model = model_with_specs(args.model, args.input_specs, tmp)
-            self._note_inferred(model)
+            warnings = self._notes(model, template_dir, options, tpl.project_options)
             self.progress(f"generating {args.out} from {args.model} ...")
             project = tpl.generate_project_from_mlf(model, args.out, options, force=args.force)
             with project:
                 full = project.options
                 platform = project.platform_name
+        for line in warnings:  # not progress: shown with -q too
+            sys.stderr.write(f"warning: {args.model}: {line}\n")
         out = str(Path(args.out))
         data = {"project_dir": str(Path(args.out).absolute()), "template": str(template_dir),
-                "platform": platform, "options": full}
+                "platform": platform, "options": full, "warnings": warnings}
         self.output(data, f"generated {out} (template {args.template}, platform {platform}); "
                           f"next: project-api build {shlex.quote(out)}")  # pasted into a shell
         return 0
 
-    def _note_inferred(self, model: Path) -> None:
+    def _notes(self, model: Path, template_dir: Path, options: dict[str, Any],
+               project_options: list[dict[str, Any]]) -> list[str]:
         """A progress line for each tensor whose facts were inferred, not read (see
-        :attr:`project_api.mlf.TensorInfo.note`)."""
+        :attr:`project_api.mlf.TensorInfo.note`); the warnings to show after generating
+        (kernels slower than the board's, float in software)."""
+        from project_api.cli.base import _default_of
         from project_api.mlf import open_mlf
+        from project_api.template.targets import (
+            board_cpu,
+            board_entry,
+            slower_kernels,
+            software_float,
+        )
 
+        board = options.get("board", _default_of(project_options, "board"))
+        warnings = []
         with open_mlf(model) as lib:
             for m in lib.modules.values():
                 for kind, tensors in (("input", m.inputs), ("output", m.outputs)):
@@ -104,6 +119,11 @@ examples:
                         if t.note:
                             self.progress(f"note: {kind} {t.name!r}: {t.note} (--input-spec "
                                           f"{t.name}:{t.dtype}:D0xD1x... overrides it)")
+            if board:
+                warnings += [slower_kernels(lib, board, board_cpu(template_dir, board)),
+                             software_float(lib.modules.values(), board,
+                                            board_entry(template_dir, board))]
+        return [w for w in warnings if w]
 
 
 def _value_of(argv: list[str], flags: tuple[str, ...]) -> str | None:

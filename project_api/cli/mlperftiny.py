@@ -4,7 +4,6 @@ transport (the logic is :mod:`project_api.mlperftiny`)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +81,17 @@ examples:
         bars: list[Any] = []
 
         def progress(label: str, total: int) -> Any:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, desc=label, unit=" windows" if label == "performance"
-                       else " samples", file=sys.stderr, dynamic_ncols=True,
-                       disable=bool(getattr(a, "quiet", False)))
+            bar = self.bar(label, total, "windows" if label == "performance" else "samples")
             bars.append(bar)
-            return lambda done, _total: bar.update(done - bar.n)
+            return bar.set
 
         with GeneratedProject.from_directory(project_dir, debug=self.verbosity > 1) as project:
+            project.require_link("mlperftiny")
             transport = project.transport(debug=self.verbosity > 1)
             transport.open()
             try:
-                device = mlperftiny.Device(transport, timeout_sec=a.timeout)
+                device = mlperftiny.Device(transport, timeout_sec=a.timeout,
+                                           timeout_advice=self.timeout_advice)
                 device.start(min(a.timeout, 3.0))
                 self.progress(f"{a.mode} on {device.name()} ({project_dir})")
                 try:
@@ -122,6 +119,7 @@ examples:
 
 
 def _summary(report: Any, text: str) -> str:
+    from project_api import mlperftiny
     from project_api.mlperftiny import PerformanceReport
 
     if isinstance(report, PerformanceReport):
@@ -129,6 +127,9 @@ def _summary(report: Any, text: str) -> str:
                 f"median throughput {report.median_throughput:.3f} inf./s over "
                 f"{len(report.windows)} windows (>= {report.min_window_seconds:g} s of device "
                 "time each)")
+        if not report.requirements_met:
+            tail += (f"; the benchmark's rule of {mlperftiny.MIN_WINDOW_SECONDS:g} s per window "
+                     "was NOT met, so this is no valid MLPerf Tiny result")
     else:
         parts = ([f"top-1 {100 * report.top1:.1f}%"] if report.top1 is not None else []) + (
             [f"AUC {report.auc:.3f}"] if report.auc is not None else [])

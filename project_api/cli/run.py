@@ -228,8 +228,8 @@ examples:
                 if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
                     from project_api.project import parse_option_assignments
 
-                    project.options = {**project.options, **parse_option_assignments(
-                        a.options, project.project_options, project.where)}
+                    project.override(parse_option_assignments(
+                        a.options, project.project_options, project.where))
                 return self._run(project, None)
         if not (a.template and a.model):
             raise UsageError("give a project DIR, or --template and --model to do it all in one go")
@@ -276,7 +276,8 @@ examples:
                           f"(seed {a.seed})")
 
         self.progress("opening a session with the device")
-        with project.session(debug=self.verbosity > 1, timeout_sec=a.timeout) as session:
+        with project.session(debug=self.verbosity > 1, timeout_sec=a.timeout,
+                             timeout_advice=self.timeout_advice) as session:
             model = session.model(module.name)
             for i, value in enumerate(inputs):
                 model.set_input(i, value)

@@ -1,19 +1,22 @@
 """``project-api validate``: run many samples on the device and compare with references.
 
-The logic is :func:`project_api.validate.validate`; this verb parses the command line, shows a
-progress bar (``tqdm``, on stderr) and prints a table (or ``--json``). Thresholds given with
-``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric falls short, for CI.
+The logic is :func:`project_api.validate.validate`; this verb parses the command line, shows
+progress on stderr (:mod:`project_api.cli.progress`) and prints a table (or ``--json``).
+Thresholds given with ``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric
+falls short, for CI.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import math
+import os
 from pathlib import Path
 from typing import Any
 
 from project_api import extras
 from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.cli.run import _seconds
 from project_api.errors import ProjectError
 
 #: Comparison keys a threshold may name after ``@``.
@@ -107,6 +110,12 @@ examples:
                             help="runs per timing round (default 10; 0 skips timing)")
         parser.add_argument("--no-pipeline", action="store_true",
                             help="one request at a time even where the link allows several")
+        parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                            help="wait at most SECONDS for each reply of the device, the timing "
+                                 "included (0: forever; default: the template's per-reply limit)")
+        parser.add_argument("--quantize", action="store_true",
+                            help="quantize float data for an integer input with the input's "
+                                 "scale and zero point (as TFLite does) before sending it")
         farm = parser.add_argument_group("boards on other machines (labgrid)")
         farm.add_argument("--places", metavar="PATTERN",
                           help="spread the samples over every free labgrid place matching "
@@ -168,6 +177,9 @@ examples:
                 raise UsageError("with a project DIR, --model is the .tflite to compare with")
             thresholds = self._thresholds(is_tflite)
             if a.places:
+                if not (a.coordinator or os.environ.get("LG_COORDINATOR")):
+                    raise UsageError("--places needs the labgrid coordinator: pass --coordinator "
+                                     "HOST:PORT or set LG_COORDINATOR")
                 return self._on_places(model if is_tflite else None, thresholds)
             from project_api.project import GeneratedProject
 
@@ -175,8 +187,8 @@ examples:
                 if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
                     from project_api.project import parse_option_assignments
 
-                    project.options = {**project.options, **parse_option_assignments(
-                        a.options, project.project_options, project.where)}
+                    project.override(parse_option_assignments(
+                        a.options, project.project_options, project.where))
                 return self._validate(project, model if is_tflite else None, thresholds)
         if a.places:
             raise UsageError("--places needs a built project DIR")
@@ -192,15 +204,13 @@ examples:
     # --- the run ---------------------------------------------------------------------------------
 
     def _bars(self) -> tuple[list[Any], Any]:
+        """The progress callback of validate(): one bar per step (device, each reference)."""
         bars: list[Any] = []
 
         def progress(label: str, total: int) -> Any:
-            from tqdm import tqdm
-
             for bar in bars:
                 bar.close()
-            bar = tqdm(total=total, desc=f"{label:<12}", unit=" samples", file=sys.stderr,
-                       disable=bool(getattr(self.args, "quiet", False)), dynamic_ncols=True)
+            bar = self.bar(label, total)
             bars.append(bar)
             return bar.update
         return bars, progress
@@ -216,7 +226,9 @@ examples:
             sharded = validate_on_places(a.project_dir, a.data, a.places, a.reference,
                                          coordinator=a.coordinator, tflite=tflite,
                                          module=a.module, litert=not a.no_litert, limit=a.limit,
-                                         progress=progress)
+                                         progress=progress, quantize=a.quantize,
+                                         timeout_sec=a.timeout,
+                                         timeout_advice=self.timeout_advice)
         finally:
             for bar in bars:
                 bar.close()
@@ -236,24 +248,14 @@ examples:
         from project_api.validate import save_outputs, validate
 
         a = self.args
-        bars: list[Any] = []
-
-        def progress(label: str, total: int) -> Any:
-            from tqdm import tqdm
-
-            for bar in bars:
-                bar.close()
-            bar = tqdm(total=total, desc=f"{label:<12}", unit=" samples", file=sys.stderr,
-                       disable=bool(getattr(a, "quiet", False)), dynamic_ncols=True)
-            bars.append(bar)
-            return bar.update
-
+        bars, progress = self._bars()
         self.progress(f"validating on the device of {project.directory or 'the project'}")
         try:
             report = validate(project, a.data, a.reference, tflite=tflite, module=a.module,
                               litert=not a.no_litert, number=a.number, repeat=a.repeat,
                               pipeline=not a.no_pipeline, limit=a.limit, progress=progress,
-                              debug=self.verbosity > 1)
+                              debug=self.verbosity > 1, quantize=a.quantize,
+                              timeout_sec=a.timeout, timeout_advice=self.timeout_advice)
         finally:
             for bar in bars:
                 bar.close()
@@ -273,6 +275,8 @@ examples:
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
+    if not math.isfinite(value):
+        return str(value)  # nan, inf: a float output can hold them even from finite inputs
     if value == 0:
         return "0"
     if value == int(value) and abs(value) < 1e9:

@@ -295,7 +295,8 @@ class Session:
 
     ``timeouts`` overrides ``transport.timeouts()``; ``timeout_sec`` replaces only their
     per-reply wait (``session_established_timeout_sec``; 0 waits forever) for every call, timing
-    included. Entering opens the transport (unless it
+    included. ``timeout_advice`` is how a timeout message tells the user to raise that limit
+    (a command line names its flag; default ``Session(timeout_sec=SECONDS)``). Entering opens the transport (unless it
     says it is open through a true ``is_open`` attribute) and runs the handshake; leaving
     releases the models, ends the session and closes the transport if the session opened it.
     Device log frames become INFO records on the ``project_api.device`` logger.
@@ -308,12 +309,14 @@ class Session:
         name: str = "micro-rpc",
         *,
         timeout_sec: float | None = None,
+        timeout_advice: str | None = None,
     ):
         if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
             raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
         self.transport = transport
         self.name = name
         self.timeout_sec = timeout_sec
+        self.timeout_advice = timeout_advice
         self._timeouts = timeouts
         self._opened_transport = False
         self._channel: SessionChannel | None = None
@@ -338,7 +341,8 @@ class Session:
                     timeouts.session_start_timeout_sec,
                     self.timeout_sec,
                 )
-            channel = SessionChannel(self.transport, timeouts, name=self.name)
+            channel = SessionChannel(self.transport, timeouts, name=self.name,
+                                     timeout_advice=self.timeout_advice)
             channel.start()
         except BaseException:
             self._close_transport()
@@ -475,17 +479,19 @@ class Session:
         if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
             raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
         wait = timeout_sec if timeout_sec is not None else self.timeout_sec
-        derived = wait is None
+        note = ""
         if wait is None:
-            wait = self._timing_wait(model, number, repeat, min_repeat_ms)
-        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait, derived))
+            wait, note = self._timing_wait(model, number, repeat, min_repeat_ms)
+        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait, note))
 
-    def _timing_wait(self, model: Model, number: int, repeat: int, min_repeat_ms: int) -> float:
-        """The wait for a timing call: the work it asks for, from one run measured first."""
+    def _timing_wait(self, model: Model, number: int, repeat: int,
+                     min_repeat_ms: int) -> tuple[float, str]:
+        """The wait for a timing call (the work it asks for, from one run measured first) and
+        how it was made, for the timeout message."""
         channel = self._channel
         base = float(channel.timeouts.session_established_timeout_sec or 0) if channel else 0.0
         if not base:
-            return 0.0  # the session waits forever anyway
+            return 0.0, ""  # the session waits forever anyway
         (per_run,) = self._evaluate(model, 1, 1, 0, None)
         per_run = per_run if math.isfinite(per_run) and per_run > 0 else 0.0
         # One warm-up run, then the rounds; a round lasts at least min_repeat_ms, and its
@@ -494,11 +500,14 @@ class Session:
         wait = base + TIMING_WAIT_FACTOR * work
         _LOG.debug("%s: one run of %r takes %.3gs on the device; waiting up to %.3gs for %d x %d",
                    self.name, model.name, per_run, wait, repeat, number)
-        return wait
+        note = (f"the limit is the {base:g}s per-reply wait plus {TIMING_WAIT_FACTOR:g} x the "
+                f"{work:.3g}s of device time these runs take at {per_run:.3g}s per run, "
+                "measured first")
+        return wait, note
 
     def _evaluate(
         self, model: Model, number: int, repeat: int, min_repeat_ms: int, wait: float | None,
-        derived: bool = False,
+        note: str = "",
     ) -> tuple[float, ...]:
         evaluator = self.call(
             "runtime.RPCTimeEvaluator",
@@ -518,8 +527,8 @@ class Session:
         if not isinstance(evaluator, FunctionHandle) or not evaluator:
             raise SessionError(f"runtime.RPCTimeEvaluator returned {evaluator!r}, not a function")
         what = f"timing model {model.name!r} ({repeat} x {number} runs)"
-        if derived:
-            what += " (the limit allows for one run timed first)"
+        if note:
+            what += f" ({note})"
         try:
             raw = self.rpc.call(evaluator, timeout_sec=wait, what=what)
         except BaseException:

@@ -79,6 +79,8 @@ def reads_may_wait_for_n(transport: Any) -> bool:
 
 #: Copy requests kept in flight over a FIFO endpoint (see :func:`pipeline_depth_for`).
 FIFO_PIPELINE_DEPTH = 4
+#: How a timeout message says to raise the limit when the caller names no flag of its own.
+DEFAULT_TIMEOUT_ADVICE = "Session(timeout_sec=SECONDS) in Python"
 
 
 def pipeline_depth_for(transport: Any) -> int:
@@ -309,10 +311,14 @@ class SessionChannel:
         timeouts: TimeoutsLike,
         name: str = "micro-rpc",
         rng: random.Random | None = None,
+        timeout_advice: str | None = None,
     ) -> None:
         self.transport = transport
         self.timeouts = timeouts
         self.name = name
+        #: How the caller raises the per-reply limit, for timeout messages (a command line
+        #: names its own flag, e.g. "project-api validate --timeout SECONDS").
+        self.timeout_advice = timeout_advice or DEFAULT_TIMEOUT_ADVICE
         self._rng = rng or random.Random()
         self.protocol = SessionProtocol()
         self._inbox: deque[bytes] = deque()
@@ -368,8 +374,7 @@ class SessionChannel:
             raise SessionTimeoutError(
                 f"{self.name}: writing {len(out)} bytes to the device did not finish within "
                 f"{timeout:g}s; the device is not reading (hung or busy): reset it, or raise the "
-                "limit (project-api run --timeout SECONDS; timeout_sec= in Python)"
-                + network_note(self.transport)
+                f"limit ({self.timeout_advice})" + network_note(self.transport)
             ) from err
         except KeyboardInterrupt:
             self._lose_step("a write was interrupted")
@@ -523,14 +528,21 @@ class SessionChannel:
             try:
                 if remaining is not None and remaining <= 0:
                     raise IoTimeoutError()
-                self._pump(remaining)
+                try:
+                    self._pump(remaining)
+                except IoTimeoutError:
+                    # A transport may give up sooner than asked (its own cap): the limit is
+                    # the one this message names, so wait on until it has passed.
+                    if deadline is None or time.monotonic() < deadline:
+                        continue
+                    raise
             except IoTimeoutError as err:
                 self._lose_step(f"the wait for {waiting_for} timed out after {limit:g}s")
                 raise SessionTimeoutError(
                     f"{self.name}: no reply from the device within {limit:g}s ({source}) while "
                     f"waiting for {waiting_for}; the device is still busy or hung: if the call "
-                    "needs longer, raise the limit (project-api run --timeout SECONDS; "
-                    "timeout_sec= in Python), else reset the device" + network_note(self.transport)
+                    f"needs longer, raise the limit ({self.timeout_advice}), else reset the "
+                    "device" + network_note(self.transport)
                 ) from err
             except KeyboardInterrupt:
                 self._lose_step(f"the wait for {waiting_for} was interrupted")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from project_api import mlf
-from project_api.errors import ServerError
+from project_api.errors import OptionValueError, ServerError
 from project_api.template import glue, quoting
 from project_api.template.options import option
 
@@ -204,16 +204,29 @@ def prepare(project_dir: Path, extra_archives: Iterable[str | Path], platform: s
     """Extract ``extra_archives`` under ``extra_models/<k>/`` of the project (whose own archive
     is in ``model/``), rename clashing modules, and gather every module's contexts."""
     roots: list[tuple[Path, str, str]] = [(project_dir / "model", "model", "model.tar")]
+    own = project_dir / "model.tar"
+    seen = {_digest(own): "the project's own model"} if own.is_file() else {}
     for k, raw in enumerate(extra_archives, 1):
         src = Path(raw).expanduser()
-        if not src.is_file():
-            raise _fail(f"extra_models: {raw} is not a file; pass MLF archives by absolute path, "
-                        "separated by commas")
+        _check_extra_archive(src, str(raw))
+        digest = _digest(src)
+        if digest in seen:
+            raise _fail(f"extra_models: {raw} is the same archive as {seen[digest]}; each model "
+                        "goes into the firmware once (its weights would be in flash twice): "
+                        "drop the repeat")
+        seen[digest] = str(raw)
         rel = f"extra_models/{k}"
         dest = project_dir / rel
         dest.mkdir(parents=True)
+        try:
+            mlf.safe_extract(src, dest / "model")
+            mlf.open_mlf(dest / "model")  # the same checks as the project's own archive
+        except mlf.MLFError as exc:  # named after the user's file, not the copy being made
+            text = " ".join(str(exc).replace(str(dest / "model"), str(raw)).split())
+            fix = "" if ";" in text else ("; pass a Model Library Format .tar (from TVM or "
+                                          "'project-api emit')")
+            raise _fail(f"extra_models: {text}{fix}") from None
         shutil.copy2(src, dest / "model.tar")
-        mlf.safe_extract(dest / "model.tar", dest / "model")
         glue.check_build_files(dest / "model", src.name)
         roots.append((dest / "model", f"{rel}/model", src.name))
     project = AiProject([], [], [], shared_pool=shared_pool, seed=seed)
@@ -250,6 +263,29 @@ def prepare(project_dir: Path, extra_archives: Iterable[str | Path], platform: s
         raise _fail(f"module names {[m['name'] for m in project.models]} give the same C "
                     "identifier twice; emit one of them with another name")
     return project
+
+
+def _check_extra_archive(src: Path, raw: str) -> None:
+    """ServerError naming ``raw`` when it is no file, or a TFLite model rather than an MLF."""
+    if not src.is_file():
+        what = "is a directory" if src.is_dir() else "does not exist"
+        raise _fail(f"extra_models: {raw} {what}; pass MLF .tar archives, separated by commas")
+    with open(src, "rb") as f:
+        head = f.read(8)
+    if len(head) == 8 and head[4:8] == b"TFL3":
+        raise _fail(f"extra_models: {raw} is a TFLite model, not a Model Library Format archive; "
+                    f"emit it first ('project-api emit {raw} --out {src.with_suffix('.tar').name}"
+                    f" --name {src.stem}') and pass the .tar")
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str,
@@ -341,7 +377,8 @@ def check_standalone_options(options: Mapping[str, Any]) -> None:
     """ServerError when a project that is not standalone is given standalone-only options."""
     if options.get("project_type") != "standalone" and (options.get("extra_models")
                                                         or options.get("shared_pool")):
-        raise ServerError(message="extra_models and shared_pool need project_type=standalone")
+        raise OptionValueError("extra_models and shared_pool need project_type=standalone; "
+                               "add -o project_type=standalone or drop them")
 
 
 MLPERFTINY_MODEL_OPTION = option(

@@ -15,9 +15,9 @@ read ``emulated``, ``pyocd_target``, ``openocd_target`` (an OpenOCD target scrip
 
 Runners: :class:`PyOcdRunner` (the default on hardware; pyOCD's Python API, which is a
 dependency), :class:`OpenOcdRunner` and :class:`CubeProgrammerRunner` (when installed), and
-:class:`QemuRunner` for emulated boards, which checks the image and records it beside it
-(``flashed.json``) for the emulator that ``open_transport`` starts. Every runner programs,
-verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
+:class:`QemuRunner` for emulated boards, which only checks the image (the emulator that
+``open_transport`` starts loads it); :func:`check_arm_elf` checks an image before any runner
+gets it. Every runner on hardware programs, verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
 that is absent or ambiguous raises a one-line FlashError listing the candidates.
 """
 
@@ -27,7 +27,6 @@ import abc
 import contextlib
 import hashlib
 import importlib.util
-import json
 import logging
 import re
 import shlex
@@ -49,8 +48,6 @@ Progress = Callable[[float], None]
 
 #: Where a runner's tool output goes, beside the image (``build/flash.log``).
 FLASH_LOG = "flash.log"
-#: What :class:`QemuRunner` writes beside the image.
-FLASHED_RECORD = "flashed.json"
 
 
 @dataclass(frozen=True)
@@ -130,10 +127,15 @@ class FlashRunner(abc.ABC):
 
 
 def check_arm_elf(image: Path) -> bytes:
-    """The bytes of ``image`` if it is a 32-bit Arm ELF file, else FlashError saying to rebuild."""
-    data = image.read_bytes()
-    if data[:5] != b"\x7fELF\x01" or data[18:20] != b"\x28\x00":
-        raise FlashError(f"{image} is not an Arm ELF image; rebuild with 'project-api build'")
+    """The bytes of ``image`` if it is a whole 32-bit Arm ELF executable (header, program
+    headers and every loadable segment inside the file; :func:`.elf.check_image`), else
+    FlashError saying what is wrong and to rebuild."""
+    from project_api.template.elf import check_image
+
+    data = check_image(image, "EM_ARM", FlashError)
+    if data[4] != 1:
+        raise FlashError(f"{image} is a 64-bit ELF file, not a 32-bit Arm image; rebuild it "
+                         "with 'project-api build'")
     return data
 
 
@@ -308,8 +310,8 @@ class CubeProgrammerRunner(FlashRunner):
 
 
 class QemuRunner(FlashRunner):
-    """Emulated boards: checks the image is an Arm ELF and records it (``flashed.json``) for
-    the emulator ``open_transport`` starts; nothing is written anywhere else."""
+    """Emulated boards: checks that the image is a whole Arm ELF executable; nothing is
+    written (the emulator that ``open_transport`` starts loads ``build/firmware.elf`` itself)."""
 
     NAME = "qemu"
     CAPS = RunnerCaps(hardware=False)
@@ -317,9 +319,8 @@ class QemuRunner(FlashRunner):
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
         data = check_arm_elf(image)
-        record = {"board": board.get("name"), "image": image.name,
-                  "sha256": hashlib.sha256(data).hexdigest()}
-        (image.parent / FLASHED_RECORD).write_text(json.dumps(record) + "\n")
+        _LOG.info("qemu: %s (%d bytes, sha256 %s) is ready for %s", image.name, len(data),
+                  hashlib.sha256(data).hexdigest()[:16], board.get("name"))
         progress(1.0)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from project_api import server
-from project_api.errors import ServerError
+from project_api.errors import OptionValueError, ServerError
 
 #: The options a generated project was generated with, in the project directory.
 OPTIONS_FILE = "project_options.json"
@@ -57,40 +57,37 @@ class DeclaredOption:
         return self.wire.default
 
     def check(self, value: Any) -> Any:
-        """``value`` if it fits this option (None means unset), else ServerError naming the fix."""
+        """``value`` if it fits this option (None means unset), else OptionValueError naming the
+        fix (a usage error: exit status 2 on the command line)."""
         if value is None:
             return None
         kind = self.wire.type
         ok = isinstance(value, _PY_TYPES[kind]) and not (kind == "int" and isinstance(value, bool))
         if not ok:
-            raise ServerError(
-                message=f"option {self.name} must be {_describe(kind)}; got {value!r}"
-            )
+            raise OptionValueError(f"option {self.name} must be {_describe(kind)}; got {value!r}")
         if kind == "str":
             self._check_text(value)
         if self.wire.choices and value not in self.wire.choices:
-            raise ServerError(
-                message=f"option {self.name}={value!r} is not one of "
-                f"{', '.join(map(str, self.wire.choices))}; pick one of those"
-            )
+            raise OptionValueError(f"option {self.name}={value!r} is not one of "
+                                   f"{', '.join(map(str, self.wire.choices))}; pick one of those")
         if self.minimum is not None and value < self.minimum:
-            raise ServerError(message=f"option {self.name}={value} is below its minimum "
-                                      f"{self.minimum}; {self._range_hint()}")
+            raise OptionValueError(f"option {self.name}={value} is below its minimum "
+                                   f"{self.minimum}; {self._range_hint()}")
         if self.maximum is not None and value > self.maximum:
-            raise ServerError(message=f"option {self.name}={value} is above its maximum "
-                                      f"{self.maximum}; {self._range_hint()}")
+            raise OptionValueError(f"option {self.name}={value} is above its maximum "
+                                   f"{self.maximum}; {self._range_hint()}")
         return value
 
     def _check_text(self, value: str) -> None:
         if "\0" in value:
-            raise ServerError(message=f"option {self.name}={value!r} holds a NUL character; "
-                                      "no option value may")
+            raise OptionValueError(f"option {self.name}={value!r} holds a NUL character; "
+                                   "no option value may")
         if self.chars is not None:
             bad = next((c for c in value if not re.fullmatch(f"[{self.chars}]", c)), None)
             if bad is not None or not value or value.startswith("-"):
                 what = f"has {bad!r}" if bad is not None else "is empty or starts with -"
-                raise ServerError(message=f"option {self.name}={value!r} {what}; it takes "
-                                          f"[{self.chars}] only, not starting with -")
+                raise OptionValueError(f"option {self.name}={value!r} {what}; it takes "
+                                       f"[{self.chars}] only, not starting with -")
 
     def _range_hint(self) -> str:
         low = "" if self.minimum is None else str(self.minimum)
@@ -148,8 +145,8 @@ def check_declared(
         if value is None:
             value = opt.default
         if value is None and method and method in (opt.wire.required or []):
-            raise ServerError(message=f"option {opt.name} is required by {method}; "
-                                      f"pass -o {opt.name}=<value>")
+            raise OptionValueError(f"option {opt.name} is required by {method}; "
+                                   f"pass -o {opt.name}=<value>")
         values[opt.name] = opt.check(value)
     return values
 
@@ -175,7 +172,7 @@ def _first_outside(text: str, chars: str) -> str | None:
     return next((c for c in text if not re.fullmatch(f"[{chars}]", c)), None)
 
 
-def _definition_error(text: str, pos: int) -> ServerError:
+def _definition_error(text: str, pos: int) -> OptionValueError:
     """The one-line error for the flag that starts at ``text[pos]``: which character, where."""
     rest = text[pos:]
     quoted = re.match(rf'-D{_NAME}="[^"]*"?', rest)
@@ -198,7 +195,7 @@ def _definition_error(text: str, pos: int) -> ServerError:
     else:
         bad = _first_outside(tail[1:], VALUE_TOKEN_CHARS)
         why = f"has {bad!r} in its VALUE" if bad is not None else "is not followed by a space"
-    return ServerError(message=f"compile_definitions: {word!r} {why}; {DEFINITIONS_GRAMMAR}")
+    return OptionValueError(f"compile_definitions: {word!r} {why}; {DEFINITIONS_GRAMMAR}")
 
 
 def parse_definitions(text: str | None) -> list[str]:
@@ -207,8 +204,8 @@ def parse_definitions(text: str | None) -> list[str]:
     or identifier (``[A-Za-z0-9_.+-]*``) or a C string literal ``"..."`` of letters, digits,
     spaces and ``_.,:/+=-``. Nothing else: no shell, make, CMake or Kconfig metacharacter can
     be in a flag, so each flag is data for every consumer (the templates still escape each one
-    for its file with :mod:`~project_api.template.quoting`). ServerError, in one line, naming the
-    flag and the offending character, for anything else."""
+    for its file with :mod:`~project_api.template.quoting`). OptionValueError (a usage error),
+    in one line, naming the flag and the offending character, for anything else."""
     text = text or ""
     flags: list[str] = []
     pos = _SPACE_RE.match(text).end()  # type: ignore[union-attr]

@@ -220,10 +220,14 @@ def emulator_argv(binary: str, machine_args: Sequence[str], image: Path,
 
 
 def require_image(path: Path) -> Path:
-    """``path`` if the firmware image is built, else ServerError saying to build it."""
+    """``path`` if the firmware image is built and a whole ELF file (:func:`.elf.check_image`),
+    else ServerError saying what is wrong and to build it."""
+    from project_api.template.elf import check_image
+
     if not Path(path).is_file():
         raise ServerError(message=f"open_transport: {path} does not exist; run 'project-api "
                                   "build' first")
+    check_image(Path(path))
     return Path(path)
 
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from project_api import extras
-from project_api.errors import ServerError
+from project_api.errors import OptionValueError, ServerError
 from project_api.server import TransportTimeouts
 from project_api.template.options import option
 from project_api.template.quoting import tcl_word
@@ -123,8 +123,8 @@ def probe_id(values: Mapping[str, Any]) -> str | None:
     kind, _, address = str(probe).partition(":")
     host, _, port = address.rpartition(":")
     if kind != "remote" or not host or not port.isdigit():
-        raise ServerError(message=f"probe={probe}: want remote:HOST:PORT, the address of a "
-                                  "'pyocd server' (e.g. remote:lab-pc:5555)")
+        raise OptionValueError(f"probe={probe}: want remote:HOST:PORT, the address of a "
+                               "'pyocd server' (e.g. remote:lab-pc:5555)")
     return f"remote:{host}:{port}"
 
 

@@ -122,4 +122,5 @@ class UartTransport(SerialTransport):
             hint = ("add yourself to the port's group (e.g. 'sudo usermod -aG dialout $USER', "
                     "then log in again)" if "ermission" in reason
                     else "check the board is connected and no other program holds the port")
-            raise ServerError(message=f"open_transport: {reason}; {hint}") from None
+            fix = "" if ";" in reason else f"; {hint}"  # the reason may carry its fix already
+            raise ServerError(message=f"open_transport: {reason}{fix}") from None

@@ -120,8 +120,8 @@ def templates_building_for(family: str, templates_root: Path | None = None) -> l
     return found
 
 
-def board_cpu(template_dir: Path, board: str | None) -> str | None:
-    """The ``cpu`` of ``board`` in the template's ``boards.yaml`` (None: no such file or board)."""
+def board_entry(template_dir: Path, board: str | None) -> dict[str, Any] | None:
+    """``board``'s entry in the template's ``boards.yaml`` (None: no such file or board)."""
     import yaml
 
     path = Path(template_dir) / "boards.yaml"
@@ -132,4 +132,46 @@ def board_cpu(template_dir: Path, board: str | None) -> str | None:
     except yaml.YAMLError as exc:
         _LOG.debug("%s: %s", path, exc)
         return None
-    return str(entry["cpu"]) if isinstance(entry, dict) and entry.get("cpu") else None
+    return entry if isinstance(entry, dict) else None
+
+
+def board_cpu(template_dir: Path, board: str | None) -> str | None:
+    """The ``cpu`` of ``board`` in the template's ``boards.yaml`` (None: no such file or board)."""
+    entry = board_entry(template_dir, board)
+    return str(entry["cpu"]) if entry and entry.get("cpu") else None
+
+
+def slower_kernels(library: Any, board: str, cpu: str | None) -> str | None:
+    """A warning when ``library`` (a ModelLibrary) holds a module our emitter wrote with the
+    portable kernels although ``board``'s ``cpu`` has DSP-extension kernels (which run several
+    times faster, bit for bit the same); None otherwise. Archives from TVM record no
+    ``kernel_target`` and are left alone."""
+    from project_api.emit.target import for_cpu
+
+    best = for_cpu(cpu)
+    if not best.dsp:
+        return None
+    modules = (library.metadata.get("modules") or {}) if isinstance(library.metadata, dict) else {}
+    generic = [name for name, entry in modules.items()
+               if isinstance(entry, dict) and entry.get("kernel_target") in ("generic",
+                                                                             "cortex-m0")]
+    if not generic:
+        return None
+    return (f"module {generic[0]!r} was emitted with the portable kernels, but {board} is a "
+            f"{cpu} with the {best.name} DSP kernels (several times faster, the same results): "
+            f"emit the model again with 'project-api emit MODEL.tflite --target {best.name}'")
+
+
+def software_float(modules: Iterable[Any], board: str, entry: Any) -> str | None:
+    """A warning when a module computes in float (a float32 input or output) on a board whose
+    ``boards.yaml`` entry says it has no FPU (``fpu: false``, or none given for a Cortex-M):
+    the float arithmetic then runs in software, many times slower. None otherwise."""
+    if not isinstance(entry, dict) or "fpu" not in entry or entry.get("fpu"):
+        return None
+    floats = [m.name for m in modules
+              if any(t.dtype.startswith("float") for t in (*m.inputs, *m.outputs))]
+    if not floats:
+        return None
+    return (f"module {floats[0]!r} computes in floating point, but {board} "
+            f"({entry.get('cpu', 'its CPU')}) has no FPU: the float arithmetic runs in software, "
+            "many times slower; use an int8 model, or a board with an FPU")

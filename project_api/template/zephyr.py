@@ -5,8 +5,9 @@
   from its board yaml wherever it sits under ``boards/`` (the pre-3.7 ``boards/<arch>/<board>/``
   and the hardware-model-v2 ``boards/<vendor>/<board>/`` layouts); the board name ``west build
   -b`` takes on that release;
-* west: the command (``west_cmd``, split like a shell would; one line when it is missing) and
-  the serial-number argument of each ``west flash`` runner;
+* west: the command (``west_cmd``, split like a shell would; one line when it is missing, naming
+  a missing tree too: :func:`west_and_tree`) and the serial-number argument of each ``west
+  flash`` runner;
 * the built devicetree (``build/zephyr/zephyr.dts``): the chosen console's ``current-speed``.
 
 The board entries are those of a template's ``boards.yaml`` (``zephyr_board``,
@@ -29,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from project_api.errors import FlashError, MissingProgramError, ServerError
+from project_api.errors import FlashError, MissingProgramError, OptionValueError, ServerError
 from project_api.template.quoting import check_cmake_path, tcl_word
 
 _LOG = logging.getLogger(__name__)
@@ -147,6 +148,26 @@ def west_argv(west_cmd: str | None) -> list[str]:
     return [program, *argv[1:]]
 
 
+def west_and_tree(values: Mapping[str, Any], method: str) -> tuple[list[str], Path]:
+    """The west command and the Zephyr tree a step needs; one MissingProgramError naming every
+    part that is missing (west, ZEPHYR_BASE, a tree without VERSION) and how to get each."""
+    problems: list[str] = []
+    west: list[str] = []
+    base: Path | None = None
+    try:
+        west = west_argv(values.get("west_cmd"))
+    except MissingProgramError as exc:
+        problems.append(exc.detail)
+    try:
+        base = zephyr_base_of(values, method)
+    except ServerError as exc:
+        problems.append(exc.message.removeprefix(f"{method}: "))
+    if problems:
+        raise MissingProgramError(f"{method} needs west and a Zephyr tree: " + "; ".join(problems))
+    assert base is not None
+    return west, base
+
+
 def flash_serial_args(runner: str, serial_number: str | None) -> list[str]:
     """The ``west flash`` arguments that pick the probe with ``serial_number`` for ``runner``."""
     if not serial_number:
@@ -243,9 +264,9 @@ def check_tree_for_board(options: dict[str, Any], name: str,
     options["workspace_size_bytes"] = heap
     ram, source = board_ram_bytes(base_path, name, board)
     if heap >= ram:
-        raise ServerError(message=f"workspace_size_bytes={heap} does not fit {name}'s RAM of "
-                                  f"{ram} bytes ({source}); pass a smaller -o "
-                                  "workspace_size_bytes=N")
+        raise OptionValueError(f"workspace_size_bytes={heap} does not fit {name}'s RAM of "
+                               f"{ram} bytes ({source}); pass a smaller -o "
+                               "workspace_size_bytes=N")
     return version
 
 

@@ -169,20 +169,46 @@ class Handler(TransportMixin, TemplateHandler):
         name, board = self.board()
         log = self.project_dir / "build" / "build.log"
         cmd = [make, "-C", str(self.project_dir), f"-j{max(1, min(4, os.cpu_count() or 1))}"]
+        build = self.project_dir / "build"
+        for stale in ("memory.txt", "memory.json"):  # never a report of an earlier build
+            (build / stale).unlink(missing_ok=True)
         try:
             run_logged(cmd + (["V=1"] if values["verbose"] else []), cwd=self.project_dir,
                        log_path=log)
         except BuildError:
             over = _OVERFLOW.findall(log.read_text(errors="replace")) if log.is_file() else []
             if over:
-                parts = ", ".join(f"{region} by {n} bytes" for region, n in over)
-                raise BuildError(f"build failed: the firmware does not fit {name}: {parts} "
-                                 f"(RAM {board['memory']['ram']['length']} bytes, flash "
-                                 f"{board['memory']['flash']['length']}); lower "
-                                 f"workspace_size_bytes or pick a larger board; full log: {log}",
-                                 log=str(log)) from None
+                raise self._does_not_fit(name, board, dict((r, int(n)) for r, n in over),
+                                         values, log) from None
             raise
-        _LOG.info("%s", memory.write_report(self.project_dir / "build", name, board))
+        _LOG.info("%s", memory.write_report(build, name, board)[0])
+
+    def _does_not_fit(self, name: str, board: dict, over: dict[str, int], values: dict,
+                      log: Any) -> BuildError:
+        """The one-line error of a firmware that overflows its regions (ld still writes the
+        map: the memory report is written too, with the largest parts of each region)."""
+        build = self.project_dir / "build"
+        sizes = {"RAM": board["memory"]["ram"]["length"],
+                 "FLASH": board["memory"]["flash"]["length"]}
+        try:
+            _, report = memory.write_report(build, name, board, over)
+        except (OSError, ValueError) as exc:  # no map: say so, keep the rest of the message
+            _LOG.info("no memory report: %s", exc)
+            report = None
+        parts = []
+        for region, n in over.items():
+            text = f"{region} by {n} bytes of {sizes.get(region, '?')}"
+            if report is not None:
+                top = report.largest("ram" if region == "RAM" else "flash")
+                text += " (largest: " + ", ".join(f"{p.name} {p.size}" for p in top) + ")"
+            parts.append(text)
+        where = f"memory report: {build / 'memory.txt'}; " if report is not None else ""
+        own = {k: values.get(k) for k in ("workspace_size_bytes", "stack_size_bytes",
+                                          "max_packet_size_bytes")}
+        hints = [memory.overflow_hint(r, own) for r in over]
+        return BuildError(f"build failed: the firmware does not fit {name}: {', '.join(parts)}; "
+                          f"{'; '.join(dict.fromkeys(hints))}; {where}full log: {log}",
+                          log=str(log))
 
     def flash(self, options: dict) -> None:
         values, (name, board) = self.options_for("flash", options), self.board()

@@ -32,7 +32,7 @@ from typing import Any
 
 from project_api import server
 from project_api.crt_manifest import read_manifest
-from project_api.errors import FlashError, ServerError
+from project_api.errors import BuildError, FlashError, ServerError
 from project_api.template import (
     NewProject,
     TemplateHandler,
@@ -53,6 +53,7 @@ from project_api.template.qemu import (
     run_emulator,
 )
 from project_api.template.quoting import check_cmake_path
+from project_api.template.targets import software_float
 from project_api.template.zephyr import (
     DEFAULT_WEST,
     built_console_baud,
@@ -60,8 +61,7 @@ from project_api.template.zephyr import (
     check_tree_for_board,
     check_version,
     flash_serial_args,
-    west_argv,
-    zephyr_base_of,
+    west_and_tree,
     zephyr_board_name,
     zephyr_version,
 )
@@ -162,6 +162,11 @@ class Handler(TransportMixin, TemplateHandler):
         check_cmake_path(project.dir, "the project directory")  # ${CMAKE_CURRENT_SOURCE_DIR}
         version = check_tree_for_board(opts, name, board)  # sets the default heap
         check_cmsis(project.library.modules.values(), opts["cmsis_path"])
+        slow = software_float(project.library.modules.values(), name, board)
+        if slow and opts["warning_as_error"]:
+            raise ServerError(message=f"{slow} (warning_as_error)")
+        if slow:
+            _LOG.warning("%s", slow)
         if mlperftiny and not opts["config_main_stack_size"]:
             # The protocol and the model run on main's stack: about 1 KiB deep on Cortex-M
             # (results formatting, the model's run function), more than Zephyr's default.
@@ -195,8 +200,7 @@ class Handler(TransportMixin, TemplateHandler):
 
     def _west(self, values: Mapping[str, Any], method: str) -> tuple[list[str], dict[str, str],
                                                                         tuple[int, int, int]]:
-        west = west_argv(values["west_cmd"])
-        base = zephyr_base_of(values, method)
+        west, base = west_and_tree(values, method)
         return west, {"ZEPHYR_BASE": str(base)}, zephyr_version(base)
 
     def build(self, options: dict) -> None:
@@ -211,7 +215,13 @@ class Handler(TransportMixin, TemplateHandler):
         if values["verbose"]:
             cmd.insert(len(west), "-v")
         # The log stays outside build/, which west may wipe (pristine auto) while it runs.
-        run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / BUILD_LOG, env=env)
+        log = self.project_dir / BUILD_LOG
+        run_logged(cmd, cwd=self.project_dir, log_path=log, env=env)
+        if not (self.project_dir / ELF).is_file():  # a west or a tree that builds nothing
+            raise BuildError(f"build failed: '{' '.join(west)} build' succeeded but wrote no "
+                             f"{ELF}; check that west_cmd runs west and that zephyr_base "
+                             f"({env['ZEPHYR_BASE']}) is a whole Zephyr checkout; full log: "
+                             f"{log}", log=str(log))
 
     def flash(self, options: dict) -> None:
         values, (name, board) = self.options_for("flash", options), self.board()
