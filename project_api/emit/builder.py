@@ -885,14 +885,14 @@ class ModelBuilder:
         return y
 
     def mirror_pad(self, x: TensorRef, paddings: Sequence[Sequence[int]],
-                   mode: str = "REFLECT", paddings_dtype: str = "int32") -> TensorRef:
-        """MIRROR_PAD, ``mode`` REFLECT or SYMMETRIC."""
-        _check_choice(mode, schema.ENUMS["MirrorPadMode"], "mirror pad mode")
+                   padding_mode: str = "REFLECT", paddings_dtype: str = "int32") -> TensorRef:
+        """MIRROR_PAD, ``padding_mode`` (the options' ``mode``) REFLECT or SYMMETRIC."""
+        _check_choice(padding_mode, schema.ENUMS["MirrorPadMode"], "mirror pad mode")
         pads = np.asarray(paddings, dtype=np.int64).reshape(len(x.shape), 2)
         shape = [n + int(a) + int(b) for n, (a, b) in zip(x.shape, pads, strict=True)]
         p = self._ints("mirror_pad/paddings", pads, paddings_dtype)
         y = self._like("mirror_pad", x, shape)
-        self._op("MIRROR_PAD", [x.index, p.index], [y.index], {"mode": mode})
+        self._op("MIRROR_PAD", [x.index, p.index], [y.index], {"mode": padding_mode})
         return y
 
     def concatenation(self, xs: Sequence[TensorRef | np.ndarray], axis: int = -1,
