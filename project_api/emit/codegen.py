@@ -7,7 +7,6 @@ interface header. All checks happen while preparing the ops; the C has none beyo
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from dataclasses import dataclass, field
@@ -209,7 +208,10 @@ def _pool_buffers(graph: Graph, kernels: list[Kernel], storage: _Storage,
 
 def _lower_bound(graph: Graph, kernels: list[Kernel], storage: _Storage,
                  root_external: dict[int, tuple[str, int]]) -> int:
-    buffers = _pool_buffers(graph, kernels, storage, root_external)[0]
+    """The pool's lower bound with ``storage`` (whose roots may differ from the keys of
+    ``root_external``: its caller buffers are found by their tensors)."""
+    roots = {storage.find(anchor): ext for ext in root_external.values() for anchor in ext[1:]}
+    buffers = _pool_buffers(graph, kernels, storage, roots)[0]
     return planner.lower_bound([planner.Buffer(b.id, planner.align(b.size), b.first, b.last)
                                 for b in buffers])
 
@@ -248,8 +250,7 @@ def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
         for y, off in zip(k.outputs, k.alias_offsets, strict=True):
             trial.union(x, y, off)
         if (_lower_bound(graph, kernels, trial, root_external)
-                > _lower_bound(graph, [_copying(kk, k) for kk in kernels], storage,
-                               root_external)):
+                > _lower_bound(graph, kernels, storage, root_external)):
             k.alias = False
             continue
         ext = root_external.pop(storage.find(x), None)
@@ -257,13 +258,6 @@ def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
             storage.union(x, y, off)
         if ext is not None:
             root_external[storage.find(x)] = ext
-
-
-def _copying(k: Kernel, which: Kernel) -> Kernel:
-    """``k``, or, if it is ``which``, a copy of it that does not alias."""
-    if k is not which:
-        return k
-    return dataclasses.replace(k, alias=False)
 
 
 def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
