@@ -653,3 +653,21 @@ def test_offset_views_whatever_the_tensor_order(tmp_path):
     ya, yb = harness.run(harness.build(gen, tmp_path, cc=require_tool("gcc")), gen, [x])
     np.testing.assert_array_equal(ya, x[:2] + ts[6].data)
     np.testing.assert_array_equal(yb, x[2:] + ts[6].data)
+
+
+def test_shape_of_a_scalar(tmp_path):
+    """SHAPE of a scalar writes nothing (an empty vector) and still compiles warning-free."""
+    from project_api.emit import harness
+
+    mb = ModelBuilder(seed=0)
+    x = mb.input((1,), "float32", name="x")
+    mb.output(mb.shape(mb.reshape(x, ())))
+    mb.output(mb.zeros_like(x))
+    model = mb.build()
+    gen = emit_sources(model)
+    assert "(void)out0;" in gen.source
+    feed = [np.ones((1,), np.float32)]
+    got = harness.run(harness.build(gen, tmp_path, cc=require_tool("gcc")), gen, feed)
+    want = R.run_tflm(model, feed)
+    assert [g.shape for g in got] == [(0,), (1,)]
+    np.testing.assert_array_equal(got[1], want[1])

@@ -166,6 +166,8 @@ def move_kernel(op: Operator, moves: list[Move], sources: Sources, outputs: list
     used |= {m.value for m in kept if m.src is None}
     p["unused"] = [f"in{k}" for k in range(len(sources.inputs))
                    if f"in{k}" not in used and not any(f"in{k}[" in v for v in used)]
+    written = {m.dst for m in kept}
+    p["unused"] += [f"out{k}" for k in range(len(outputs)) if f"out{k}" not in written]
     return Kernel(op, template, p, list(sources.inputs), list(outputs),
                   list(sources.constants), alias=bool(alias_offsets),
                   alias_offsets=tuple(alias_offsets))

@@ -23,6 +23,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     y = tensor_out(graph, op)
     expect_shape(op, y, [len(x.shape)], f"the shape of '{x.name}' {list(x.shape)}")
     src = Sources()
-    src.constants.append(ConstArray("dims", "int32_t", np.asarray(x.shape or [0], np.int32)))
-    moves = [box("out0", [len(x.shape)], [1], "dims", [1], const=True)]
+    moves = []
+    if x.shape:  # a scalar's shape is empty: nothing to write
+        src.constants.append(ConstArray("dims", "int32_t", np.asarray(x.shape, np.int32)))
+        moves.append(box("out0", [len(x.shape)], [1], "dims", [1], const=True))
     return move_kernel(op, moves, src, [y.index])
