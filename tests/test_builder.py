@@ -54,6 +54,42 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("SQUEEZE", {"dims": (-2,), "input_shape": (2, 1, 3)}),
     ("EXPAND_DIMS", {"axis": 1}),
     ("EXPAND_DIMS", {"axis": -1, "input_shape": (2, 5)}),
+    # shape and data movement (issue 20)
+    ("PAD", {}),
+    ("PAD", {"paddings": ((1, 0), (0, 2)), "input_shape": (2, 3)}),
+    ("PADV2", {"value": -0.25}),
+    ("MIRROR_PAD", {}),
+    ("MIRROR_PAD", {"padding_mode": "SYMMETRIC", "paddings": ((2, 1), (0, 3)), "input_shape": (3, 4)}),
+    ("CONCATENATION", {}),
+    ("CONCATENATION", {"axis": 0, "b_shape": (2, 4, 4, 3), "b_input": False}),
+    ("SPLIT", {}),
+    ("SPLIT", {"num_splits": 3, "axis": 0, "input_shape": (6, 2)}),
+    ("SPLIT_V", {}),
+    ("SLICE", {}),
+    ("SLICE", {"begin": (1, 0), "size": (-1, 2), "input_shape": (3, 4), "index_dtype": "int64"}),
+    ("STRIDED_SLICE", {}),
+    ("STRIDED_SLICE", {"begin": (0, 1), "end": (0, 3), "strides": (1, 1), "begin_mask": 1,
+                       "end_mask": 1, "shrink_axis_mask": 2, "input_shape": (3, 4)}),
+    ("TRANSPOSE", {}),
+    ("TRANSPOSE", {"perm": (1, 0), "input_shape": (3, 5)}),
+    ("PACK", {}),
+    ("PACK", {"axis": -1, "b_input": False}),
+    ("UNPACK", {}),
+    ("GATHER", {}),
+    ("GATHER", {"indices": ((1, 0), (2, 2)), "axis": 1, "input_shape": (2, 3, 2)}),
+    ("GATHER_ND", {}),
+    ("SHAPE", {}),
+    ("BROADCAST_TO", {}),
+    ("DEPTH_TO_SPACE", {}),
+    ("SPACE_TO_DEPTH", {}),
+    ("BATCH_TO_SPACE_ND", {}),
+    ("SPACE_TO_BATCH_ND", {"paddings": ((0, 0), (0, 0))}),
+    ("RESIZE_NEAREST_NEIGHBOR", {}),
+    ("RESIZE_NEAREST_NEIGHBOR", {"size": (2, 2), "align_corners": True}),
+    ("RESIZE_BILINEAR", {}),
+    ("RESIZE_BILINEAR", {"size": (6, 8), "half_pixel_centers": True}),
+    ("ZEROS_LIKE", {}),
+    ("FILL", {}),
 ]
 
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
@@ -62,12 +98,30 @@ WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 def modes_for(op: str) -> tuple[str, ...]:
     """Modes that make sense for ``op`` (per-channel only where there are weights)."""
     if op in WEIGHTED:
-        return tuple(m for m in B.MODES if m != "int32")
+        return tuple(m for m in B.MODES if m not in ("int32", "int64", "bool"))
     if op == "QUANTIZE":  # float32 -> int8, int8 -> int8, int16 -> int16, int32 -> int8
         return ("float32", "int8", "int16x8", "int32")
     if op == "DEQUANTIZE":
         return ("int8", "int16x8")
+    if op in MOVER_MODES:
+        return MOVER_MODES[op]
     return ("int8", "float32", "int16x8")
+
+
+#: The shape and data movement operators' modes: the types both interpreters take.
+MOVER_MODES = {
+    "MIRROR_PAD": ("int8", "float32"), "GATHER": ("int8", "float32"),
+    "GATHER_ND": ("int8", "float32"), "DEPTH_TO_SPACE": ("int8", "float32"),
+    "SPACE_TO_DEPTH": ("int8", "float32"), "BATCH_TO_SPACE_ND": ("int8", "float32"),
+    "SPACE_TO_BATCH_ND": ("int8", "float32"), "RESIZE_BILINEAR": ("int8", "float32"),
+    "ZEROS_LIKE": ("float32", "int32", "int64"), "FILL": ("int8", "float32", "int32"),
+    "TRANSPOSE": ("int8", "float32", "int16x8"), "SHAPE": ("int8", "float32"),
+    "CONCATENATION": ("int8", "float32", "int16x8", "int32", "int64", "bool"),
+    "BROADCAST_TO": ("int8", "float32", "int16x8", "int32", "int64", "bool"),
+    "SLICE": ("int8", "float32", "int16x8", "int32", "bool"),
+    "STRIDED_SLICE": ("int8", "float32", "int16x8", "int32", "bool"),
+    "PACK": ("int8", "float32", "int16x8", "int32", "int64"),
+}
 
 
 def case_params() -> list[Any]:
@@ -87,7 +141,7 @@ def make(op: str, opts: dict[str, Any], mode: str, seed: int = 0) -> bytes:
 
 # --- reading a model back -------------------------------------------------------------------
 
-_NP = {0: np.float32, 2: np.int32, 4: np.int64, 7: np.int16, 9: np.int8}
+_NP = {0: np.float32, 2: np.int32, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _OPTION_CLASSES = {
     "CONV_2D": tflite.Conv2DOptions, "DEPTHWISE_CONV_2D": tflite.DepthwiseConv2DOptions,
     "FULLY_CONNECTED": tflite.FullyConnectedOptions, "AVERAGE_POOL_2D": tflite.Pool2DOptions,
@@ -95,6 +149,19 @@ _OPTION_CLASSES = {
     "RESHAPE": tflite.ReshapeOptions, "SOFTMAX": tflite.SoftmaxOptions,
     "QUANTIZE": tflite.QuantizeOptions, "DEQUANTIZE": tflite.DequantizeOptions,
     "SQUEEZE": tflite.SqueezeOptions, "EXPAND_DIMS": tflite.ExpandDimsOptions,
+    "PAD": tflite.PadOptions, "PADV2": tflite.PadV2Options, "MIRROR_PAD": tflite.MirrorPadOptions,
+    "CONCATENATION": tflite.ConcatenationOptions, "SPLIT": tflite.SplitOptions,
+    "SPLIT_V": tflite.SplitVOptions, "SLICE": tflite.SliceOptions,
+    "STRIDED_SLICE": tflite.StridedSliceOptions, "TRANSPOSE": tflite.TransposeOptions,
+    "PACK": tflite.PackOptions, "UNPACK": tflite.UnpackOptions, "GATHER": tflite.GatherOptions,
+    "GATHER_ND": tflite.GatherNdOptions, "SHAPE": tflite.ShapeOptions,
+    "BROADCAST_TO": tflite.BroadcastToOptions, "DEPTH_TO_SPACE": tflite.DepthToSpaceOptions,
+    "SPACE_TO_DEPTH": tflite.SpaceToDepthOptions,
+    "BATCH_TO_SPACE_ND": tflite.BatchToSpaceNDOptions,
+    "SPACE_TO_BATCH_ND": tflite.SpaceToBatchNDOptions,
+    "RESIZE_NEAREST_NEIGHBOR": tflite.ResizeNearestNeighborOptions,
+    "RESIZE_BILINEAR": tflite.ResizeBilinearOptions, "ZEROS_LIKE": tflite.ZerosLikeOptions,
+    "FILL": tflite.FillOptions,
 }
 _OP_NAMES = {getattr(tflite.BuiltinOperator, n): n for n in _OPTION_CLASSES}
 
@@ -224,15 +291,130 @@ def numpy_op(name: str, opts: Any, ins: list[np.ndarray], consts: list[ReadTenso
         return e / e.sum(axis=-1, keepdims=True)
     if name in ("RESHAPE", "QUANTIZE", "DEQUANTIZE", "SQUEEZE", "EXPAND_DIMS"):
         return ins[0]
+    return numpy_mover(name, opts, ins, consts)
+
+
+def _ints(t: ReadTensor | None) -> list[int]:
+    assert t is not None and t.data is not None
+    return [int(v) for v in np.asarray(t.data).reshape(-1)]
+
+
+def numpy_mover(name: str, opts: Any, ins: list[Any], consts: list[ReadTensor | None]
+                ) -> np.ndarray:
+    """The shape and data movement operators in numpy (the first output of SPLIT, SPLIT_V and
+    UNPACK), from the serialized attributes; ``consts[i]`` is input i's tensor."""
+    x = ins[0]
+    if name in ("PAD", "PADV2", "MIRROR_PAD"):
+        pads = np.asarray(_ints(consts[1])).reshape(-1, 2)
+        if name == "MIRROR_PAD":
+            mode = "reflect" if opts.Mode() == 0 else "symmetric"
+            return np.pad(x, pads, mode=mode)
+        value = float(np.asarray(ins[2]).reshape(-1)[0]) if len(ins) > 2 else 0.0
+        return np.pad(x, pads, constant_values=value)
+    if name == "CONCATENATION":
+        return np.concatenate(ins, axis=opts.Axis())
+    if name == "SPLIT":
+        return np.split(ins[1], opts.NumSplits(), axis=_ints(consts[0])[0])[0]
+    if name == "SPLIT_V":
+        sizes = _ints(consts[1])
+        return np.take(x, range(sizes[0]), axis=_ints(consts[2])[0])
+    if name == "SLICE":
+        begin, size = _ints(consts[1]), _ints(consts[2])
+        return x[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size,
+                                                                             strict=True))]
+    if name == "STRIDED_SLICE":
+        begin, end, step = _ints(consts[1]), _ints(consts[2]), _ints(consts[3])
+        index: list[Any] = []
+        for d in range(x.ndim):
+            if opts.ShrinkAxisMask() >> d & 1:
+                index.append(begin[d])
+            else:
+                index.append(slice(None if opts.BeginMask() >> d & 1 else begin[d],
+                                   None if opts.EndMask() >> d & 1 else end[d], step[d]))
+        return x[tuple(index)]
+    if name == "TRANSPOSE":
+        return np.transpose(x, _ints(consts[1]))
+    if name == "PACK":
+        return np.stack(ins, axis=opts.Axis())
+    if name == "UNPACK":
+        return np.take(x, 0, axis=opts.Axis())
+    if name == "GATHER":
+        assert opts.BatchDims() == 0
+        return np.take(x, np.asarray(consts[1].data), axis=opts.Axis())
+    if name == "GATHER_ND":
+        idx = np.asarray(consts[1].data)
+        return np.stack([x[tuple(t)] for t in idx.reshape(-1, idx.shape[-1])]).reshape(
+            *idx.shape[:-1], *x.shape[idx.shape[-1]:])
+    if name == "SHAPE":
+        return np.asarray(x.shape)
+    if name == "BROADCAST_TO":
+        return np.broadcast_to(x, _ints(consts[1]))
+    if name in ("DEPTH_TO_SPACE", "SPACE_TO_DEPTH"):
+        bs = opts.BlockSize()
+        n, h, w, c = x.shape
+        if name == "DEPTH_TO_SPACE":
+            y = x.reshape(n, h, w, bs, bs, c // (bs * bs)).transpose(0, 1, 3, 2, 4, 5)
+            return y.reshape(n, h * bs, w * bs, c // (bs * bs))
+        y = x.reshape(n, h // bs, bs, w // bs, bs, c).transpose(0, 1, 3, 2, 4, 5)
+        return y.reshape(n, h // bs, w // bs, bs * bs * c)
+    if name == "SPACE_TO_BATCH_ND":
+        (bh, bw), p = _ints(consts[1]), np.asarray(_ints(consts[2])).reshape(2, 2)
+        xp = np.pad(x, ((0, 0), tuple(p[0]), tuple(p[1]), (0, 0)))
+        n, h, w, c = xp.shape
+        y = xp.reshape(n, h // bh, bh, w // bw, bw, c).transpose(2, 4, 0, 1, 3, 5)
+        return y.reshape(bh * bw * n, h // bh, w // bw, c)
+    if name == "BATCH_TO_SPACE_ND":
+        (bh, bw), cr = _ints(consts[1]), np.asarray(_ints(consts[2])).reshape(2, 2)
+        b, h, w, c = x.shape
+        y = x.reshape(bh, bw, b // (bh * bw), h, w, c).transpose(2, 3, 0, 4, 1, 5)
+        y = y.reshape(b // (bh * bw), h * bh, w * bw, c)
+        return y[:, cr[0, 0]:h * bh - cr[0, 1], cr[1, 0]:w * bw - cr[1, 1]]
+    if name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
+        return _resize(name, opts, x, _ints(consts[1]))
+    if name == "ZEROS_LIKE":
+        return np.zeros_like(x)
+    if name == "FILL":
+        return np.full(_ints(consts[0]), np.asarray(ins[1]).reshape(-1)[0])
     raise AssertionError(name)
+
+
+def _resize(name: str, opts: Any, x: np.ndarray, size: list[int]) -> np.ndarray:
+    """TensorFlow's resize in float64: source position ``(i + 0.5) * scale - 0.5`` with half
+    pixel centers (nearest: ``(i + 0.5) * scale``), ``i * scale`` otherwise; the scale
+    ``in / out``, or ``(in - 1) / (out - 1)`` aligning corners."""
+    ac, hpc = opts.AlignCorners(), opts.HalfPixelCenters()
+
+    def axis(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        scale = (n_in - 1) / (n_out - 1) if ac and n_out > 1 else n_in / n_out
+        i = np.arange(n_out, dtype=np.float64)
+        if name == "RESIZE_NEAREST_NEIGHBOR":
+            v = (i + 0.5 * hpc) * scale
+            k = np.floor(v + 0.5) if ac else np.floor(v)
+            k = np.clip(k, 0, n_in - 1).astype(int)
+            return k, k, np.zeros(n_out)
+        v = (i + 0.5) * scale - 0.5 if hpc else i * scale
+        lo = np.floor(v)
+        return (np.clip(lo, 0, n_in - 1).astype(int), np.clip(np.ceil(v), 0, n_in - 1).astype(int),
+                v - np.maximum(lo, 0))
+
+    y0, y1, dy = axis(x.shape[1], size[0])
+    x0, x1, dx = axis(x.shape[2], size[1])
+    dy, dx = dy[None, :, None, None], dx[None, None, :, None]
+    top = x[:, y0][:, :, x0] * (1 - dx) + x[:, y0][:, :, x1] * dx
+    bottom = x[:, y1][:, :, x0] * (1 - dx) + x[:, y1][:, :, x1] * dx
+    return top * (1 - dy) + bottom * dy
 
 
 def numpy_reference(model: bytes, inputs: list[np.ndarray]) -> tuple[np.ndarray, ReadTensor]:
     """Float64 result of a one-operator model, and its output tensor (for requantizing)."""
     tensors, ops, sg_in, sg_out = read_model(model)
-    assert len(ops) == 1
-    name, op_in, op_out, opts = ops[0]
+    name, op_in, op_out, opts = ops[-1]
     feed = dict(zip(sg_in, inputs, strict=True))
+    if len(ops) == 2:  # FILL's value, made a scalar by a RESHAPE of the model's input
+        assert ops[0][0] == "RESHAPE" and name == "FILL"
+        feed[ops[0][2][0]] = np.asarray(inputs[0]).reshape(())
+    else:
+        assert len(ops) == 1
     real: list[Any] = []
     for i in op_in:
         if i < 0:
@@ -243,7 +425,7 @@ def numpy_reference(model: bytes, inputs: list[np.ndarray]) -> tuple[np.ndarray,
             real.append(tensors[i].real())
     if name in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
         real[0] = real[0].reshape(tensors[op_out[0]].shape)
-    y = numpy_op(name, opts, real, [])
+    y = numpy_op(name, opts, real, [tensors[i] if i >= 0 else None for i in op_in])
     out = tensors[sg_out[0]]
     assert y.shape == out.shape, f"numpy result {y.shape} vs declared output {out.shape}"
     return y, out
@@ -258,8 +440,11 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
             info = np.iinfo(det["dtype"])
             result.append(rng.integers(info.min, info.max + 1, size=det["shape"],
                                        dtype=det["dtype"]))
-        elif det["dtype"] == np.int32:  # a quantized int32 input spans +-2^20
-            result.append(rng.integers(-(1 << 20), 1 << 20, size=det["shape"], dtype=np.int32))
+        elif det["dtype"] in (np.int32, np.int64):  # a quantized int32 input spans +-2^20
+            result.append(rng.integers(-(1 << 20), 1 << 20, size=det["shape"],
+                                       dtype=det["dtype"]))
+        elif det["dtype"] == np.bool_:
+            result.append(rng.integers(0, 2, size=det["shape"]).astype(bool))
         else:
             result.append(rng.uniform(-3.0, 3.0, size=det["shape"]).astype(np.float32))
     return result
@@ -272,8 +457,8 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
 def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: str) -> None:
     model = make(op, opts, mode)
     tensors, ops, sg_in, sg_out = read_model(model)
-    assert [o[0] for o in ops] == [op]
-    name, op_in, op_out, o = ops[0]
+    assert [o[0] for o in ops] == (["RESHAPE", op] if op == "FILL" else [op])
+    name, op_in, op_out, o = ops[-1]
     act = B.ACTIVATIONS[opts.get("activation", "NONE")]
     if op == "CONV_2D":
         sh, sw = B._pair(opts.get("stride", 1))
@@ -310,11 +495,14 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
             list(dims) if dims else None)
     elif op == "EXPAND_DIMS":
         assert tensors[op_in[1]].data.tolist() == [opts["axis"]]
+    elif op in B._MOVERS:
+        _check_mover(op, {**B._MOVERS[op], **opts}, o, [tensors[i] for i in op_in],
+                     [tensors[i] for i in op_out])
 
     # types and quantization as documented
     x, y = tensors[sg_in[0]], tensors[sg_out[0]]
     int16 = mode.startswith("int16")
-    if int16 and op != "DEQUANTIZE":
+    if int16 and op not in ("DEQUANTIZE", "SHAPE"):
         assert x.type == y.type == 7 and x.zero_point[0] == y.zero_point[0] == 0  # symmetric
     if op in WEIGHTED:
         w = tensors[op_in[1]]
@@ -333,8 +521,9 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
                 np.testing.assert_allclose(b.scale, x.scale[0] * w.scale, rtol=1e-6)
     if op == "SOFTMAX" and mode != "float32":
         assert (y.scale[0], y.zero_point[0]) == ((1 / 32768, 0) if int16 else (1 / 256, -128))
-    if op in ("AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "SQUEEZE", "EXPAND_DIMS") and (
-            mode != "float32"):
+    keeps = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "SQUEEZE", "EXPAND_DIMS",
+             *(m for m in B._MOVERS if m not in ("SHAPE", "ZEROS_LIKE")))
+    if op in keeps and mode in ("int8", "int16x8"):
         assert (y.scale[0], y.zero_point[0]) == (x.scale[0], x.zero_point[0])
     if op == "ADD" and int16:
         assert o.PotScaleInt16() is False  # general scales, as TFLite's converter writes them
@@ -342,13 +531,61 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
     inputs = random_inputs(model, 0)
     out_tflm = R.run_tflm(model, inputs)
     out_lite = R.run_litert(model, inputs)
-    assert len(out_tflm) == len(out_lite) == 1
+    assert len(out_tflm) == len(out_lite) == len(sg_out)
     assert out_tflm[0].shape == out_lite[0].shape == y.shape
-    if out_tflm[0].dtype in (np.int8, np.int16):
-        diff = np.abs(out_tflm[0].astype(int) - out_lite[0].astype(int))
-        assert diff.max() <= 1, f"TFLM and LiteRT differ by {diff.max()} LSB"
-    else:
-        np.testing.assert_allclose(out_tflm[0], out_lite[0], rtol=1e-5, atol=1e-6)
+    for t, lite in zip(out_tflm, out_lite, strict=True):
+        if t.dtype in (np.int8, np.int16):
+            diff = np.abs(t.astype(int) - lite.astype(int))
+            assert diff.max() <= 1, f"TFLM and LiteRT differ by {diff.max()} LSB"
+        else:
+            np.testing.assert_allclose(t, lite, rtol=1e-5, atol=1e-6)
+
+
+def _check_mover(op: str, opts: dict[str, Any], o: Any, ins: list[ReadTensor],
+                 outs: list[ReadTensor]) -> None:
+    """The attributes of a shape and data movement operator, read back from the model."""
+    if op in ("PAD", "PADV2", "MIRROR_PAD"):
+        assert ins[1].data.tolist() == [list(p) for p in opts["paddings"]]
+        if op == "MIRROR_PAD":
+            assert o.Mode() == (1 if opts.get("padding_mode") == "SYMMETRIC" else 0)
+        if op == "PADV2":
+            assert len(ins) == 3 and ins[2].real().reshape(-1)[0] == pytest.approx(
+                opts["value"], abs=float(ins[2].scale[0]) if ins[2].scale is not None else 1e-6)
+    elif op == "CONCATENATION":
+        assert o.Axis() == opts["axis"] and len(ins) == 2
+    elif op == "SPLIT":
+        assert o.NumSplits() == opts["num_splits"] == len(outs)
+        assert ins[0].data.tolist() == [opts["axis"]]
+    elif op == "SPLIT_V":
+        assert ins[1].data.tolist() == list(opts["sizes"]) and len(outs) == len(opts["sizes"])
+    elif op == "SLICE":
+        assert (ins[1].data.tolist(), ins[2].data.tolist()) == (list(opts["begin"]),
+                                                                list(opts["size"]))
+        assert ins[1].type == (4 if opts.get("index_dtype") == "int64" else 2)
+    elif op == "STRIDED_SLICE":
+        assert [t.data.tolist() for t in ins[1:]] == [list(opts[k]) for k in
+                                                      ("begin", "end", "strides")]
+        assert (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) == tuple(
+            opts.get(k, 0) for k in ("begin_mask", "end_mask", "shrink_axis_mask"))
+    elif op == "TRANSPOSE":
+        assert ins[1].data.tolist() == list(opts["perm"])
+    elif op == "PACK":
+        assert (o.ValuesCount(), o.Axis()) == (2, opts["axis"])
+    elif op == "UNPACK":
+        assert (o.Num(), o.Axis()) == (len(outs), opts["axis"])
+    elif op == "GATHER":
+        assert o.Axis() == opts.get("axis", 0)
+        assert ins[1].data.tolist() == np.asarray(opts["indices"]).tolist()
+    elif op == "SHAPE":
+        assert o.OutType() == 2 and outs[0].type == 2
+    elif op in ("DEPTH_TO_SPACE", "SPACE_TO_DEPTH"):
+        assert o.BlockSize() == opts["block_size"]
+    elif op in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
+        assert ins[1].data.tolist() == list(opts["size"])
+        assert (o.AlignCorners(), o.HalfPixelCenters()) == (
+            opts.get("align_corners", False), opts.get("half_pixel_centers", False))
+    elif op == "FILL":
+        assert ins[0].data.tolist() == list(opts["dims"]) and ins[1].shape == ()
 
 
 @pytest.mark.parametrize("op,opts,mode", [p for p in case_params() if p.values[2] == "float32"

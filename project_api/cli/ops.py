@@ -16,7 +16,8 @@ class OpsCommand(Subcommand):
         "int64 or int32 bias; for operators that only move data, the element type; for "
         "conversions, from->to) and, per kernel target, the schemes that get DSP-extension "
         "kernels there (the others, and shapes a DSP kernel does not cover, take the portable "
-        "kernel). A view costs no code: its output aliases its input."
+        "kernel). A view costs no code: its output aliases its input; so does a slice or a "
+        "split whose output is one contiguous run of its input."
     )
     EPILOG = """\
 examples:
@@ -43,7 +44,8 @@ An operator or type missing here is refused by 'emit' in one line naming the nod
             for r in rows:
                 cells = "  ".join(f"{','.join(r['dsp'][t]) or '-':<{w}}"
                                   for t, w in zip(TARGET_NAMES, widths, strict=True))
-                view = "  (view: no code)" if r["view"] else ""
+                view = ("  (view: no code)" if r["view"] else
+                        "  (a view where contiguous)" if r["offset_view"] else "")
                 lines.append(f"{_name(r):<{name_w}}  {' '.join(r['schemes']):<{scheme_w}}  "
                              f"{cells}".rstrip() + view)
             lines.append(f"{len(rows)} operators. Per target: the schemes with DSP-extension "

@@ -88,6 +88,9 @@ ACTIVATIONS: dict[str, int] = schema.ENUMS["ActivationFunctionType"]
 PADDINGS: dict[str, int] = schema.ENUMS["Padding"]
 
 _SCHEMA_VERSION = 3
+#: Operator versions as TFLite's converter writes them where a runtime refuses version 1
+#: (LiteRT registers BROADCAST_TO from version 2); every other operator is written as 1.
+_OPCODE_VERSIONS = {"BROADCAST_TO": 2}
 _FILE_IDENTIFIER = b"TFL3"
 _BUFFER_ALIGNMENT_BYTES = 16
 
@@ -844,6 +847,278 @@ class ModelBuilder:
         self._op("DEQUANTIZE", [x.index], [y.index])
         return y
 
+    # -- shape and data movement (issue 20) -------------------------------------------------
+    # Outputs keep the input's type, quantization and range estimate (they only move codes).
+
+    def _like(self, stem: str, x: TensorRef, shape: Sequence[int],
+              dtype: str | None = None) -> TensorRef:
+        """A new activation of ``shape`` with ``x``'s type, quantization and range."""
+        return self._activation(stem, shape, dtype or x.dtype, x.quant, self.range_of(x))
+
+    def _ints(self, stem: str, values: Any, dtype: str = "int32") -> TensorRef:
+        """A constant integer tensor (shape as given)."""
+        arr = np.asarray(values, dtype=_NP_DTYPES[dtype])
+        return self._add_tensor(self._name(stem), arr.shape, dtype, data=arr)
+
+    def _operand_of(self, v: TensorRef | np.ndarray, dtype: str,
+                    quant: tuple[float, int] | None) -> TensorRef:
+        """``v`` itself, or a constant of float values ``v`` (quantized with ``quant``)."""
+        if isinstance(v, TensorRef):
+            return v
+        return self.constant(np.asarray(v, dtype=np.float64), dtype, quant=quant)
+
+    def pad(self, x: TensorRef, paddings: Sequence[Sequence[int]],
+            value: float | TensorRef | None = None, v2: bool | None = None,
+            paddings_dtype: str = "int32") -> TensorRef:
+        """PAD (or PADV2 when ``value`` is given or ``v2``): ``paddings`` ``[[before, after],
+        ...]`` per dimension; ``value`` a float (a constant in ``x``'s type and quantization)
+        or a one-element tensor."""
+        pads = np.asarray(paddings, dtype=np.int64).reshape(len(x.shape), 2)
+        shape = [n + int(a) + int(b) for n, (a, b) in zip(x.shape, pads, strict=True)]
+        inputs = [x.index, self._ints("pad/paddings", pads, paddings_dtype).index]
+        v2 = value is not None if v2 is None else v2
+        if value is not None:
+            inputs.append(self._operand_of(np.asarray(value) if not isinstance(value, TensorRef)
+                                           else value, x.dtype, x.quant).index)
+        y = self._like("pad", x, shape)
+        self._op("PADV2" if v2 else "PAD", inputs, [y.index])
+        return y
+
+    def mirror_pad(self, x: TensorRef, paddings: Sequence[Sequence[int]],
+                   padding_mode: str = "REFLECT", paddings_dtype: str = "int32") -> TensorRef:
+        """MIRROR_PAD, ``padding_mode`` (the options' ``mode``) REFLECT or SYMMETRIC."""
+        _check_choice(padding_mode, schema.ENUMS["MirrorPadMode"], "mirror pad mode")
+        pads = np.asarray(paddings, dtype=np.int64).reshape(len(x.shape), 2)
+        shape = [n + int(a) + int(b) for n, (a, b) in zip(x.shape, pads, strict=True)]
+        p = self._ints("mirror_pad/paddings", pads, paddings_dtype)
+        y = self._like("mirror_pad", x, shape)
+        self._op("MIRROR_PAD", [x.index, p.index], [y.index], {"mode": padding_mode})
+        return y
+
+    def concatenation(self, xs: Sequence[TensorRef | np.ndarray], axis: int = -1,
+                      activation: str = "NONE") -> TensorRef:
+        """CONCATENATION along ``axis``; float arrays become constants in the first input's type
+        and quantization (the output keeps it, as TFLM requires for int8)."""
+        first = next(t for t in xs if isinstance(t, TensorRef))
+        refs = [self._operand_of(t, first.dtype, first.quant) for t in xs]
+        rank = len(first.shape)
+        a = axis + rank if axis < 0 else axis
+        shape = list(first.shape)
+        shape[a] = sum(t.shape[a] for t in refs)
+        y = self._like("concatenation", first, shape)
+        self._op("CONCATENATION", [t.index for t in refs], [y.index],
+                 {"axis": axis, "fused_activation_function": activation})
+        return y
+
+    def split(self, x: TensorRef, num_splits: int, axis: int = 0) -> list[TensorRef]:
+        """SPLIT into ``num_splits`` equal pieces along ``axis`` (a constant axis input)."""
+        a = axis + len(x.shape) if axis < 0 else axis
+        if x.shape[a] % num_splits:
+            raise ValueError(f"split: {x.shape[a]} is not a multiple of {num_splits}")
+        shape = list(x.shape)
+        shape[a] //= num_splits
+        ax = self._ints("split/axis", [axis])
+        ys = [self._like("split", x, shape) for _ in range(num_splits)]
+        self._op("SPLIT", [ax.index, x.index], [y.index for y in ys], {"num_splits": num_splits})
+        return ys
+
+    def split_v(self, x: TensorRef, sizes: Sequence[int], axis: int = 0) -> list[TensorRef]:
+        """SPLIT_V into pieces of ``sizes`` along ``axis`` (one size may be -1)."""
+        a = axis + len(x.shape) if axis < 0 else axis
+        known = [int(s) for s in sizes]
+        if known.count(-1):
+            known[known.index(-1)] = x.shape[a] - sum(s for s in known if s != -1)
+        ys = []
+        for s in known:
+            shape = list(x.shape)
+            shape[a] = s
+            ys.append(self._like("split_v", x, shape))
+        sz = self._ints("split_v/sizes", [int(s) for s in sizes])
+        ax = self._ints("split_v/axis", [axis])
+        self._op("SPLIT_V", [x.index, sz.index, ax.index], [y.index for y in ys],
+                 {"num_splits": len(ys)})
+        return ys
+
+    def slice(self, x: TensorRef, begin: Sequence[int], size: Sequence[int],
+              index_dtype: str = "int32") -> TensorRef:
+        """SLICE of ``size`` elements (-1: to the end) from ``begin``."""
+        shape = [n - b if s == -1 else s for n, b, s in zip(x.shape, begin, size, strict=True)]
+        bt = self._ints("slice/begin", list(begin), index_dtype)
+        st = self._ints("slice/size", list(size), index_dtype)
+        y = self._like("slice", x, shape)
+        self._op("SLICE", [x.index, bt.index, st.index], [y.index])
+        return y
+
+    def strided_slice(self, x: TensorRef, begin: Sequence[int], end: Sequence[int],
+                      strides: Sequence[int] | None = None, begin_mask: int = 0,
+                      end_mask: int = 0, shrink_axis_mask: int = 0) -> TensorRef:
+        """STRIDED_SLICE; the output shape is numpy's for the same slices (a mask bit: that side
+        open; a shrink bit: index ``begin``, the dimension dropped)."""
+        steps = [1] * len(begin) if strides is None else [int(s) for s in strides]
+        index: list[Any] = []
+        for d in range(len(x.shape)):
+            if shrink_axis_mask >> d & 1:
+                index.append(int(begin[d]))
+                continue
+            index.append(slice(None if begin_mask >> d & 1 else int(begin[d]),
+                               None if end_mask >> d & 1 else int(end[d]), steps[d]))
+        shape = np.empty(x.shape, dtype=np.int8)[tuple(index)].shape
+        ins = [x.index] + [self._ints(f"strided_slice/{k}", list(v)).index
+                           for k, v in (("begin", begin), ("end", end), ("strides", steps))]
+        y = self._like("strided_slice", x, shape)
+        self._op("STRIDED_SLICE", ins, [y.index], {
+            "begin_mask": begin_mask, "end_mask": end_mask, "shrink_axis_mask": shrink_axis_mask})
+        return y
+
+    def transpose(self, x: TensorRef, perm: Sequence[int]) -> TensorRef:
+        """TRANSPOSE: output dimension k is input dimension ``perm[k]``."""
+        p = self._ints("transpose/perm", list(perm))
+        y = self._like("transpose", x, [x.shape[k] for k in perm])
+        self._op("TRANSPOSE", [x.index, p.index], [y.index])
+        return y
+
+    def pack(self, xs: Sequence[TensorRef | np.ndarray], axis: int = 0) -> TensorRef:
+        """PACK: the inputs (one shape) stacked along a new dimension ``axis``."""
+        first = next(t for t in xs if isinstance(t, TensorRef))
+        refs = [self._operand_of(t, first.dtype, first.quant) for t in xs]
+        rank = len(first.shape) + 1
+        a = axis + rank if axis < 0 else axis
+        shape = [*first.shape[:a], len(refs), *first.shape[a:]]
+        y = self._like("pack", first, shape)
+        self._op("PACK", [t.index for t in refs], [y.index],
+                 {"values_count": len(refs), "axis": axis})
+        return y
+
+    def unpack(self, x: TensorRef, axis: int = 0) -> list[TensorRef]:
+        """UNPACK: the slices of ``x`` along ``axis``, that dimension dropped."""
+        a = axis + len(x.shape) if axis < 0 else axis
+        shape = [n for d, n in enumerate(x.shape) if d != a]
+        ys = [self._like("unpack", x, shape) for _ in range(x.shape[a])]
+        self._op("UNPACK", [x.index], [y.index for y in ys], {"num": len(ys), "axis": axis})
+        return ys
+
+    def gather(self, x: TensorRef | np.ndarray, indices: TensorRef | np.ndarray, axis: int = 0,
+               batch_dims: int = 0, dtype: str | None = None) -> TensorRef:
+        """GATHER; ``x`` a tensor or float values (a constant of ``dtype``, int8: quantized
+        from its range), ``indices`` an int32 tensor or constant values."""
+        if not isinstance(x, TensorRef):
+            x = self.constant(np.asarray(x, dtype=np.float64), dtype or "float32")
+        idx = indices if isinstance(indices, TensorRef) else self._ints("gather/indices",
+                                                                        indices)
+        a = axis + len(x.shape) if axis < 0 else axis
+        bd = batch_dims + len(idx.shape) if batch_dims < 0 else batch_dims
+        shape = [*x.shape[:a], *idx.shape[bd:], *x.shape[a + 1:]]
+        y = self._like("gather", x, shape)
+        self._op("GATHER", [x.index, idx.index], [y.index], {"axis": axis,
+                                                              "batch_dims": batch_dims})
+        return y
+
+    def gather_nd(self, x: TensorRef | np.ndarray, indices: TensorRef | np.ndarray,
+                  dtype: str | None = None) -> TensorRef:
+        """GATHER_ND: slices of ``x`` at the index tuples of the last dimension of
+        ``indices``."""
+        if not isinstance(x, TensorRef):
+            x = self.constant(np.asarray(x, dtype=np.float64), dtype or "float32")
+        idx = indices if isinstance(indices, TensorRef) else self._ints("gather_nd/indices",
+                                                                        indices)
+        shape = [*idx.shape[:-1], *x.shape[idx.shape[-1]:]]
+        y = self._like("gather_nd", x, shape)
+        self._op("GATHER_ND", [x.index, idx.index], [y.index])
+        return y
+
+    def shape(self, x: TensorRef, out_type: str = "int32") -> TensorRef:
+        """SHAPE: ``x``'s dimensions as an ``out_type`` vector."""
+        y = self._activation("shape", [len(x.shape)], out_type, None, (0.0, 1.0))
+        self._op("SHAPE", [x.index], [y.index], {"out_type": out_type})
+        return y
+
+    def broadcast_to(self, x: TensorRef, shape: Sequence[int],
+                     shape_dtype: str = "int32") -> TensorRef:
+        """BROADCAST_TO ``shape`` (a constant shape input)."""
+        s = self._ints("broadcast_to/shape", list(shape), shape_dtype)
+        y = self._like("broadcast_to", x, list(np.broadcast_shapes(x.shape, tuple(shape))))
+        self._op("BROADCAST_TO", [x.index, s.index], [y.index])
+        return y
+
+    def depth_to_space(self, x: TensorRef, block_size: int) -> TensorRef:
+        n, h, w, c = x.shape
+        y = self._like("depth_to_space", x, [n, h * block_size, w * block_size,
+                                             c // (block_size * block_size)])
+        self._op("DEPTH_TO_SPACE", [x.index], [y.index], {"block_size": block_size})
+        return y
+
+    def space_to_depth(self, x: TensorRef, block_size: int) -> TensorRef:
+        n, h, w, c = x.shape
+        y = self._like("space_to_depth", x, [n, h // block_size, w // block_size,
+                                             c * block_size * block_size])
+        self._op("SPACE_TO_DEPTH", [x.index], [y.index], {"block_size": block_size})
+        return y
+
+    def batch_to_space_nd(self, x: TensorRef, block: Sequence[int],
+                          crops: Sequence[Sequence[int]]) -> TensorRef:
+        """BATCH_TO_SPACE_ND (NHWC, or NHC with one block value and one crop pair)."""
+        c = np.asarray(crops, dtype=np.int64).reshape(len(block), 2)
+        spatial = [int(x.shape[1 + d]) * int(block[d]) - int(c[d].sum())
+                   for d in range(len(block))]
+        shape = [x.shape[0] // int(np.prod(block)), *spatial, *x.shape[1 + len(block):]]
+        ins = [x.index, self._ints("batch_to_space_nd/block", list(block)).index,
+               self._ints("batch_to_space_nd/crops", c).index]
+        y = self._like("batch_to_space_nd", x, shape)
+        self._op("BATCH_TO_SPACE_ND", ins, [y.index])
+        return y
+
+    def space_to_batch_nd(self, x: TensorRef, block: Sequence[int],
+                          paddings: Sequence[Sequence[int]]) -> TensorRef:
+        """SPACE_TO_BATCH_ND (NHWC, or NHC with one block value and one padding pair)."""
+        p = np.asarray(paddings, dtype=np.int64).reshape(len(block), 2)
+        spatial = [(int(x.shape[1 + d]) + int(p[d].sum())) // int(block[d])
+                   for d in range(len(block))]
+        shape = [x.shape[0] * int(np.prod(block)), *spatial, *x.shape[1 + len(block):]]
+        ins = [x.index, self._ints("space_to_batch_nd/block", list(block)).index,
+               self._ints("space_to_batch_nd/paddings", p).index]
+        y = self._like("space_to_batch_nd", x, shape)
+        self._op("SPACE_TO_BATCH_ND", ins, [y.index])
+        return y
+
+    def _resize(self, opcode: str, x: TensorRef, size: Sequence[int], align_corners: bool,
+                half_pixel_centers: bool) -> TensorRef:
+        s = self._ints(f"{opcode.lower()}/size", [int(v) for v in size])
+        y = self._like(opcode.lower(), x, [x.shape[0], int(size[0]), int(size[1]), x.shape[3]])
+        self._op(opcode, [x.index, s.index], [y.index], {
+            "align_corners": bool(align_corners), "half_pixel_centers": bool(half_pixel_centers)})
+        return y
+
+    def resize_nearest_neighbor(self, x: TensorRef, size: Sequence[int],
+                                align_corners: bool = False,
+                                half_pixel_centers: bool = False) -> TensorRef:
+        """RESIZE_NEAREST_NEIGHBOR of NHWC ``x`` to ``size`` (height, width)."""
+        return self._resize("RESIZE_NEAREST_NEIGHBOR", x, size, align_corners,
+                            half_pixel_centers)
+
+    def resize_bilinear(self, x: TensorRef, size: Sequence[int], align_corners: bool = False,
+                        half_pixel_centers: bool = False) -> TensorRef:
+        """RESIZE_BILINEAR of NHWC ``x`` to ``size`` (height, width); a quantized output keeps
+        the input's quantization."""
+        return self._resize("RESIZE_BILINEAR", x, size, align_corners, half_pixel_centers)
+
+    def zeros_like(self, x: TensorRef) -> TensorRef:
+        y = self._like("zeros_like", x, x.shape)
+        self._op("ZEROS_LIKE", [x.index], [y.index])
+        return y
+
+    def fill(self, dims: Sequence[int], value: float | TensorRef, dtype: str = "float32",
+             quant: tuple[float, int] | None = None, dims_dtype: str = "int32") -> TensorRef:
+        """FILL a tensor of shape ``dims`` with ``value``: a float (a scalar constant of
+        ``dtype``, quantized with ``quant``) or a scalar tensor."""
+        if isinstance(value, TensorRef):
+            v = value
+        else:
+            v = self._operand_of(np.asarray(value, dtype=np.float64), dtype, quant)
+        d = self._ints("fill/dims", [int(n) for n in dims], dims_dtype)
+        y = self._activation("fill", [int(n) for n in dims], v.dtype, v.quant, self.range_of(v))
+        self._op("FILL", [d.index, v.index], [y.index])
+        return y
+
     def single_op(
         self,
         op: str,
@@ -852,8 +1127,9 @@ class ModelBuilder:
         name: str = "input",
         value_range: tuple[float, float] | None = None,
         **options: Any,
-    ) -> TensorRef:
-        """A new model input named ``name`` feeding one operator ``op``; returns its output.
+    ) -> TensorRef | list[TensorRef]:
+        """A new model input named ``name`` feeding one operator ``op``; returns its output
+        (SPLIT, SPLIT_V, UNPACK: the list of outputs).
 
         The input's float range (hence a quantized input's scale and zero point) is
         ``value_range`` or drawn from the builder's generator. ``options`` go to the operator's
@@ -862,7 +1138,9 @@ class ModelBuilder:
         a constant) and ``b_range`` (the second input's float range, default drawn). QUANTIZE
         with a float32 ``dtype`` quantizes (to ``to``, default int8), with a quantized one it
         requantizes (``to`` defaults to the input's type; ``quant`` to a range different from
-        the input's). DEQUANTIZE needs a quantized ``dtype``.
+        the input's). DEQUANTIZE needs a quantized ``dtype``. The shape and data movement
+        operators take their method's options over the defaults of :data:`_MOVERS` (see
+        :meth:`_single_mover`).
         """
         if op not in SINGLE_OPS:
             raise ValueError(f"unknown operator {op!r}; choose one of {sorted(SINGLE_OPS)}")
@@ -895,6 +1173,8 @@ class ModelBuilder:
             else:
                 b = self.rng.uniform(-2.0, 2.0, size=b_shape).astype(np.float32)
             return self.add(x, b, **options) if op == "ADD" else self.mul(x, b, **options)
+        if op in _MOVERS:  # shape and data movement (issue 20)
+            return self._single_mover(op, x, name, dtype, options)
         if op == "RESHAPE":
             return self.reshape(x, options.pop("shape", (1, -1)), **options)
         if op == "SQUEEZE":
@@ -914,6 +1194,26 @@ class ModelBuilder:
                     options["quant"] = (options["quant"][0] / 64, 0)
             return self.quantize(x, dtype=to, **options)
         return self.dequantize(x, **options)
+
+    def _single_mover(self, op: str, x: TensorRef, name: str, dtype: str,
+                      options: dict[str, Any]) -> TensorRef | list[TensorRef]:
+        """The shape and data movement operators of :meth:`single_op`: ``options`` over the
+        defaults of :data:`_MOVERS`; CONCATENATION and PACK take a second input
+        ``name + "_b"`` (shape ``b_shape``, default the input's; ``b_input`` False: a
+        constant), FILL fills ``dims`` with the one-element input made a scalar by a RESHAPE
+        (TFLM's interpreter takes no scalar model input)."""
+        opts = {**_MOVERS[op], **options}
+        if op in ("CONCATENATION", "PACK"):
+            b_shape = tuple(opts.pop("b_shape", x.shape))
+            if opts.pop("b_input", True):
+                b: TensorRef | np.ndarray = self.input(b_shape, dtype, quant=x.quant,
+                                                       name=f"{name}_b")
+            else:
+                b = self.rng.uniform(-1.0, 1.0, size=b_shape)
+            return getattr(self, op.lower())([x, b], **opts)
+        if op == "FILL":  # the value: the one-element input as a scalar
+            return self.fill(opts.pop("dims"), self.reshape(x, ()), **opts)
+        return getattr(self, "pad" if op == "PADV2" else op.lower())(x, **opts)
 
     # -- serialization ------------------------------------------------------------------------
 
@@ -938,8 +1238,8 @@ class ModelBuilder:
         code_offsets = []
         for name, custom_code in opcodes:
             code = BUILTIN_OPS[name]
-            values = {"deprecated_builtin_code": min(code, 127), "version": 1,
-                      "builtin_code": name}
+            values = {"deprecated_builtin_code": min(code, 127),
+                      "version": _OPCODE_VERSIONS.get(name, 1), "builtin_code": name}
             if custom_code is not None:
                 values = {"deprecated_builtin_code": code, "custom_code": custom_code,
                           "version": 1, "builtin_code": name}
@@ -1112,15 +1412,44 @@ def resnet8_like_model(seed: int = 0) -> bytes:
 
 
 #: Weight/activation types of :func:`single_op_model`: int8 (weights per tensor or per channel),
-#: float32, int16x8 (int16 activations, int8 weights per tensor or per channel), and int32
-#: (plain int32 inputs; for QUANTIZE a quantized int32 input).
-MODES = ("int8", "int8_per_channel", "float32", "int16x8", "int16x8_per_channel", "int32")
+#: float32, int16x8 (int16 activations, int8 weights per tensor or per channel), int32 (plain
+#: int32 inputs; for QUANTIZE a quantized int32 input), and for the operators that only move
+#: data int64 and bool inputs.
+MODES = ("int8", "int8_per_channel", "float32", "int16x8", "int16x8_per_channel", "int32",
+         "int64", "bool")
 
 _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "CONV_2D": (1, 9, 9, 3), "DEPTHWISE_CONV_2D": (1, 9, 9, 3), "FULLY_CONNECTED": (1, 12),
     "AVERAGE_POOL_2D": (1, 8, 8, 3), "MAX_POOL_2D": (1, 8, 8, 3), "ADD": (1, 4, 4, 3),
     "MUL": (1, 4, 4, 3), "RESHAPE": (1, 4, 4, 3), "SOFTMAX": (1, 10), "QUANTIZE": (1, 4, 4, 3),
     "DEQUANTIZE": (1, 4, 4, 3), "SQUEEZE": (1, 4, 1, 3), "EXPAND_DIMS": (1, 4, 3),
+    # shape and data movement (issue 20)
+    "PAD": (1, 4, 4, 3), "PADV2": (1, 4, 4, 3), "MIRROR_PAD": (1, 4, 4, 3),
+    "CONCATENATION": (1, 4, 4, 3), "SPLIT": (1, 4, 4, 6), "SPLIT_V": (1, 4, 4, 6),
+    "SLICE": (1, 4, 4, 3), "STRIDED_SLICE": (1, 4, 4, 3), "TRANSPOSE": (1, 4, 4, 3),
+    "PACK": (2, 3), "UNPACK": (3, 2, 4), "GATHER": (5, 3), "GATHER_ND": (4, 3, 2),
+    "SHAPE": (1, 4, 4, 3), "BROADCAST_TO": (1, 1, 3), "DEPTH_TO_SPACE": (1, 2, 3, 8),
+    "SPACE_TO_DEPTH": (1, 4, 6, 2), "BATCH_TO_SPACE_ND": (4, 2, 3, 2),
+    "SPACE_TO_BATCH_ND": (1, 4, 6, 2), "RESIZE_NEAREST_NEIGHBOR": (1, 3, 4, 2),
+    "RESIZE_BILINEAR": (1, 3, 4, 2), "ZEROS_LIKE": (1, 4, 4, 3), "FILL": (1,),
+}
+#: Default options of the shape and data movement operators in :meth:`ModelBuilder.single_op`.
+_MOVERS: dict[str, dict[str, Any]] = {
+    "PAD": {"paddings": ((0, 0), (1, 2), (2, 0), (0, 1))},
+    "PADV2": {"paddings": ((0, 0), (1, 2), (2, 0), (0, 1)), "value": 0.5},
+    "MIRROR_PAD": {"paddings": ((0, 0), (1, 2), (2, 0), (0, 1))},
+    "CONCATENATION": {"axis": -1}, "SPLIT": {"num_splits": 2, "axis": -1},
+    "SPLIT_V": {"sizes": (1, -1, 2), "axis": -1},
+    "SLICE": {"begin": (0, 1, 0, 1), "size": (1, 2, -1, 2)},
+    "STRIDED_SLICE": {"begin": (0, 1, 3, 0), "end": (1, 4, 0, 3), "strides": (1, 2, -1, 1)},
+    "TRANSPOSE": {"perm": (0, 3, 1, 2)}, "PACK": {"axis": 0}, "UNPACK": {"axis": 1},
+    "GATHER": {"indices": (4, 0, 2, 2)}, "GATHER_ND": {"indices": ((0, 1), (3, 2), (1, 0))},
+    "SHAPE": {}, "BROADCAST_TO": {"shape": (2, 4, 3)}, "DEPTH_TO_SPACE": {"block_size": 2},
+    "SPACE_TO_DEPTH": {"block_size": 2},
+    "BATCH_TO_SPACE_ND": {"block": (2, 2), "crops": ((0, 1), (1, 0))},
+    "SPACE_TO_BATCH_ND": {"block": (2, 2), "paddings": ((1, 1), (0, 2))},
+    "RESIZE_NEAREST_NEIGHBOR": {"size": (5, 7)}, "RESIZE_BILINEAR": {"size": (5, 7)},
+    "ZEROS_LIKE": {}, "FILL": {"dims": (2, 3)},
 }
 #: The operators :meth:`ModelBuilder.single_op` builds.
 SINGLE_OPS = tuple(_DEFAULT_SHAPES)
@@ -1131,7 +1460,7 @@ def mode_dtype(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
     return {"float32": "float32", "int8": "int8", "int8_per_channel": "int8",
-            "int32": "int32"}.get(mode, "int16")
+            "int32": "int32", "int64": "int64", "bool": "bool"}.get(mode, "int16")
 
 
 def single_op_model(
@@ -1150,5 +1479,7 @@ def single_op_model(
     dtype = mode_dtype(mode)
     mb = ModelBuilder(seed=seed, per_channel=mode.endswith("_per_channel"),
                       description=f"{op} {mode} seed {seed}")
-    mb.output(mb.single_op(op, dtype, input_shape, **options))
+    out = mb.single_op(op, dtype, input_shape, **options)
+    for t in out if isinstance(out, list) else [out]:
+        mb.output(t)
     return mb.build()

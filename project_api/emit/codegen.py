@@ -31,7 +31,7 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
 
-IO_DTYPES = ("int8", "uint8", "int16", "int32", "float32")
+IO_DTYPES = ("int8", "uint8", "int16", "int32", "float32", "int64", "bool")
 
 
 def sanitize(name: str) -> str:
@@ -119,22 +119,145 @@ def _format_array(c: ConstArray, cname: str) -> str:
 
 
 class _Storage:
-    """Union-find over tensor indices: tensors in one set share one buffer."""
+    """Union-find over tensor indices: tensors in one set share one buffer. Each tensor has a
+    byte offset from its set's root (0 for the views of the whole input; a slice that is one
+    contiguous run of its input sits at the run's offset): a weighted union-find."""
 
     def __init__(self) -> None:
         self.parent: dict[int, int] = {}
+        self.weight: dict[int, int] = {}  # byte offset of a tensor from its parent
 
     def find(self, t: int) -> int:
         self.parent.setdefault(t, t)
+        self.weight.setdefault(t, 0)
+        path = []
         while self.parent[t] != t:
-            self.parent[t] = self.parent[self.parent[t]]
+            path.append(t)
             t = self.parent[t]
+        for u in reversed(path):  # compress: offsets from the root, nearest first
+            p = self.parent[u]
+            if p != t:
+                self.weight[u] += self.weight[p]
+            self.parent[u] = t
         return t
 
-    def union(self, a: int, b: int) -> None:
+    def offset(self, t: int) -> int:
+        """Byte offset of ``t`` from its set's root."""
+        self.find(t)
+        return self.weight[t]
+
+    def union(self, a: int, b: int, delta: int = 0) -> None:
+        """Put ``b`` in ``a``'s set, ``delta`` bytes after ``a``."""
         ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+        if ra == rb:
+            return
+        oa, ob = self.weight[a], self.weight[b]
+        if ra < rb:
+            self.parent[rb], self.weight[rb] = ra, oa + delta - ob
+        else:
+            self.parent[ra], self.weight[ra] = rb, ob - delta - oa
+
+    def copy(self) -> _Storage:
+        other = _Storage()
+        other.parent, other.weight = dict(self.parent), dict(self.weight)
+        return other
+
+    def extent(self, root: int, graph: Graph) -> tuple[int, int]:
+        """(lowest offset, highest end) in bytes of the members of ``root``'s set."""
+        spans = [(self.offset(t), self.offset(t) + graph.tensor(t).size_bytes)
+                 for t in list(self.parent) if self.find(t) == root]
+        return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def _external_covers(storage: _Storage, root: int, tensor: int, graph: Graph) -> bool:
+    """Whether caller buffer ``tensor`` spans all of its set (members may only read or write
+    inside the caller's buffer)."""
+    lo, hi = storage.extent(root, graph)
+    off = storage.offset(tensor)
+    return off == lo and off + graph.tensor(tensor).size_bytes >= hi
+
+
+def _pool_buffers(graph: Graph, kernels: list[Kernel], storage: _Storage,
+                  root_external: dict[int, tuple[str, int]]
+                  ) -> tuple[list[planner.Buffer], dict[int, int], dict[int, int]]:
+    """The pool's buffers (one per storage set that is no caller buffer, one per op scratch),
+    the lowest byte offset of each set, and the scratch buffer id of each kernel position."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for idx, k in enumerate(kernels):
+        for t in k.inputs + k.outputs:
+            if graph.tensor(t).is_const:
+                continue
+            r = storage.find(t)
+            off = storage.offset(t)
+            first[r] = min(first.get(r, idx), idx)
+            last[r] = max(last.get(r, idx), idx)
+            lo[r] = min(lo.get(r, off), off)
+            hi[r] = max(hi.get(r, 0), off + graph.tensor(t).size_bytes)
+    buffers = [planner.Buffer(r, hi[r] - lo[r], first[r], last[r]) for r in sorted(first)
+               if r not in root_external]
+    scratch_id: dict[int, int] = {}  # kernel position -> buffer id of its scratch
+    for idx, k in enumerate(kernels):
+        if k.scratch_bytes and not k.alias:
+            scratch_id[idx] = SCRATCH_ID_BASE + idx
+            buffers.append(planner.Buffer(scratch_id[idx], k.scratch_bytes, idx, idx))
+    return buffers, lo, scratch_id
+
+
+def _lower_bound(graph: Graph, kernels: list[Kernel], storage: _Storage,
+                 root_external: dict[int, tuple[str, int]]) -> int:
+    """The pool's lower bound with ``storage`` (whose roots may differ from the keys of
+    ``root_external``: its caller buffers are found by their tensors)."""
+    roots = {storage.find(anchor): ext for ext in root_external.values() for anchor in ext[1:]}
+    buffers = _pool_buffers(graph, kernels, storage, roots)[0]
+    return planner.lower_bound([planner.Buffer(b.id, planner.align(b.size), b.first, b.last)
+                                for b in buffers])
+
+
+def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
+                 root_external: dict[int, tuple[str, int]]) -> None:
+    """Give every view op's outputs their input's storage, or clear ``alias`` (the kernel then
+    copies): a view between two caller buffers copies; so does an output a caller buffer
+    holds that does not span its whole set, and a view at an offset (``alias_offsets``) whose
+    longer-lived input would raise the pool's lower bound."""
+    for k in kernels:
+        if not k.alias:
+            continue
+        x = k.inputs[0]
+        if not k.alias_offsets:  # the whole input: RESHAPE, SQUEEZE, EXPAND_DIMS
+            a, b = storage.find(x), storage.find(k.outputs[0])
+            if a in root_external and b in root_external:
+                k.alias = False  # two caller buffers: copy
+                continue
+            trial = storage.copy()
+            trial.union(x, k.outputs[0])
+            ext = root_external.get(a) or root_external.get(b)
+            if ext is not None and not _external_covers(trial, trial.find(x), ext[1], graph):
+                k.alias = False
+                continue
+            root_external.pop(a, None)
+            root_external.pop(b, None)
+            storage.union(x, k.outputs[0])
+            if ext is not None:
+                root_external[storage.find(x)] = ext
+            continue
+        if any(storage.find(y) in root_external for y in k.outputs):
+            k.alias = False  # an output is a caller buffer: copy every output
+            continue
+        trial = storage.copy()
+        for y, off in zip(k.outputs, k.alias_offsets, strict=True):
+            trial.union(x, y, off)
+        if (_lower_bound(graph, kernels, trial, root_external)
+                > _lower_bound(graph, kernels, storage, root_external)):
+            k.alias = False
+            continue
+        ext = root_external.pop(storage.find(x), None)
+        for y, off in zip(k.outputs, k.alias_offsets, strict=True):
+            storage.union(x, y, off)
+        if ext is not None:
+            root_external[storage.find(x)] = ext
 
 
 def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
@@ -176,40 +299,12 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         external[i] = f"outputs->{io.c_name}"
 
     storage = _Storage()
-    root_external: dict[int, str] = {}
+    root_external: dict[int, tuple[str, int]] = {}  # set -> (caller buffer, its tensor)
     for t, expr in external.items():
-        root_external[storage.find(t)] = expr
-    for k in kernels:
-        if not k.alias:
-            continue
-        a, b = storage.find(k.inputs[0]), storage.find(k.outputs[0])
-        if a in root_external and b in root_external:
-            k.alias = False  # two caller buffers: copy
-            continue
-        expr = root_external.pop(a, None) or root_external.pop(b, None)
-        storage.union(a, b)
-        if expr is not None:
-            root_external[storage.find(a)] = expr
+        root_external[storage.find(t)] = (expr, t)
+    _alias_views(graph, kernels, storage, root_external)
 
-    # lifetimes of the pool buffers
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    size: dict[int, int] = {}
-    for idx, k in enumerate(kernels):
-        for t in k.inputs + k.outputs:
-            if graph.tensor(t).is_const:
-                continue
-            r = storage.find(t)
-            first[r] = min(first.get(r, idx), idx)
-            last[r] = max(last.get(r, idx), idx)
-            size[r] = max(size.get(r, 0), graph.tensor(t).size_bytes)
-    buffers = [planner.Buffer(r, size[r], first[r], last[r]) for r in sorted(first)
-               if r not in root_external]
-    scratch_id: dict[int, int] = {}  # kernel position -> buffer id of its scratch
-    for idx, k in enumerate(kernels):
-        if k.scratch_bytes and not k.alias:
-            scratch_id[idx] = SCRATCH_ID_BASE + idx
-            buffers.append(planner.Buffer(scratch_id[idx], k.scratch_bytes, idx, idx))
+    buffers, low, scratch_id = _pool_buffers(graph, kernels, storage, root_external)
     mplan = planner.plan(buffers)
     offsets = {b.id: b.offset for b in buffers}
 
@@ -219,8 +314,12 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         qual = "" if writable else "const "
         r = storage.find(t)
         if r in root_external:
-            return f"({qual}{ctype}*){root_external[r]}"
-        return f"({qual}{ctype}*)(pool + {offsets[r]})"
+            expr, anchor = root_external[r]
+            delta = storage.offset(t) - storage.offset(anchor)
+            if delta:
+                return f"({qual}{ctype}*)(({qual}uint8_t*){expr} + {delta})"
+            return f"({qual}{ctype}*){expr}"
+        return f"({qual}{ctype}*)(pool + {offsets[r] + storage.offset(t) - low[r]})"
 
     env = _env()
     const_chunks: list[str] = []
@@ -230,9 +329,12 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     for idx, k in enumerate(kernels):
         label = _label(k.op)
         if k.alias:
-            calls.append(f"  /* node {k.op.index} {c_comment(label)}: "
-                         f"'{c_comment(graph.tensor(k.outputs[0]).name)}' aliases "
-                         f"'{c_comment(graph.tensor(k.inputs[0]).name)}' */")
+            for y in k.outputs:
+                at = storage.offset(y) - storage.offset(k.inputs[0])
+                where = f" at byte {at}" if at else ""
+                calls.append(f"  /* node {k.op.index} {c_comment(label)}: "
+                             f"'{c_comment(graph.tensor(y).name)}' aliases "
+                             f"'{c_comment(graph.tensor(k.inputs[0]).name)}'{where} */")
             continue
         fn = f"op{k.op.index}_{sanitize(label).lower()}"
         for c in k.constants:
@@ -245,13 +347,20 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         if idx in scratch_id:
             args.append("void* restrict scratch")
         body = env.get_template(k.template).render(p=k.params, fn=fn)
+        rtype = "int32_t" if k.status else "void"
         func_chunks.append(f"/* node {k.op.index}: {c_comment(label)} */\n"
-                           f"static Q_KERNEL void {fn}({', '.join(args)}) {{\n{body}}}\n")
+                           f"static Q_KERNEL {rtype} {fn}({', '.join(args)}) {{\n{body}}}\n")
         call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
         if idx in scratch_id:
             call_args.append(f"(void*)(pool + {offsets[scratch_id[idx]]})")
         calls.append(f"  TVMGEN_OP_HOOK({k.op.index});")
-        calls.append(f"  {fn}({', '.join(call_args)});")
+        if k.status:  # the kernel found its input invalid, as TFLM's Eval reports an error
+            calls.append(f"  if ({fn}({', '.join(call_args)}) != 0) {{")
+            if mplan.pool_size:
+                calls.append("    (void)TVMBackendFreeWorkspace(1, 0, pool);")
+            calls += ["    return -1;", "  }"]
+        else:
+            calls.append(f"  {fn}({', '.join(call_args)});")
 
     pool_size = mplan.pool_size
     header = render_header(name, inputs, outputs, pool_size)
@@ -271,6 +380,8 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
                 "  if (pool == NULL) return -1;"]
     else:
         run += ["  (void)inputs;", "  (void)outputs;"] if not calls else []
+    if calls and not any("inputs->" in c for c in calls):
+        run.append("  (void)inputs;")  # no operator reads a graph input (SHAPE, FILL, ...)
     run += calls
     if calls:
         run.append("  TVMGEN_OP_HOOK(-1);")

@@ -56,8 +56,12 @@ class MemoryPlan:
     lower_bound: int
 
 
-def _align(n: int) -> int:
+def align(n: int) -> int:
+    """``n`` rounded up to the pool's alignment, as every buffer is planned."""
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+_align = align
 
 
 def plan(buffers: list[Buffer]) -> MemoryPlan:
@@ -113,8 +117,15 @@ def lower_bound(buffers: list[Buffer]) -> int:
     """The largest number of bytes live during any one op."""
     if not buffers:
         return 0
-    last_op = max(b.last for b in buffers)
-    return max(sum(b.size for b in buffers if b.first <= i <= b.last) for i in range(last_op + 1))
+    live = [0] * (max(b.last for b in buffers) + 2)  # bytes starting (+) and ending (-) per op
+    for b in buffers:
+        live[b.first] += b.size
+        live[b.last + 1] -= b.size
+    best = total = 0
+    for change in live:
+        total += change
+        best = max(best, total)
+    return best
 
 
 def overlapping_pairs(buffers: list[Buffer]) -> list[tuple[int, int]]:

@@ -98,6 +98,9 @@ class Case:
     #: False where LiteRT cannot be the second reference (it lacks the variant, or computes
     #: it differently from TFLM); the case then checks TFLM only. Say why where you set it.
     litert: bool = True
+    #: False where TFLM's result is undefined (its kernel reads memory it never set); the case
+    #: then checks LiteRT only. Say why where you set it.
+    tflm: bool = True
     #: Builds one branch instead of ``ModelBuilder.single_op``:
     #: ``branch(mb, dtype, options, name) -> output``, for cases of several operators or of
     #: operators written with ``ModelBuilder.operator``.
@@ -192,7 +195,7 @@ def with_targets(cases: list[Case]) -> list[Case]:
         entry = REGISTRY.builtin.get(c.op)
         if entry is not None and c.scheme in entry.spec.dsp:
             out.append(Case(c.op, c.mode, dict(c.options), list(c.branches), target=DSP_TARGET,
-                            litert=c.litert, branch=c.branch))
+                            litert=c.litert, tflm=c.tflm, branch=c.branch))
     return out
 
 
@@ -208,9 +211,15 @@ def build_case(case: Case) -> tuple[bytes, list[str]]:
         labels.append(f"branch {k} (" + ", ".join(f"{key}={fmt(v)}" for key, v in br.items())
                       + ")")
         if case.branch is not None:
-            mb.output(case.branch(mb, case.dtype, dict(opts, input_shape=shape), f"in{k}"))
+            out = case.branch(mb, case.dtype, dict(opts, input_shape=shape), f"in{k}")
         else:
-            mb.output(mb.single_op(case.op, case.dtype, shape, name=f"in{k}", **opts))
+            out = mb.single_op(case.op, case.dtype, shape, name=f"in{k}", **opts)
+        outs = out if isinstance(out, (list, tuple)) else [out]  # SPLIT: several outputs
+        base = labels[-1]
+        for j, t in enumerate(outs):
+            mb.output(t)
+            if j:
+                labels.append(f"{base} output {j}")
     return mb.build(), labels
 
 
@@ -477,7 +486,9 @@ def input_sets(model: bytes, seed: int | list[int]) -> list[list[np.ndarray]]:
         one = []
         for d in dets:
             dt = np.dtype(d["dtype"])
-            if dt.kind in "iu":
+            if dt.kind == "b":
+                one.append(rng.integers(0, 2, size=d["shape"]).astype(bool))
+            elif dt.kind in "iu":
                 info = np.iinfo(dt)
                 lo, hi = int(info.min), int(info.max)
                 if dt.itemsize > 2:  # int32: a range whose sums and products stay exact
@@ -520,15 +531,17 @@ def check_parity(case: Case, builds: Prefetcher, with_litert: bool = True) -> No
     """Emit, compile and run ``case``; assert parity with TFLM (and LiteRT, unless the case or
     ``with_litert`` says not) on every input set."""
     with_litert = with_litert and case.litert
+    if not (with_litert or case.tflm):
+        raise AssertionError(f"{case.id}: no reference left (neither TFLM nor LiteRT)")
     built = builds.get(case)
     runs = input_sets(built.model, [SEED_BASE, zlib.crc32(case.id.encode()) + 1])
     got_runs = run_built(built, runs)
     problems = []
     for r, (inputs, got) in enumerate(zip(runs, got_runs, strict=True)):
-        tflm = R.run_tflm(built.model, inputs)
+        tflm = R.run_tflm(built.model, inputs) if case.tflm else None
         lite = R.run_litert(built.model, inputs) if with_litert else None
         for k, label in enumerate(built.labels):
-            refs = [(tflm[k], "TFLM", 0)]
+            refs = [(tflm[k], "TFLM", 0)] if tflm is not None else []
             if lite is not None:
                 refs.append((lite[k], "LiteRT", LITERT_LSB.get(np.dtype(lite[k].dtype).name, 0)))
             for want, ref, lsb in refs:

@@ -24,6 +24,28 @@ MODULES = (
     "reshape",
     "softmax",
     "squeeze",
+    # shape and data movement (issue 20)
+    "batch_to_space_nd",
+    "broadcast_to",
+    "concatenation",
+    "depth_to_space",
+    "fill",
+    "gather",
+    "gather_nd",
+    "mirror_pad",
+    "pack",
+    "pad",
+    "resize_bilinear",
+    "resize_nearest_neighbor",
+    "shape",
+    "slice",
+    "space_to_batch_nd",
+    "space_to_depth",
+    "split",
+    "strided_slice",
+    "transpose",
+    "unpack",
+    "zeros_like",
 )
 
 #: Every operator the emitter implements.

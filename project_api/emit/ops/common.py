@@ -52,6 +52,13 @@ class Kernel:
     outputs: list[int]
     constants: list[ConstArray] = field(default_factory=list)
     alias: bool = False  # the output shares the first input's storage (a view op, OpSpec.view)
+    #: With ``alias``, for an op whose outputs are contiguous runs of input 0 (OpSpec.offset_view):
+    #: the byte offset of each output in input 0. The code generator aliases them all or none
+    #: (then clears ``alias`` and the kernel copies); empty: one output, the whole input.
+    alias_offsets: tuple[int, ...] = ()
+    #: The kernel returns ``int32_t``: 0, or nonzero for an input TFLM's Eval rejects at run time
+    #: (an index out of range); ``tvmgen_<name>_run`` then returns -1.
+    status: bool = False
     scratch_bytes: int = 0  # pool bytes the op needs while it runs (passed as ``scratch``)
     scheme: str = ""  # the dtype scheme the registry classified the node as
     #: Helper headers (templates in ``kernels/``) the kernel's C calls, emitted once per
@@ -131,6 +138,10 @@ class OpSpec:
       the output aliases the input's storage (``prepare`` returns ``alias=True``).
     * ``state``: the op reads or writes variable tensors (state kept across invocations);
       without it, a node with a variable input is refused.
+    * ``offset_view``: where an output is provably one contiguous run of input 0 (a slice, a
+      split along the outermost axis that is not 1), it is a view at that offset (``prepare``
+      returns ``alias=True`` with ``alias_offsets``); the code generator still copies where
+      aliasing is impossible (caller buffers) or would raise the pool's lower bound.
     """
 
     opcodes: tuple[str, ...]
@@ -140,6 +151,7 @@ class OpSpec:
     view: bool = False
     state: bool = False
     classify: Classifier = quantized_scheme
+    offset_view: bool = False
 
 
 def accumulator(params: dict, channels: int, elem_bytes: int = 4) -> int:

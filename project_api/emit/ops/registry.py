@@ -80,13 +80,15 @@ class Registry:
 
     def table(self) -> list[dict[str, Any]]:
         """Every operator as data (what ``project-api ops`` prints): its name, whether it is
-        custom, its dtype schemes, whether it is a view (no code), and per kernel target the
-        schemes with DSP-extension kernels there."""
+        custom, its dtype schemes, whether it is a view (no code) or a view where its output is
+        a contiguous run of its input (``offset_view``), and per kernel target the schemes with
+        DSP-extension kernels there."""
         from ..target import TARGET_NAMES, resolve
 
         targets = {name: resolve(name) for name in TARGET_NAMES}
         return [{"name": e.name, "custom": e.custom, "schemes": list(e.spec.schemes),
-                 "view": e.spec.view, "module": e.module,
+                 "view": e.spec.view, "offset_view": e.spec.offset_view,
+                 "module": e.module,
                  "dsp": {t: list(e.spec.dsp) if target.dsp else []
                          for t, target in targets.items()}}
                 for e in self.entries()]
@@ -124,8 +126,8 @@ class Registry:
                         f"tensor (state kept across invocations), which {op.name} does not "
                         "take")
         kernel = entry.prepare(op, graph, target)
-        if kernel.alias and not spec.view:
+        if kernel.alias and not (spec.view or spec.offset_view and kernel.alias_offsets):
             raise RuntimeError(f"op module {entry.module} aliased {op.describe()} without "
-                               "declaring view=True")
+                               "declaring view=True (or offset_view=True, with alias_offsets)")
         kernel.scheme = scheme
         return kernel
