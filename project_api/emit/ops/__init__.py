@@ -24,6 +24,15 @@ MODULES = (
     "reshape",
     "softmax",
     "squeeze",
+    # reductions, comparisons, types (the ops-reduce family)
+    "arg_min_max",
+    "cast",
+    "compare",
+    "equal",
+    "logical",
+    "mean",
+    "reduce_min_max",
+    "select_v2",
 )
 
 #: Every operator the emitter implements.
