@@ -33,6 +33,9 @@ MODULES = (
     "mean",
     "reduce_min_max",
     "select_v2",
+    # compute (the ops-reduce family)
+    "batch_matmul",
+    "transpose_conv",
 )
 
 #: Every operator the emitter implements.
