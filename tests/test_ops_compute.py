@@ -65,6 +65,14 @@ def _tconv_cases() -> list[Case]:
             if label.startswith("zero_point") and not mode.startswith("int8"):
                 continue
             cases.append(_seeded(Case("TRANSPOSE_CONV", mode, {"edge": label}), [opts]))
+    # as TFLM's seanet integration tests: int16x8, VALID, strides (1, 2), one input row, and
+    # the output shape computed in the graph (here: a model input, which TFLM never reads and
+    # LiteRT would resize the output by, so TFLM alone is the reference)
+    for mode in INT16_MODES:
+        cases.append(_seeded(Case("TRANSPOSE_CONV", mode, {"edge": "seanet_like"}, litert=False),
+                             [{"input_shape": (1, 1, 5, 16), "kernel_size": (3, 4),
+                               "stride": (1, 2), "padding": "VALID", "filters": 12,
+                               "shape_input": True}]))
     for mode in INT16_MODES:  # TFLM widens an int16 bias to int64; LiteRT refuses it
         cases.append(with_branches("TRANSPOSE_CONV", mode, {"bias_form": "bias_int16"},
                                    [{**sh, "bias_dtype": "int16"} for sh in TCONV_SHAPES],

@@ -47,6 +47,12 @@ EXTREME_VARIANTS: list[dict[str, Any]] = [
     {"input_shape": (2, 9), "axes": (1,), "keep_dims": False, "value_range": (-2.0, 0.0)},
 ]
 QUANT_OUT_VARIANTS: list[dict[str, Any]] = [
+    # as converters write a MEAN after a RELU6 (MobileNetV2 from Keras and from PyTorch): input
+    # zero point -128, the output's scale ten times finer, or the input's quantization itself
+    {"input_shape": (1, 7, 7, 64), "axes": (1, 2), "keep_dims": False,
+     "value_range": (0.0, 6.0), "out_quant": (0.0024, -128)},
+    {"input_shape": (1, 4, 4, 96), "axes": (1, 2), "keep_dims": True,
+     "value_range": (0.0, 6.0), "out_quant": B.quantize_params(0.0, 6.0)},
     {"input_shape": (1, 3, 5, 4), "axes": (1, 2), "keep_dims": True, "value_range": (-1.0, 1.0),
      "out_quant": (0.01, -128)},
     {"input_shape": (6, 5), "axes": (0,), "keep_dims": False, "value_range": (-1.0, 1.0),

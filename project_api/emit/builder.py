@@ -996,11 +996,14 @@ class ModelBuilder:
         per_channel: bool | None = None,
         out_quant: tuple[float, int] | None = None,
         bias_dtype: str | None = None,
+        shape_input: bool = False,
     ) -> TensorRef:
         """TRANSPOSE_CONV over NHWC ``x``: inputs (output shape, weights [O, KH, KW, I], ``x``,
         optional bias) as the converter writes them. ``filters``: output channels, or float
         weights. The output is ``in * stride`` (SAME) or ``(in - 1) * stride + k`` (VALID) unless
-        ``output_shape`` says. int16 layers: ``bias_dtype`` int64 (default), int32 or int16."""
+        ``output_shape`` says. int16 layers: ``bias_dtype`` int64 (default), int32 or int16.
+        ``shape_input``: the output shape is a model input (as when the graph computes it; TFLM
+        never reads its values), not a constant."""
         _check_choice(padding, PADDINGS, "padding")
         _check_choice(activation, ACTIVATIONS, "activation")
         n, h, wd, c = x.shape
@@ -1025,8 +1028,11 @@ class ModelBuilder:
         b = self._bias_values(bias, o)
         lo, hi = self._linear_range(x, w_eff, b, 0)
         q, est = self._out_quant(x, out_quant, lo, hi, activation)
-        shape_t = self._add_tensor(self._name("transpose_conv/output_shape"), (4,), "int32",
-                                   data=np.asarray(output_shape, dtype=np.int32))
+        if shape_input:
+            shape_t = self.input((4,), "int32", name=f"{stem}/output_shape")
+        else:
+            shape_t = self._add_tensor(self._name("transpose_conv/output_shape"), (4,), "int32",
+                                       data=np.asarray(output_shape, dtype=np.int32))
         inputs = [shape_t.index, wref.index, x.index]
         if b is not None:
             if x.dtype == "int16" and bias_dtype == "int16":

@@ -2,8 +2,9 @@
 (int8 weights; an int64 accumulator, the bias int64 or int16 as TFLM widens it), as TFLM's
 ``transpose_conv.cc`` and its reference kernels compute them.
 
-Inputs as the converter writes them: the output shape (a constant int32 [4]), the weights
-``[O, KH, KW, I]``, the input, an optional bias. The padding is TFLM's: a convolution's padding
+Inputs as the converter writes them: the output shape (int32 [4]: a constant, or computed in
+the graph, which TFLM never reads: the output tensor's static shape decides), the weights
+``[O, KH, KW, I]``, the input, an optional bias; the scheme is the input's (input 2). The padding is TFLM's: a convolution's padding
 computed from the *output* size (``ComputePaddingHeightWidth`` with dilation 1).
 
 TFLM scatters every input pixel into an output-sized accumulator buffer. The kernel here
@@ -40,7 +41,18 @@ from .common import (
     unsupported,
 )
 
-SPEC = OpSpec(opcodes=("TRANSPOSE_CONV",), schemes=("float32", "int8", "int16x8"))
+
+def classify(op: Operator, graph: Graph) -> tuple[str, str]:
+    """The scheme of a TRANSPOSE_CONV node: its data input's (input 2; input 0, the output
+    shape, is int32 and may be an activation)."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        return "none", "the node lacks its input 2 (the data)"
+    x = graph.tensor(op.inputs[2])
+    return ("int16x8" if x.dtype == "int16" else x.dtype), f"input 2 '{x.name}' is {x.dtype}"
+
+
+SPEC = OpSpec(opcodes=("TRANSPOSE_CONV",), schemes=("float32", "int8", "int16x8"),
+              classify=classify)
 
 
 def _geometry(op: Operator, x: Tensor, w: Tensor, y: Tensor, shape_t: Tensor) -> dict:
@@ -53,10 +65,11 @@ def _geometry(op: Operator, x: Tensor, w: Tensor, y: Tensor, shape_t: Tensor) ->
     if shape_t.dtype != "int32" or shape_t.num_elements != 4:
         raise unsupported(op, f"output shape '{shape_t.name}' must be 4 int32 values, it is "
                               f"{shape_t.dtype} {list(shape_t.shape)}")
-    want = [int(v) for v in np.asarray(shape_t.data).reshape(-1)]
-    if list(y.shape) != want:
-        raise unsupported(op, f"output '{y.name}' has shape {list(y.shape)}, the output shape "
-                              f"input says {want}")
+    if shape_t.is_const:  # (an activation: TFLM never reads it, the output's shape decides)
+        want = [int(v) for v in np.asarray(shape_t.data).reshape(-1)]
+        if list(y.shape) != want:
+            raise unsupported(op, f"output '{y.name}' has shape {list(y.shape)}, the output "
+                                  f"shape input says {want}")
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise unsupported(op, f"input '{x.name}' {list(x.shape)} and weights '{w.name}' "
                               f"{list(w.shape)} must be 4-D (NHWC, OHWI)")
@@ -77,7 +90,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     if len(op.inputs) not in (3, 4) or len(op.outputs) != 1:
         raise unsupported(op, f"expects 3 or 4 inputs and 1 output, has {len(op.inputs)} and "
                               f"{len(op.outputs)}")
-    shape_t = tensor_in(graph, op, 0, const=True)
+    shape_t = tensor_in(graph, op, 0)
     w = tensor_in(graph, op, 1, const=True)
     x = tensor_in(graph, op, 2, const=False)
     b = tensor_in(graph, op, 3, const=True, optional=True)
