@@ -274,3 +274,14 @@ def test_constant_rhs_takes_fully_connected_layout():
     np.testing.assert_array_equal(consts["w"].values.reshape(5, 4), stored.T)
     np.testing.assert_array_equal(consts["b"].values.reshape(-1),
                                   -zp_in * stored.astype(np.int64).sum(axis=0))
+
+
+def test_the_pool_stays_at_its_lower_bound():
+    """TRANSPOSE_CONV and BATCH_MATMUL take no scratch (TFLM's TRANSPOSE_CONV takes an
+    output-sized accumulator buffer), the DSP convolutions' im2col columns are planned: every
+    case's activation pool is the planner's lower bound."""
+    from project_api.emit import emit_sources
+
+    for case in CASES:
+        gen = emit_sources(case.build()[0], target=case.target)
+        assert gen.workspace_size_bytes == gen.lower_bound_bytes, case.id

@@ -375,17 +375,29 @@ def test_what_tflm_refuses_is_refused_in_one_line():
     assert "int32 is not supported (supported: float32, int8, int16)" in _refusal(select_int32)
 
 
-def test_bool_is_a_graph_input_and_output_type():
-    """bool graph inputs and outputs are one byte each in the interface, as TFLite stores them."""
+def test_bool_and_int64_are_graph_input_and_output_types(tmp_path):
+    """bool graph inputs and outputs are one byte each in the interface, as TFLite stores them,
+    int64 eight; the host harness (bench, demo) feeds and reads them."""
     from project_api.emit import emit_sources
+    from project_api.emit import harness as H
+    from project_api.emit.reference import run_tflm
 
+    require_tool("cc")
     mb = ModelBuilder(seed=1)
     a = mb.input((2, 3), "bool", name="a")
+    b = mb.input((2, 3), "int64", name="b")
     mb.output(mb.logical("LOGICAL_NOT", a))
-    gen = emit_sources(mb.build())
-    assert [(t.dtype, t.size_bytes) for t in gen.inputs + gen.outputs] == [("bool", 6),
-                                                                             ("bool", 6)]
+    mb.output(mb.comparison("LESS_EQUAL", b, np.array([0, 5, -5], np.int64)))
+    model = mb.build()
+    gen = emit_sources(model)
+    assert [(t.dtype, t.size_bytes) for t in gen.inputs + gen.outputs] == [
+        ("bool", 6), ("int64", 48), ("bool", 6), ("bool", 6)]
     assert "#define TVMGEN_DEFAULT_A_SIZE 6" in gen.header
+    inputs = [np.array([[True, False, True], [False, False, True]]),
+              np.array([[0, 6, -5], [-1, 5, -6]], np.int64)]
+    got = H.run(H.build(gen, tmp_path), gen, inputs)
+    for g, w in zip(got, run_tflm(model, inputs), strict=True):
+        np.testing.assert_array_equal(g, w)
 
 
 # --- the MEAN-at-the-end CNN on QEMU's Cortex-M4 ---------------------------------------------------
@@ -420,3 +432,13 @@ def test_ops_table_shows_conversions_compactly(capsys):
     assert main(["ops"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CAST "))
     assert "float32|int8|int16|int32|bool->float32|int8|int16|int32|bool" in line
+
+
+def test_the_pool_stays_at_its_lower_bound():
+    """None of these operators takes scratch or an output-sized buffer (TFLM's MEAN takes an
+    int32 one): every case's activation pool is the planner's lower bound."""
+    from project_api.emit import emit_sources
+
+    for case in CASES:
+        gen = emit_sources(case.build()[0], target=case.target)
+        assert gen.workspace_size_bytes == gen.lower_bound_bytes, case.id
