@@ -2,9 +2,10 @@
 ``adj_y`` transposing the last two dimensions of an operand first; float32, int8 (per-tensor
 scales, any zero points) and int16 (zero points 0, an int64 accumulator), as TFLM's
 ``batch_matmul.cc`` and its reference ``BatchMatMul`` compute them. No fused activation; the
-requantization multiplier is ``scale_lhs * scale_rhs / scale_out`` in double, as TFLM's (the
-product of the float32 scales widened first: an exact power of two in float32 need not be one
-in double, and its int64 requantization then rounds differently).
+requantization multiplier is ``scale_lhs * scale_rhs / scale_out`` with each float32 scale
+widened to double first, as the TFLM that the tests run computes it (a product that is a power
+of two in float32 need not be one in double, and the int64 requantization of int16 then rounds
+differently).
 
 The operands are read in place through strides (TFLM first copies a transposed operand): an
 ``adj_x`` left-hand side is read column-wise. Each output sums over the depth in order from 0,
