@@ -672,3 +672,208 @@ def test_reference_rejects_wrong_inputs() -> None:
         R.run_tflm(model, [x])
     with pytest.raises(ValueError, match="dtype"):
         R.run_litert(model, [x, x.astype(np.float32)])
+
+
+# --- reductions, comparisons, types and compute (the ops-reduce family) ----------------------
+
+#: (op, input type, single_op options).
+FAMILY_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("MEAN", "float32", {"axes": (1, 2), "keep_dims": True}),
+    ("MEAN", "int8", {"axes": (-1, 1)}),
+    ("SUM", "float32", {"axes": (0, 2)}),
+    ("SUM", "int16", {"axes": (3,), "keep_dims": True}),
+    ("REDUCE_MAX", "int8", {"axes": (1,), "keep_dims": True}),
+    ("REDUCE_MIN", "float32", {}),
+    ("ARG_MAX", "float32", {"axis": 0}),
+    ("ARG_MIN", "int8", {"axis": -1}),
+    ("LESS", "float32", {"b_shape": (3, 1)}),
+    ("EQUAL", "int32", {"b_input": False}),
+    ("GREATER_EQUAL", "int8", {}),
+    ("NOT_EQUAL", "bool", {"b_shape": (4,)}),
+    ("LOGICAL_AND", "bool", {"b_shape": (4,)}),
+    ("LOGICAL_NOT", "bool", {}),
+    ("SELECT_V2", "float32", {"cond_shape": (3, 1)}),
+    ("SELECT_V2", "int8", {"y_shape": (4,), "y_input": False}),
+    ("CAST", "float32", {"to": "int32"}),
+    ("CAST", "int16", {"to": "bool"}),
+    ("TRANSPOSE_CONV", "float32", {"stride": 2, "padding": "VALID", "activation": "RELU"}),
+    ("TRANSPOSE_CONV", "int8", {"stride": (2, 1), "kernel_size": (3, 2)}),
+    ("BATCH_MATMUL", "float32", {"adj_y": True, "b_shape": (5, 4)}),
+    ("BATCH_MATMUL", "int8", {"b_input": True, "b_shape": (2, 4, 6)}),
+]
+_FAMILY_OPTIONS = {
+    "MEAN": tflite.ReducerOptions, "SUM": tflite.ReducerOptions,
+    "REDUCE_MAX": tflite.ReducerOptions, "REDUCE_MIN": tflite.ReducerOptions,
+    "ARG_MAX": tflite.ArgMaxOptions, "ARG_MIN": tflite.ArgMinOptions,
+    "CAST": tflite.CastOptions, "TRANSPOSE_CONV": tflite.TransposeConvOptions,
+    "BATCH_MATMUL": tflite.BatchMatMulOptions,
+}
+_FAMILY_NP = {0: np.float32, 2: np.int32, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
+
+
+def _family_model(op: str, dtype: str, opts: dict[str, Any]) -> bytes:
+    mb = B.ModelBuilder(seed=6, per_channel=True)
+    mb.output(mb.single_op(op, dtype, **opts))
+    return mb.build()
+
+
+def _read_family(model: bytes) -> tuple[str, Any, list[Any], list[int], list[int], Any]:
+    """(op name, options table, tensors, op inputs, op outputs, model) of a one-op model."""
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    op = sg.Operators(0)
+    code = m.OperatorCodes(op.OpcodeIndex())
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    name = names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]
+    opts = None
+    if name in _FAMILY_OPTIONS and op.BuiltinOptions() is not None:
+        opts = _FAMILY_OPTIONS[name]()
+        opts.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    tensors = [sg.Tensors(i) for i in range(sg.TensorsLength())]
+    return (name, opts, tensors, [int(v) for v in op.InputsAsNumpy()],
+            [int(v) for v in op.OutputsAsNumpy()], m)
+
+
+def _const(m: Any, t: Any) -> np.ndarray | None:
+    buf = m.Buffers(t.Buffer())
+    if buf is None or not buf.DataLength():
+        return None
+    shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    return np.frombuffer(buf.DataAsNumpy().tobytes(), _FAMILY_NP[t.Type()]).reshape(shape)
+
+
+def _family_inputs(model: bytes) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    out = []
+    for det in R.input_details(model):
+        dt = np.dtype(det["dtype"])
+        if dt == np.bool_:
+            out.append(rng.integers(0, 2, size=det["shape"]).astype(bool))
+        elif dt.kind == "i":
+            info = np.iinfo(dt)
+            lo, hi = (max(info.min, -(1 << 20)), min(info.max, 1 << 20))
+            out.append(rng.integers(lo, hi + 1, size=det["shape"], dtype=dt))
+        else:
+            out.append(rng.uniform(-3.0, 3.0, size=det["shape"]).astype(np.float32))
+    return out
+
+
+def _numpy_family(name: str, opts: Any, ins: list[np.ndarray], consts: list[Any],
+                  out_shape: tuple[int, ...]) -> np.ndarray:
+    """The float64 (or exact) result of one family operator from read-back data."""
+    if name in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        axes = tuple(sorted({int(a) % ins[0].ndim for a in consts[1].reshape(-1)}))
+        f = {"MEAN": np.mean, "SUM": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}[name]
+        return f(ins[0].astype(np.float64), axis=axes, keepdims=opts.KeepDims())
+    if name in ("ARG_MAX", "ARG_MIN"):
+        f = np.argmax if name == "ARG_MAX" else np.argmin
+        return f(ins[0], axis=int(consts[1].reshape(-1)[0]))
+    if name in B.COMPARISONS:
+        f = {"EQUAL": np.equal, "NOT_EQUAL": np.not_equal, "LESS": np.less,
+             "LESS_EQUAL": np.less_equal, "GREATER": np.greater,
+             "GREATER_EQUAL": np.greater_equal}[name]
+        return f(ins[0], ins[1])
+    if name == "LOGICAL_AND":
+        return np.logical_and(ins[0], ins[1])
+    if name == "LOGICAL_NOT":
+        return np.logical_not(ins[0])
+    if name == "SELECT_V2":
+        return np.where(ins[0], ins[1], ins[2])
+    if name == "CAST":
+        return ins[0]
+    if name == "TRANSPOSE_CONV":
+        w, x = ins[1], ins[2]
+        n, oh, ow, o = out_shape
+        _, kh, kw, _ = w.shape
+        sh, sw = opts.StrideH(), opts.StrideW()
+        same = opts.Padding() == tflite.Padding.SAME
+        pads = []
+        for size, k, s in ((oh, kh, sh), (ow, kw, sw)):
+            conv_out = -(-size // s) if same else (size - k + s) // s
+            pads.append(max(0, ((conv_out - 1) * s + k - size) // 2))
+        y = np.zeros(out_shape)
+        for iy in range(x.shape[1]):
+            for ix in range(x.shape[2]):
+                for fy in range(kh):
+                    for fx in range(kw):
+                        oy, ox = iy * sh - pads[0] + fy, ix * sw - pads[1] + fx
+                        if 0 <= oy < oh and 0 <= ox < ow:
+                            y[:, oy, ox, :] += x[:, iy, ix, :] @ w[:, fy, fx, :].T
+        if len(ins) > 3 and ins[3] is not None:
+            y = y + ins[3]
+        lo, hi = _ACT[opts.FusedActivationFunction()]
+        return np.clip(y, lo, hi)
+    a, b = ins
+    if opts.AdjX():
+        a = np.swapaxes(a, -1, -2)
+    if opts.AdjY():
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+FAMILY_PARAMS = [pytest.param(op, dtype, opts, id=f"{op}-{dtype}-{i}")
+                 for i, (op, dtype, opts) in enumerate(FAMILY_CASES)]
+
+
+@pytest.mark.parametrize("op,dtype,opts", FAMILY_PARAMS)
+def test_family_model_loads_runs_and_reads_back(op: str, dtype: str, opts: dict[str, Any]) -> None:
+    model = _family_model(op, dtype, dict(opts))
+    name, o, tensors, op_in, op_out, m = _read_family(model)
+    assert name == op
+    if op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        assert o.KeepDims() == opts.get("keep_dims", False)
+        assert _const(m, tensors[op_in[1]]).tolist() == list(opts.get("axes", (1, 2)))
+    elif op in ("ARG_MAX", "ARG_MIN"):
+        assert o.OutputType() == tflite.TensorType.INT32
+        assert _const(m, tensors[op_in[1]]).tolist() == [opts["axis"]]
+        assert tensors[op_out[0]].Type() == tflite.TensorType.INT32
+    elif op in B.COMPARISONS or op.startswith("LOGICAL"):
+        assert tensors[op_out[0]].Type() == tflite.TensorType.BOOL
+    elif op == "CAST":
+        assert (o.InDataType(), o.OutDataType()) == (
+            tensors[op_in[0]].Type(), tensors[op_out[0]].Type())
+        assert tensors[op_out[0]].Quantization() is None or \
+            not tensors[op_out[0]].Quantization().ScaleLength()
+    elif op == "TRANSPOSE_CONV":
+        sh, sw = B._pair(opts.get("stride", 2))
+        assert (o.StrideH(), o.StrideW()) == (sh, sw)
+        assert o.Padding() == B.PADDINGS[opts.get("padding", "SAME")]
+        assert o.FusedActivationFunction() == B.ACTIVATIONS[opts.get("activation", "NONE")]
+        assert _const(m, tensors[op_in[0]]).tolist() == list(tensors[op_out[0]].ShapeAsNumpy())
+        w = tensors[op_in[1]]
+        if dtype == "int8":  # per-channel symmetric weights on axis 0, int32 bias
+            q = w.Quantization()
+            assert q.ScaleLength() == w.ShapeAsNumpy()[0] and q.QuantizedDimension() == 0
+            assert tensors[op_in[3]].Type() == tflite.TensorType.INT32
+    elif op == "BATCH_MATMUL":
+        assert (o.AdjX(), o.AdjY()) == (opts.get("adj_x", False), opts.get("adj_y", False))
+    inputs = _family_inputs(model)
+    a, b = R.run_tflm(model, inputs)[0], R.run_litert(model, inputs)[0]
+    assert a.shape == b.shape == tuple(tensors[op_out[0]].ShapeAsNumpy())
+    if a.dtype.kind == "f":
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    else:
+        assert np.abs(a.astype(np.int64) - b.astype(np.int64)).max() <= 1
+
+
+@pytest.mark.parametrize("op,dtype,opts", [p for p in FAMILY_PARAMS
+                                           if p.values[1] in ("float32", "bool", "int32")])
+def test_family_matches_numpy(op: str, dtype: str, opts: dict[str, Any]) -> None:
+    """float32, bool and int32 results equal numpy's on the read-back model."""
+    model = _family_model(op, dtype, dict(opts))
+    name, o, tensors, op_in, op_out, m = _read_family(model)
+    inputs = _family_inputs(model)
+    sg = m.Subgraphs(0)
+    feed = dict(zip([int(v) for v in sg.InputsAsNumpy()], inputs, strict=True))
+    consts = [None if i < 0 else _const(m, tensors[i]) for i in op_in]
+    ins = [feed.get(i, c) for i, c in zip(op_in, consts, strict=True)]
+    out_shape = tuple(int(d) for d in tensors[op_out[0]].ShapeAsNumpy())
+    want = _numpy_family(name, o, ins, consts, out_shape)
+    got = R.run_tflm(model, inputs)[0]
+    if op == "CAST":
+        want = np.trunc(want).astype(got.dtype) if got.dtype != np.bool_ else want != 0
+    assert got.shape == np.shape(want)
+    if got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, want)

@@ -35,7 +35,7 @@ An operator or type missing here is refused by 'emit' in one line naming the nod
 
         def text() -> str:
             name_w = max(len(_name(r)) for r in rows)
-            scheme_w = max(len(" ".join(r["schemes"])) for r in rows)
+            scheme_w = max(len(_schemes(r["schemes"])) for r in rows)
             widths = [max(len(t), *(len(",".join(r["dsp"][t]) or "-") for r in rows))
                       for t in TARGET_NAMES]
             head = f"{'operator':<{name_w}}  {'schemes':<{scheme_w}}  " + "  ".join(
@@ -46,7 +46,7 @@ An operator or type missing here is refused by 'emit' in one line naming the nod
                                   for t, w in zip(TARGET_NAMES, widths, strict=True))
                 view = ("  (view: no code)" if r["view"] else
                         "  (a view where contiguous)" if r["offset_view"] else "")
-                lines.append(f"{_name(r):<{name_w}}  {' '.join(r['schemes']):<{scheme_w}}  "
+                lines.append(f"{_name(r):<{name_w}}  {_schemes(r['schemes']):<{scheme_w}}  "
                              f"{cells}".rstrip() + view)
             lines.append(f"{len(rows)} operators. Per target: the schemes with DSP-extension "
                          "kernels there (for the shapes they cover); '-': portable C only.")
@@ -58,3 +58,16 @@ An operator or type missing here is refused by 'emit' in one line naming the nod
 
 def _name(row: dict[str, Any]) -> str:
     return f"{row['name']} (custom)" if row["custom"] else row["name"]
+
+
+def _schemes(schemes: list[str]) -> str:
+    """The schemes as the table shows them: conversions (``from->to``) grouped by source
+    (``int8->int16|int32``), or as one product when every source takes every destination."""
+    if not all("->" in s for s in schemes):
+        return " ".join(schemes)
+    pairs = [tuple(s.split("->", 1)) for s in schemes]
+    sources = list(dict.fromkeys(a for a, _ in pairs))
+    targets = list(dict.fromkeys(b for _, b in pairs))
+    if len(pairs) == len(sources) * len(targets) > 1 and len(set(pairs)) == len(pairs):
+        return f"{'|'.join(sources)}->{'|'.join(targets)}"
+    return " ".join(f"{a}->{'|'.join(b for s, b in pairs if s == a)}" for a in sources)

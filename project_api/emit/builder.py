@@ -1119,6 +1119,295 @@ class ModelBuilder:
         self._op("FILL", [d.index, v.index], [y.index])
         return y
 
+    # -- reductions, comparisons, types and compute (issue 20: the ops-reduce family) --------
+
+    def _axes_tensor(self, stem: str, axes: Sequence[int]) -> TensorRef:
+        return self._add_tensor(self._name(stem), (len(axes),), "int32",
+                                data=np.asarray(axes, dtype=np.int32))
+
+    def _reduce(self, opcode: str, x: TensorRef, axes: int | Sequence[int], keep_dims: bool,
+                out_quant: tuple[float, int] | None) -> TensorRef:
+        rank = len(x.shape)
+        axes = [int(a) for a in np.atleast_1d(np.asarray(axes, dtype=np.int64))]
+        resolved = set()
+        for a in axes:
+            if not -rank <= a < rank:
+                raise ValueError(f"{opcode.lower()}: axis {a} is out of range for rank {rank}")
+            resolved.add(a + rank if a < 0 else a)
+        shape = [1 if i in resolved else d for i, d in enumerate(x.shape)
+                 if keep_dims or i not in resolved]
+        n = int(np.prod([x.shape[i] for i in resolved])) if resolved else 1
+        lo, hi = self.range_of(x)
+        mean, std = (lo + hi) / 2.0, (hi - lo) / math.sqrt(12.0)
+        if opcode == "MEAN":  # the mean of n values: mean +- 3 sigma / sqrt(n), within the input's
+            lo, hi = max(lo, mean - 3 * std / math.sqrt(n)), min(hi, mean + 3 * std / math.sqrt(n))
+        elif opcode == "SUM":
+            lo, hi = n * mean - 3 * std * math.sqrt(n), n * mean + 3 * std * math.sqrt(n)
+        if x.dtype == "float32":
+            q = None
+        elif opcode in ("REDUCE_MAX", "REDUCE_MIN"):  # TFLM: the input's quantization
+            q = x.quant
+        else:
+            q = out_quant or quantize_params(lo, hi, x.dtype)
+        y = self._activation(opcode.lower(), shape, x.dtype, q, (lo, hi))
+        ax = self._axes_tensor(f"{opcode.lower()}/axes", axes)
+        self._op(opcode, [x.index, ax.index], [y.index], {"keep_dims": bool(keep_dims)})
+        return y
+
+    def mean(self, x: TensorRef, axes: int | Sequence[int], keep_dims: bool = False,
+             out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """MEAN over ``axes`` (negative: from the end; repeats allowed, as TFLite), given as a
+        constant int32 tensor; a quantized output gets ``out_quant`` or the mean's range
+        estimate."""
+        return self._reduce("MEAN", x, axes, keep_dims, out_quant)
+
+    def sum(self, x: TensorRef, axes: int | Sequence[int], keep_dims: bool = False,
+            out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """SUM over ``axes`` (as :meth:`mean`)."""
+        return self._reduce("SUM", x, axes, keep_dims, out_quant)
+
+    def reduce_max(self, x: TensorRef, axes: int | Sequence[int],
+                   keep_dims: bool = False) -> TensorRef:
+        """REDUCE_MAX over ``axes``; a quantized output keeps the input's quantization (TFLM
+        requires it)."""
+        return self._reduce("REDUCE_MAX", x, axes, keep_dims, None)
+
+    def reduce_min(self, x: TensorRef, axes: int | Sequence[int],
+                   keep_dims: bool = False) -> TensorRef:
+        """REDUCE_MIN over ``axes`` (as :meth:`reduce_max`)."""
+        return self._reduce("REDUCE_MIN", x, axes, keep_dims, None)
+
+    def _arg(self, opcode: str, x: TensorRef, axis: int, output_type: str) -> TensorRef:
+        rank = len(x.shape)
+        if not -rank <= axis < rank:
+            raise ValueError(f"{opcode.lower()}: axis {axis} is out of range for rank {rank}")
+        _check_choice(output_type, {"int32": 0, "int64": 0}, "output type")
+        a = axis + rank if axis < 0 else axis
+        shape = [d for i, d in enumerate(x.shape) if i != a]
+        y = self._activation(opcode.lower(), shape, output_type, None, (0.0, x.shape[a] - 1.0))
+        ax = self._axes_tensor(f"{opcode.lower()}/axis", [axis])
+        self._op(opcode, [x.index, ax.index], [y.index], {"output_type": output_type})
+        return y
+
+    def arg_max(self, x: TensorRef, axis: int = -1, output_type: str = "int32") -> TensorRef:
+        """ARG_MAX along ``axis`` (a constant int32 tensor of one element); ``output_type``
+        int32 or int64 (written in the options and as the output's type)."""
+        return self._arg("ARG_MAX", x, axis, output_type)
+
+    def arg_min(self, x: TensorRef, axis: int = -1, output_type: str = "int32") -> TensorRef:
+        """ARG_MIN along ``axis`` (as :meth:`arg_max`)."""
+        return self._arg("ARG_MIN", x, axis, output_type)
+
+    def _operand_like(self, b: TensorRef | np.ndarray, like: TensorRef) -> TensorRef:
+        """``b``, or a constant of ``like``'s type from values ``b`` (quantized: float values
+        under ``like``'s quantization)."""
+        if isinstance(b, TensorRef):
+            return b
+        b = np.asarray(b)
+        if like.dtype in _QUANTIZED:
+            return self.constant(b.astype(np.float32), like.dtype, quant=like.quant)
+        return self.constant(b.astype(_NP_DTYPES[like.dtype]), like.dtype)
+
+    def comparison(self, opcode: str, a: TensorRef, b: TensorRef | np.ndarray) -> TensorRef:
+        """EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER or GREATER_EQUAL with numpy
+        broadcasting; bool output. ``b`` may be values (a constant of ``a``'s type and, quantized,
+        of ``a``'s quantization)."""
+        _check_choice(opcode, dict.fromkeys(COMPARISONS, 0), "comparison")
+        b = self._operand_like(b, a)
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+        y = self._activation(opcode.lower(), shape, "bool", None, (0.0, 1.0))
+        self._op(opcode, [a.index, b.index], [y.index], {})
+        return y
+
+    def logical(self, opcode: str, a: TensorRef, b: TensorRef | np.ndarray | None = None
+                ) -> TensorRef:
+        """LOGICAL_AND or LOGICAL_OR of bool ``a`` and ``b`` (broadcasting; values: a constant),
+        or LOGICAL_NOT of ``a``."""
+        _check_choice(opcode, {"LOGICAL_AND": 0, "LOGICAL_OR": 0, "LOGICAL_NOT": 0}, "operator")
+        inputs = [a]
+        if opcode != "LOGICAL_NOT":
+            if b is None:
+                raise ValueError(f"{opcode} takes two operands")
+            inputs.append(self._operand_like(b, a))
+        shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
+        y = self._activation(opcode.lower(), shape, "bool", None, (0.0, 1.0))
+        self._op(opcode, [t.index for t in inputs], [y.index], {})
+        return y
+
+    def select_v2(self, condition: TensorRef | np.ndarray, x: TensorRef,
+                  y: TensorRef | np.ndarray) -> TensorRef:
+        """SELECT_V2: ``x`` where ``condition`` (bool), else ``y``, the three broadcast together;
+        ``y`` (and ``condition``) may be values, made constants (``y`` of ``x``'s type and
+        quantization). The output has ``x``'s quantization."""
+        cond = condition if isinstance(condition, TensorRef) else self.constant(
+            np.asarray(condition, dtype=bool), "bool")
+        y = self._operand_like(y, x)
+        shape = tuple(np.broadcast_shapes(cond.shape, x.shape, y.shape))
+        lo = min(self.range_of(x)[0], self.range_of(y)[0])
+        hi = max(self.range_of(x)[1], self.range_of(y)[1])
+        out = self._activation("select_v2", shape, x.dtype, x.quant, (lo, hi))
+        self._op("SELECT_V2", [cond.index, x.index, y.index], [out.index], {})
+        return out
+
+    def cast(self, x: TensorRef, dtype: str) -> TensorRef:
+        """CAST to ``dtype``: values converted as numbers (quantization plays no part, so an
+        integer output has none)."""
+        _check_choice(dtype, TENSOR_TYPES, "dtype")
+        y = self._add_tensor(self._name("cast"), x.shape, dtype)
+        self._ranges[y.index] = self.range_of(x)
+        self._op("CAST", [x.index], [y.index], {"in_data_type": x.dtype, "out_data_type": dtype})
+        return y
+
+    def transpose_conv(
+        self,
+        x: TensorRef,
+        filters: int | np.ndarray,
+        kernel_size: int | Sequence[int] = 3,
+        stride: int | Sequence[int] = 2,
+        padding: str = "SAME",
+        bias: bool | np.ndarray = True,
+        activation: str = "NONE",
+        output_shape: Sequence[int] | None = None,
+        per_channel: bool | None = None,
+        out_quant: tuple[float, int] | None = None,
+        bias_dtype: str | None = None,
+        shape_input: bool = False,
+    ) -> TensorRef:
+        """TRANSPOSE_CONV over NHWC ``x``: inputs (output shape, weights [O, KH, KW, I], ``x``,
+        optional bias) as the converter writes them. ``filters``: output channels, or float
+        weights. The output is ``in * stride`` (SAME) or ``(in - 1) * stride + k`` (VALID) unless
+        ``output_shape`` says. int16 layers: ``bias_dtype`` int64 (default), int32 or int16.
+        ``shape_input``: the output shape is a model input (as when the graph computes it; TFLM
+        never reads its values), not a constant."""
+        _check_choice(padding, PADDINGS, "padding")
+        _check_choice(activation, ACTIVATIONS, "activation")
+        n, h, wd, c = x.shape
+        sh, sw = _pair(stride)
+        if isinstance(filters, np.ndarray):
+            w = filters.astype(np.float32)
+            if w.ndim != 4 or w.shape[3] != c:
+                raise ValueError(f"transpose_conv weights must be [O, KH, KW, {c}], got {w.shape}")
+        else:
+            kh, kw = _pair(kernel_size)
+            w = self._random_weights((int(filters), kh, kw, c),
+                                     max(1, kh * kw * c // (sh * sw)))
+        o, kh, kw = w.shape[0], w.shape[1], w.shape[2]
+        if output_shape is None:
+            oh = h * sh if padding == "SAME" else (h - 1) * sh + kh
+            ow = wd * sw if padding == "SAME" else (wd - 1) * sw + kw
+            output_shape = (n, oh, ow, o)
+        output_shape = tuple(int(d) for d in output_shape)
+        stem = self._name("transpose_conv")
+        pc = self.per_channel if per_channel is None else per_channel
+        wref, w_eff = self._weights(stem, w, x, pc, 0)
+        b = self._bias_values(bias, o)
+        lo, hi = self._linear_range(x, w_eff, b, 0)
+        q, est = self._out_quant(x, out_quant, lo, hi, activation)
+        if shape_input:
+            shape_t = self.input((4,), "int32", name=f"{stem}/output_shape")
+        else:
+            shape_t = self._add_tensor(self._name("transpose_conv/output_shape"), (4,), "int32",
+                                       data=np.asarray(output_shape, dtype=np.int32))
+        inputs = [shape_t.index, wref.index, x.index]
+        if b is not None:
+            if x.dtype == "int16" and bias_dtype == "int16":
+                assert x.scale is not None and wref.scale is not None
+                scales = (np.float64(x.scale[0]) * np.asarray(wref.scale)).astype(np.float32)
+                qb = np.clip(np.round(b / scales.astype(np.float64)), -32767, 32767)
+                bref = self._add_tensor(f"{stem}/bias", b.shape, "int16", data=qb,
+                                        scale=scales.tolist(), zero_point=[0] * scales.size)
+                self.float_values[bref.index] = b.astype(np.float64)
+            else:
+                bref = self._bias(stem, b, x, wref, bias_dtype)
+            inputs.append(bref.index)
+        y = self._activation(stem, output_shape, x.dtype, q, est)
+        self._op("TRANSPOSE_CONV", inputs, [y.index], {
+            "padding": padding, "stride_w": sw, "stride_h": sh,
+            "fused_activation_function": activation})
+        return y
+
+    def batch_matmul(self, a: TensorRef, b: TensorRef | np.ndarray, adj_x: bool = False,
+                     adj_y: bool = False, out_quant: tuple[float, int] | None = None
+                     ) -> TensorRef:
+        """BATCH_MATMUL ``a @ b`` (``adj_x``/``adj_y``: the last two dimensions of ``a``/``b``
+        transposed first), batch dimensions broadcast. ``b`` may be float values, made a
+        constant of ``a``'s type (quantized per tensor as an activation; int16 symmetric)."""
+        if not isinstance(b, TensorRef):
+            values = np.asarray(b, dtype=np.float32)
+            b = self.constant(values, a.dtype) if a.dtype != "float32" else self.constant(
+                values, "float32")
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise ValueError("batch_matmul: both operands need at least two dimensions")
+        rows, depth = (a.shape[-1], a.shape[-2]) if adj_x else (a.shape[-2], a.shape[-1])
+        depth_b, cols = (b.shape[-1], b.shape[-2]) if adj_y else (b.shape[-2], b.shape[-1])
+        if depth != depth_b:
+            raise ValueError(f"batch_matmul: {a.shape} and {b.shape} do not multiply "
+                             f"(adj_x={adj_x}, adj_y={adj_y})")
+        batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        shape = (*batch, rows, cols)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        ma, mb_ = (alo + ahi) / 2, (blo + bhi) / 2
+        va, vb = (ahi - alo) ** 2 / 12, (bhi - blo) ** 2 / 12
+        std = math.sqrt(depth * (va * vb + va * mb_ ** 2 + vb * ma ** 2))
+        lo, hi = depth * ma * mb_ - 3 * std, depth * ma * mb_ + 3 * std
+        q, est = self._out_quant(a, out_quant, lo, hi, "NONE")
+        y = self._activation("batch_matmul", shape, a.dtype, q, est)
+        self._op("BATCH_MATMUL", [a.index, b.index], [y.index],
+                 {"adj_x": bool(adj_x), "adj_y": bool(adj_y)})
+        return y
+
+    def _single_op_reduce_family(self, op: str, dtype: str, shape: tuple[int, ...], name: str,
+                                 value_range: tuple[float, float], options: dict[str, Any]
+                                 ) -> TensorRef:
+        """:meth:`single_op` for the reductions, comparisons, types and compute ops."""
+        if op in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"):
+            x = self.input(shape, "bool", name=name)
+            if op == "LOGICAL_NOT":
+                return self.logical(op, x)
+            b_shape = tuple(options.pop("b_shape", shape))
+            b = self.input(b_shape, "bool", name=f"{name}_b")
+            return self.logical(op, x, b)
+        if op == "SELECT_V2":
+            cond = self.input(tuple(options.pop("cond_shape", shape)), "bool", name=f"{name}_c")
+            x = self.input(shape, dtype, value_range=value_range, name=name)
+            y_shape = tuple(options.pop("y_shape", shape))
+            if options.pop("y_input", True):
+                y = self.input(y_shape, dtype, quant=x.quant, value_range=value_range,
+                               name=f"{name}_y")
+            else:
+                y = self._operand_like(self.rng.uniform(*value_range, size=y_shape), x)
+            return self.select_v2(cond, x, y)
+        x = self.input(shape, dtype, value_range=value_range, name=name)
+        if op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"):
+            axes = options.pop("axes", (1, 2))
+            keep = options.pop("keep_dims", False)
+            if op in ("MEAN", "SUM"):
+                return self._reduce(op, x, axes, keep, options.pop("out_quant", None))
+            return self._reduce(op, x, axes, keep, None)
+        if op in ("ARG_MAX", "ARG_MIN"):
+            return self._arg(op, x, options.pop("axis", -1), options.pop("output_type", "int32"))
+        if op in COMPARISONS:
+            b_shape = tuple(options.pop("b_shape", shape))
+            b_drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+            if options.pop("b_input", True):
+                b: TensorRef | np.ndarray = self.input(
+                    b_shape, dtype, value_range=options.pop("b_range", None) or b_drawn,
+                    name=f"{name}_b")
+            else:
+                b = self.rng.uniform(*value_range, size=b_shape)
+            return self.comparison(op, x, b)
+        if op == "CAST":
+            return self.cast(x, options.pop("to"))
+        if op == "TRANSPOSE_CONV":
+            return self.transpose_conv(x, options.pop("filters", 4), **options)
+        b_shape = tuple(options.pop("b_shape", (shape[-1], 5)))
+        if options.pop("b_input", False):
+            rhs: TensorRef | np.ndarray = self.input(b_shape, dtype, value_range=value_range,
+                                                     name=f"{name}_b")
+        else:
+            rhs = self.rng.uniform(-1.0, 1.0, size=b_shape).astype(np.float32)
+        return self.batch_matmul(x, rhs, **options)
+
     def single_op(
         self,
         op: str,
@@ -1140,7 +1429,14 @@ class ModelBuilder:
         requantizes (``to`` defaults to the input's type; ``quant`` to a range different from
         the input's). DEQUANTIZE needs a quantized ``dtype``. The shape and data movement
         operators take their method's options over the defaults of :data:`_MOVERS` (see
-        :meth:`_single_mover`).
+        :meth:`_single_mover`). MEAN, SUM, REDUCE_MAX,
+        REDUCE_MIN: ``axes`` (default (1, 2)), ``keep_dims``, MEAN/SUM ``out_quant``; ARG_MAX,
+        ARG_MIN: ``axis``, ``output_type``; the comparisons as ADD (``b_shape``, ``b_input``,
+        ``b_range``); LOGICAL_AND/OR/NOT take bool inputs (``b_shape``); SELECT_V2: a bool
+        condition input (``cond_shape``), ``y_shape``, ``y_input``; CAST: ``to``;
+        TRANSPOSE_CONV: as :meth:`transpose_conv`; BATCH_MATMUL: ``b_shape`` (default
+        ``(last dim, 5)``), ``b_input`` (default False: a constant right-hand side), ``adj_x``,
+        ``adj_y``.
         """
         if op not in SINGLE_OPS:
             raise ValueError(f"unknown operator {op!r}; choose one of {sorted(SINGLE_OPS)}")
@@ -1152,6 +1448,8 @@ class ModelBuilder:
         in_quant = None
         if op == "QUANTIZE" and dtype == "int32":  # a quantized int32 input (+-2^20 spans it)
             in_quant = (float(np.float32(max(map(abs, value_range)) / (1 << 20))), 0)
+        if op in REDUCE_FAMILY_OPS:
+            return self._single_op_reduce_family(op, dtype, shape, name, value_range, options)
         x = self.input(shape, dtype, quant=in_quant, value_range=value_range, name=name)
         if op == "CONV_2D":
             return self.conv2d(x, options.pop("filters", 4), **options)
@@ -1432,6 +1730,13 @@ _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "SPACE_TO_DEPTH": (1, 4, 6, 2), "BATCH_TO_SPACE_ND": (4, 2, 3, 2),
     "SPACE_TO_BATCH_ND": (1, 4, 6, 2), "RESIZE_NEAREST_NEIGHBOR": (1, 3, 4, 2),
     "RESIZE_BILINEAR": (1, 3, 4, 2), "ZEROS_LIKE": (1, 4, 4, 3), "FILL": (1,),
+    # reductions, comparisons, types and compute (the ops-reduce family)
+    "MEAN": (1, 4, 4, 3), "SUM": (1, 4, 4, 3), "REDUCE_MAX": (1, 4, 4, 3),
+    "REDUCE_MIN": (1, 4, 4, 3), "ARG_MAX": (2, 5), "ARG_MIN": (2, 5), "EQUAL": (2, 3, 4),
+    "NOT_EQUAL": (2, 3, 4), "LESS": (2, 3, 4), "LESS_EQUAL": (2, 3, 4), "GREATER": (2, 3, 4),
+    "GREATER_EQUAL": (2, 3, 4), "LOGICAL_AND": (2, 3, 4), "LOGICAL_OR": (2, 3, 4),
+    "LOGICAL_NOT": (2, 3, 4), "SELECT_V2": (2, 3, 4), "CAST": (2, 3, 4),
+    "TRANSPOSE_CONV": (1, 4, 4, 3), "BATCH_MATMUL": (1, 3, 4),
 }
 #: Default options of the shape and data movement operators in :meth:`ModelBuilder.single_op`.
 _MOVERS: dict[str, dict[str, Any]] = {
@@ -1451,6 +1756,12 @@ _MOVERS: dict[str, dict[str, Any]] = {
     "RESIZE_NEAREST_NEIGHBOR": {"size": (5, 7)}, "RESIZE_BILINEAR": {"size": (5, 7)},
     "ZEROS_LIKE": {}, "FILL": {"dims": (2, 3)},
 }
+#: The comparison operators (:meth:`ModelBuilder.comparison`).
+COMPARISONS = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL")
+#: The single_op operators of the reductions, comparisons, types and compute family.
+REDUCE_FAMILY_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN",
+                     *COMPARISONS, "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT_V2",
+                     "CAST", "TRANSPOSE_CONV", "BATCH_MATMUL")
 #: The operators :meth:`ModelBuilder.single_op` builds.
 SINGLE_OPS = tuple(_DEFAULT_SHAPES)
 

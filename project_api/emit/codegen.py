@@ -31,7 +31,8 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
 
-IO_DTYPES = ("int8", "uint8", "int16", "int32", "float32", "int64", "bool")
+#: Element types a graph input or output may have (bool: one byte, 0 or 1, as TFLite stores it).
+IO_DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool")
 
 
 def sanitize(name: str) -> str:

@@ -80,6 +80,8 @@ PARALLEL_BUILDS = 2  # emit+compile workers (the machine budget is 2 cores)
 LABEL_ONLY = ("seed", "shapes", "from", "edge", "dsp", "label", "bias_form")
 #: The DSP target the DSP-kernel cases also run with.
 DSP_TARGET = "cortex-m4"
+#: Case modes that are plain element types, beside the builder's modes (builder.MODES).
+PLAIN_MODES = ("bool", "int64")
 
 
 # --- cases --------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ class Case:
     per entry of ``branches`` (builder options, plus ``input_shape`` and label-only keys)."""
 
     op: str
-    mode: str  # one of builder.MODES
+    mode: str  # one of builder.MODES, or a plain element type (PLAIN_MODES)
     options: dict[str, Any]  # the combination under test
     branches: list[dict[str, Any]] = field(default_factory=list)  # options per branch
     target: str = "generic"  # the emitter's kernel target
@@ -119,7 +121,8 @@ class Case:
 
     @property
     def dtype(self) -> str:
-        return B.mode_dtype(self.mode)
+        """The inputs' element type: the builder mode's, or a plain type named as the mode."""
+        return self.mode if self.mode in PLAIN_MODES else B.mode_dtype(self.mode)
 
     @property
     def module_name(self) -> str:
@@ -486,8 +489,11 @@ def input_sets(model: bytes, seed: int | list[int]) -> list[list[np.ndarray]]:
         one = []
         for d in dets:
             dt = np.dtype(d["dtype"])
-            if dt.kind == "b":
-                one.append(rng.integers(0, 2, size=d["shape"]).astype(bool))
+            if dt.kind == "b":  # bool: random, then alternating runs (every pair of values)
+                if r < RUNS - 1:
+                    one.append(rng.integers(0, 2, size=d["shape"]).astype(bool))
+                else:
+                    one.append((np.arange(int(np.prod(d["shape"]))) % 3 == 0).reshape(d["shape"]))
             elif dt.kind in "iu":
                 info = np.iinfo(dt)
                 lo, hi = int(info.min), int(info.max)

@@ -46,6 +46,18 @@ MODULES = (
     "transpose",
     "unpack",
     "zeros_like",
+    # reductions, comparisons, types (the ops-reduce family)
+    "arg_min_max",
+    "cast",
+    "compare",
+    "equal",
+    "logical",
+    "mean",
+    "reduce_min_max",
+    "select_v2",
+    # compute (the ops-reduce family)
+    "batch_matmul",
+    "transpose_conv",
 )
 
 #: Every operator the emitter implements.

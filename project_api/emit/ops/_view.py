@@ -9,7 +9,7 @@ from ..graph import Graph, Operator
 from .common import Kernel, check_same_type, tensor_in, tensor_out, unsupported
 
 #: The element types a view op moves (any the graph's I/O and the tests can carry).
-VIEW_SCHEMES = ("float32", "int8", "int16", "int32")
+VIEW_SCHEMES = ("float32", "int8", "int16", "int32", "bool")
 
 
 def view_kernel(op: Operator, graph: Graph) -> Kernel:
