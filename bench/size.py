@@ -100,15 +100,15 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
 
 tvm_crt_error_t TVMPlatformBeforeMeasurement(void) { return kTvmErrorNoError; }
 tvm_crt_error_t TVMPlatformAfterMeasurement(void) { return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceClose(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device) { (void)device; return kTvmErrorNoError; }
 tvm_crt_error_t TVMPlatformInitialize(void) {
   return PageMemoryManagerCreate(&g_memory, g_pool, sizeof(g_pool), 8);
 }
 
-const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
   (void)module_name;
   return NULL;
 }

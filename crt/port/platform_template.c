@@ -10,7 +10,7 @@
  *                                        TVM_WORKSPACE_SIZE_BYTES (config.h)
  *   TVMPlatformFormatMessage             vsnprintf
  *   TVMPlatformBefore/AfterMeasurement   no-ops
- *   TVMDeviceOpen/Activate/Deactivate/Close   no-ops (a CPU without power states)
+ *   TVMCrtDevice_Open/Activate/Deactivate/Close   no-ops (a CPU without power states)
  *
  * This file is the other half: abort, the timer, random bytes and the start-up hook. Each has
  * a default that works with any C99 library, so the copy builds and runs at once (the C test
@@ -24,7 +24,7 @@
  *
  * The main loop of a host-driven port (sketch; error handling left out):
  *
- *   static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES];
+ *   static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES];
  *
  *   static ssize_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
  *     ...send the bytes, blocking...
@@ -34,11 +34,11 @@
  *   int main(void) {
  *     microtvm_rpc_server_t server;
  *     TVMPlatformInitialize();
- *     TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+ *     TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
  *     server = MicroTVMRpcServerInit(UartWrite, NULL);
  *     for (;;) {
  *       ...take the bytes the UART interrupt handler queued: data, num_bytes...
- *       if (MicroTVMRpcServerFeed(server, data, num_bytes, NULL) != kTvmErrorNoError) {
+ *       if (TVMCrtRpcServer_Feed(server, data, num_bytes, NULL) != kTvmErrorNoError) {
  *         TVMPlatformAbort(kTvmErrorPlatformShutdown);  // the host said kShutdown: reset
  *       }
  *     }

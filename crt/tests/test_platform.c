@@ -168,10 +168,10 @@ static tvm_crt_error_t hook(int which, DLDevice device) {
   return g_hook_error[which];
 }
 
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) { return hook(0, device); }
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) { return hook(1, device); }
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { return hook(2, device); }
-tvm_crt_error_t TVMDeviceClose(DLDevice device) { return hook(3, device); }
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device) { return hook(0, device); }
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device) { return hook(1, device); }
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device) { return hook(2, device); }
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device) { return hook(3, device); }
 
 tvm_crt_error_t TVMPlatformInitialize(void) {
   TestPlatform_Reset();

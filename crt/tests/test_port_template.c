@@ -2,7 +2,7 @@
  * test_port_template.c: the port template (crt/port/platform_template.c) with the whole
  * platform library and no test platform, linked as a new port would link it: its defaults
  * work (pool, formatting, timer, random, hooks) and an RPC server over it answers the §4.8
- * request fed with MicroTVMRpcServerFeed, with a TVMLogf line reaching the host.
+ * request fed with TVMCrtRpcServer_Feed, with a TVMLogf line reaching the host.
  */
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
@@ -16,12 +16,12 @@
 #include "test_rpc_util.h"
 
 /* A port's generated model glue provides this; the template test has no model. */
-const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
   (void)module_name;
   return NULL;
 }
 
-static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES];
+static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES];
 
 TEST(PoolAllocatesFromTheStaticBuffer) {
   DLDevice cpu = {kDLCPU, 0};
@@ -74,19 +74,19 @@ TEST(TimerAndRandomDefaults) {
 
 TEST(HooksAcceptEveryStep) {
   DLDevice cpu = {kDLCPU, 0};
-  EXPECT_EQ(kTvmErrorNoError, TVMDeviceOpen(cpu));
-  EXPECT_EQ(kTvmErrorNoError, TVMDeviceActivate(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtDevice_Open(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtDevice_Activate(cpu));
   EXPECT_EQ(kTvmErrorNoError, TVMPlatformBeforeMeasurement());
   EXPECT_EQ(kTvmErrorNoError, TVMPlatformAfterMeasurement());
-  EXPECT_EQ(kTvmErrorNoError, TVMDeviceDeactivate(cpu));
-  EXPECT_EQ(kTvmErrorNoError, TVMDeviceClose(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtDevice_Deactivate(cpu));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtDevice_Close(cpu));
 }
 
 /* ---- One RPC exchange ---------------------------------------------------------------------- */
 
 static rpc_test_bytes_t g_to_host;
 static rpc_test_sink_t g_to_device;
-static tvm_session_t g_host;
+static TVMCrtSession g_host;
 static int g_host_replies;
 static int g_host_logs;
 static rpc_test_bytes_t g_host_reply;
@@ -98,58 +98,58 @@ static ssize_t PortUartWrite(void* context, const uint8_t* data, size_t num_byte
   return (ssize_t)num_bytes;
 }
 
-static void HostReceived(void* context, tvm_session_message_type_t type,
-                         tvm_frame_buffer_t* buffer) {
+static void HostReceived(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {
   (void)context;
   if (buffer == NULL) return;
   if (type == kTvmSessionNormal) {
     g_host_replies++;
-    g_host_reply.size = TVMFrameBufferRead(buffer, g_host_reply.data, sizeof(g_host_reply.data));
+    g_host_reply.size =
+        TVMCrtFrameBuffer_Read(buffer, g_host_reply.data, sizeof(g_host_reply.data));
   } else if (type == kTvmSessionLog) {
     g_host_logs++;
   }
-  TVMSessionClearReceiveBuffer(&g_host);
+  TVMCrtSession_ClearReceiveBuffer(&g_host);
 }
 
 TEST(RpcExchangeOverTheTemplate) {
   static uint8_t host_rx_storage[4096];
-  static tvm_frame_buffer_t host_rx;
-  static tvm_framer_t host_framer;
-  static tvm_unframer_t host_unframer;
+  static TVMCrtFrameBuffer host_rx;
+  static TVMCrtFramer host_framer;
+  static TVMCrtUnframer host_unframer;
   static const uint8_t kRequest[] = {
       0x25, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0x0b, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0,
       'r', 'u', 'n', 't', 'i', 'm', 'e', '.', 'S', 'y', 's', 't', 'e', 'm', 'L', 'i', 'b'};
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   microtvm_rpc_server_t server;
   size_t consumed;
 
-  ASSERT_TRUE(TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace)) == 0);
+  ASSERT_TRUE(TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace)) == 0);
   server = MicroTVMRpcServerInit(PortUartWrite, NULL);
   ASSERT_TRUE(server != NULL);
 
   RpcTestSinkInit(&g_to_device, RPC_TEST_MAX_WIRE);
   g_to_device.stream.packet_start = NULL;
   g_to_device.stream.packet_done = NULL;
-  TVMFrameBufferInit(&host_rx, host_rx_storage, sizeof(host_rx_storage));
-  TVMFramerInit(&host_framer, &g_to_device.stream);
-  TVMSessionInit(&g_host, &host_framer, &host_rx, HostReceived, NULL);
-  TVMUnframerInit(&host_unframer, TVMSessionReceiver(&g_host));
-  TVMSessionReset(&g_host, 0x3c);
-  TVMSessionStart(&g_host);
+  TVMCrtFrameBuffer_Init(&host_rx, host_rx_storage, sizeof(host_rx_storage));
+  TVMCrtFramer_Init(&host_framer, &g_to_device.stream);
+  TVMCrtSession_Init(&g_host, &host_framer, &host_rx, HostReceived, NULL);
+  TVMCrtUnframer_Init(&host_unframer, TVMCrtSession_Receiver(&g_host));
+  TVMCrtSession_Reset(&g_host, 0x3c);
+  TVMCrtSession_Start(&g_host);
   /* The device's boot Terminate, the handshake, then the request, all through Feed. */
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, g_to_device.wire.data,
-                                                    g_to_device.wire.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMCrtRpcServer_Feed(server, g_to_device.wire.data, g_to_device.wire.size, &stats));
   g_to_device.wire.size = 0;
-  TVMUnframerWrite(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
+  TVMCrtUnframer_Write(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
   g_to_host.size = 0;
-  ASSERT_TRUE(TVMSessionIsEstablished(&g_host));
+  ASSERT_TRUE(TVMCrtSession_IsEstablished(&g_host));
 
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&g_host, kTvmSessionNormal, kRequest, sizeof(kRequest)));
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, g_to_device.wire.data,
-                                                    g_to_device.wire.size, &stats));
+            TVMCrtSession_SendMessage(&g_host, kTvmSessionNormal, kRequest, sizeof(kRequest)));
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMCrtRpcServer_Feed(server, g_to_device.wire.data, g_to_device.wire.size, &stats));
   TVMLogf("port template says %d", 7);
-  TVMUnframerWrite(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
+  TVMCrtUnframer_Write(&host_unframer, g_to_host.data, g_to_host.size, &consumed);
   EXPECT_EQ(1, g_host_replies);
   EXPECT_EQ(1, g_host_logs);
   /* ReturnHandle (code 4) of the system library module */

@@ -17,7 +17,7 @@ static int AddOne(TVMValue* args, int* type_codes, int num_args, TVMValue* ret, 
                   void* resource_handle) {
   static const int kSig[1] = {kTVMArgInt};
   g_seen_resource = resource_handle;
-  int err = TVMArgs_Check("add_one", type_codes, num_args, kSig, 1);
+  int err = TVMCrtArgs_Check("add_one", type_codes, num_args, kSig, 1);
   if (err != 0) {
     return err;
   }
@@ -52,7 +52,7 @@ static int call_int(TVMFunctionHandle f, int64_t arg, TVMValue* ret, int* tcode)
 }
 
 TEST(GlobalHandlesGolden) {
-  ASSERT_EQ_INT(TVMSystemLibSet(&kSysLib), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_Set(&kSysLib), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError);
   EXPECT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError); /* idempotent */
   const char* names[4] = {"runtime.SystemLib", "runtime.RPCTimeEvaluator",
@@ -79,7 +79,7 @@ TEST(SystemLibModule) {
   TVMModuleHandle mod = ret.v_handle;
   ASSERT_EQ_INT(TVMFuncCall(syslib_fn, NULL, NULL, 0, &ret, &tcode), 0);
   EXPECT_EQ_PTR(ret.v_handle, mod); /* same handle on later calls */
-  EXPECT_EQ_INT(TVMSystemLibSet(&kSysLib), kTvmErrorExecutorModuleAlreadyCreated);
+  EXPECT_EQ_INT(TVMCrtSystemLib_Set(&kSysLib), kTvmErrorExecutorModuleAlreadyCreated);
 
   TVMFunctionHandle add_one = NULL;
   ASSERT_EQ_INT(TVMModGetFunction(mod, "add_one", 0, &add_one), 0);
@@ -102,7 +102,7 @@ TEST(SystemLibModule) {
 
 TEST(CallErrors) {
   TVMModuleHandle mod;
-  ASSERT_EQ_INT(TVMSystemLibGetHandle(&mod), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_GetHandle(&mod), kTvmErrorNoError);
   TVMFunctionHandle f;
   TVMValue ret;
   int tcode = -1;
@@ -137,12 +137,13 @@ TEST(RegisterGlobals) {
   TVMFunctionHandle f;
   TVMValue ret;
   int tcode;
-  ASSERT_EQ_INT(TVMRuntimeRegisterGlobal("test.fail", FailWithMessage, 0), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtRuntime_RegisterGlobal("test.fail", FailWithMessage, 0), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMFuncGetGlobal("test.fail", &f), 0);
   EXPECT_EQ_INT((uintptr_t)f, 0x80028004u);
   EXPECT_EQ_INT(TVMFuncCall(f, NULL, NULL, 0, &ret, &tcode), 5);
   EXPECT_EQ_STR(TVMGetLastError(), "specific reason");
-  EXPECT_EQ_INT(TVMRuntimeRegisterGlobal("test.fail", AddOne, 0), kTvmErrorFunctionAlreadyDefined);
+  EXPECT_EQ_INT(TVMCrtRuntime_RegisterGlobal("test.fail", AddOne, 0),
+                kTvmErrorFunctionAlreadyDefined);
   EXPECT_CONTAINS(TVMGetLastError(), "test.fail is already registered");
   /* TVM's void* signature, with override. */
   TVMBackendPackedCFunc fn = AddOne;
@@ -169,7 +170,7 @@ TEST(RegisterGlobals) {
   int err = 0;
   for (int i = 0; i < 100 && err == 0; i++) {
     snprintf(name, sizeof(name), "test.filler_%d", i);
-    err = TVMRuntimeRegisterGlobal(name, AddOne, 0);
+    err = TVMCrtRuntime_RegisterGlobal(name, AddOne, 0);
   }
   EXPECT_EQ_INT(err, kTvmErrorFunctionRegistryFull);
   EXPECT_CONTAINS(TVMGetLastError(), "TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES");
@@ -198,14 +199,14 @@ TEST(PackedFuncHelpers) {
   int tc[TVM_CRT_MAX_ARGS + 1];
   memset(v, 0, sizeof(v));
   memset(tc, 0, sizeof(tc));
-  EXPECT_EQ_INT(TVMArgs_Create(&args, v, tc, TVM_CRT_MAX_ARGS + 1),
+  EXPECT_EQ_INT(TVMCrtArgs_Create(&args, v, tc, TVM_CRT_MAX_ARGS + 1),
                 kTvmErrorFunctionCallNumArguments);
   v[0].v_int64 = 9;
   tc[0] = kTVMArgInt;
-  ASSERT_EQ_INT(TVMArgs_Create(&args, v, tc, 1), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtArgs_Create(&args, v, tc, 1), kTvmErrorNoError);
   TVMPackedFunc pf;
   TVMModuleHandle mod;
-  ASSERT_EQ_INT(TVMSystemLibGetHandle(&mod), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_GetHandle(&mod), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMPackedFunc_InitModuleFunc(&pf, mod, "add_one", &args), kTvmErrorNoError);
   EXPECT_EQ_INT(TVMPackedFunc_Call(&pf), 0);
   EXPECT_EQ_INT(pf.ret_tcode, kTVMArgInt);
@@ -319,7 +320,7 @@ static void capture(void* ctx, const char* msg, size_t len) {
 
 TEST(LoggingSink) {
   TVMLogf("dropped without a sink %d", 1);
-  TVMLogSetSink(capture, g_logged);
+  TVMCrtLog_SetSink(capture, g_logged);
   TVMLogf("value=%d name=%s", 7, "x");
   EXPECT_EQ_INT(g_log_calls, 1);
   EXPECT_EQ_STR(g_logged, "value=7 name=x");
@@ -330,7 +331,7 @@ TEST(LoggingSink) {
   EXPECT_EQ_INT(strlen(g_logged), TVM_CRT_LOG_MESSAGE_SIZE_BYTES - 1);
   TVM_CRT_LOG_ERROR("error %d", 3);
   EXPECT_EQ_STR(g_logged, "error 3");
-  TVMLogSetSink(NULL, NULL);
+  TVMCrtLog_SetSink(NULL, NULL);
   TVMLogf("gone");
   EXPECT_EQ_INT(g_log_calls, 3);
 }

@@ -70,7 +70,7 @@ static int make_evaluator(const char* name, int64_t number, int64_t repeat, int6
   TVMFunctionHandle create;
   TVMModuleHandle syslib;
   if (TVMFuncGetGlobal("runtime.RPCTimeEvaluator", &create) != 0 || create == NULL ||
-      TVMSystemLibGetHandle(&syslib) != 0) {
+      TVMCrtSystemLib_GetHandle(&syslib) != 0) {
     return -1;
   }
   TVMValue args[12];
@@ -250,7 +250,8 @@ TEST(CooldownOnRealClock) {
 
 int main(void) {
   TestPlatform_Reset();
-  if (TVMSystemLibSet(&kSysLib) != kTvmErrorNoError || TVMInitializeRuntime() != kTvmErrorNoError) {
+  if (TVMCrtSystemLib_Set(&kSysLib) != kTvmErrorNoError ||
+      TVMInitializeRuntime() != kTvmErrorNoError) {
     printf("setup failed: %s\n", TVMGetLastError());
     return 1;
   }

@@ -148,7 +148,7 @@ class NewProject:
         path.write_text(self.env.get_template(template).render(values))
 
     def write_model_glue(self, dest: str = "src/model_glue.c") -> None:
-        """The model glue (one TVMAotModel per module) at ``dest``, reporting the build hash
+        """The model glue (one TVMCrtAotModel per module) at ``dest``, reporting the build hash
         that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`)."""
         from project_api.template import glue
 
@@ -174,8 +174,8 @@ class NewProject:
         self.write_crt_config({
             "TVM_CRT_MAX_PACKET_SIZE_BYTES": (max_packet_bytes,
                                               "Largest RPC packet, header included."),
-            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
-                                               "Model workspace given to TVMBackendWorkspaceInit."),
+            "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
+                                               "Model workspace given to TVMCrtWorkspace_Init."),
         }, title=title)
 
     def workspace_bytes(self) -> int:

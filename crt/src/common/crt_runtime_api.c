@@ -50,7 +50,7 @@ static const TVMModule kEmptySystemLib = {&kEmptyRegistry};
 static const TVMModule* g_system_lib = &kEmptySystemLib;
 static int g_system_lib_index = -1;
 
-TVMFunctionHandle TVMCrtEncodeFunctionHandle(uint16_t module_index, uint16_t function_index) {
+TVMFunctionHandle TVMCrtModule_FunctionHandle(uint16_t module_index, uint16_t function_index) {
   uint32_t h = ((uint32_t)(module_index | 0x8000u) << 16) | (uint32_t)(function_index | 0x8000u);
   return (TVMFunctionHandle)(uintptr_t)h;
 }
@@ -79,8 +79,8 @@ static int decode_module_handle(TVMModuleHandle handle, uint16_t* module_index) 
   return 1;
 }
 
-tvm_crt_error_t TVMCrtModuleRegister(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
-                                     TVMModuleHandle* out_handle) {
+tvm_crt_error_t TVMCrtModule_Register(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
+                                      TVMModuleHandle* out_handle) {
   if (mod == NULL || mod->registry == NULL || out_handle == NULL) {
     TVMAPISetLastError("module registration: NULL module, registry or handle pointer");
     return kTvmErrorFunctionCallInvalidArg;
@@ -99,26 +99,26 @@ tvm_crt_error_t TVMCrtModuleRegister(const TVMModule* mod, TVMCrtModuleFreeHook 
 }
 
 tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* out_handle) {
-  return TVMCrtModuleRegister(mod, NULL, out_handle);
+  return TVMCrtModule_Register(mod, NULL, out_handle);
 }
 
-tvm_crt_error_t TVMSystemLibSet(const TVMModule* mod) {
+tvm_crt_error_t TVMCrtSystemLib_Set(const TVMModule* mod) {
   if (mod == NULL || mod->registry == NULL) {
-    TVMAPISetLastError("TVMSystemLibSet: NULL module or registry");
+    TVMAPISetLastError("TVMCrtSystemLib_Set: NULL module or registry");
     return kTvmErrorFunctionCallInvalidArg;
   }
   if (g_system_lib_index >= 0) {
-    TVMAPISetLastError("TVMSystemLibSet: the system library was already handed out");
+    TVMAPISetLastError("TVMCrtSystemLib_Set: the system library was already handed out");
     return kTvmErrorExecutorModuleAlreadyCreated;
   }
   g_system_lib = mod;
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMSystemLibGetHandle(TVMModuleHandle* out_handle) {
+tvm_crt_error_t TVMCrtSystemLib_GetHandle(TVMModuleHandle* out_handle) {
   if (g_system_lib_index < 0) {
     TVMModuleHandle handle;
-    tvm_crt_error_t err = TVMCrtModuleRegister(g_system_lib, NULL, &handle);
+    tvm_crt_error_t err = TVMCrtModule_Register(g_system_lib, NULL, &handle);
     if (err != kTvmErrorNoError) {
       return err;
     }
@@ -140,7 +140,7 @@ static int SystemLibPacked(TVMValue* args, int* type_codes, int num_args, TVMVal
     return kTvmErrorFunctionCallWrongArgType;
   }
   TVMModuleHandle handle;
-  tvm_crt_error_t err = TVMSystemLibGetHandle(&handle);
+  tvm_crt_error_t err = TVMCrtSystemLib_GetHandle(&handle);
   if (err != kTvmErrorNoError) {
     return err;
   }
@@ -171,7 +171,7 @@ static int RandomFillPacked(TVMValue* args, int* type_codes, int num_args, TVMVa
   DLTensor* t = (DLTensor*)args[0].v_handle;
   size_t nbytes;
   if (t == NULL || t->data == NULL ||
-      TVMNDArray_DataSizeBytes(t->ndim, t->shape, t->dtype, &nbytes) != kTvmErrorNoError) {
+      TVMCrtNDArray_DataSizeBytes(t->ndim, t->shape, t->dtype, &nbytes) != kTvmErrorNoError) {
     TVMAPISetLastError("tvm.contrib.random.random_fill: invalid tensor");
     return kTvmErrorFunctionCallInvalidArg;
   }
@@ -216,24 +216,25 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
     return err;
   }
   g_runtime_initialized = 1;
-  if ((err = TVMRuntimeRegisterGlobal("runtime.SystemLib", SystemLibPacked, 0)) != 0 ||
-      (err = TVMRuntimeRegisterGlobal("runtime.RPCTimeEvaluator", TVMCrtTimeEvaluatorCreate, 0)) !=
+  if ((err = TVMCrtRuntime_RegisterGlobal("runtime.SystemLib", SystemLibPacked, 0)) != 0 ||
+      (err = TVMCrtRuntime_RegisterGlobal("runtime.RPCTimeEvaluator", TVMCrtTimeEvaluatorCreate,
+                                          0)) != 0 ||
+      (err = TVMCrtRuntime_RegisterGlobal("tvm.contrib.random.random_fill", RandomFillPacked, 0)) !=
           0 ||
-      (err = TVMRuntimeRegisterGlobal("tvm.contrib.random.random_fill", RandomFillPacked, 0)) != 0 ||
       (err = TVMAotExecutorModule_Register()) != 0) {
     return err;
   }
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func,
-                                         int override) {
+tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func,
+                                             int override) {
   tvm_crt_error_t err = TVMInitializeRuntime();
   if (err != kTvmErrorNoError) {
     return err;
   }
   if (func == NULL) {
-    TVMAPISetLastError("TVMRuntimeRegisterGlobal: NULL function");
+    TVMAPISetLastError("TVMCrtRuntime_RegisterGlobal: NULL function");
     return kTvmErrorFunctionCallInvalidArg;
   }
   err = TVMMutableFuncRegistry_Set(&g_global_registry, name, func, override);
@@ -244,7 +245,7 @@ tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc
   } else if (err == kTvmErrorFunctionAlreadyDefined) {
     TVMAPIErrorf("global function %s is already registered", name);
   } else if (err != kTvmErrorNoError) {
-    TVMAPISetLastError("TVMRuntimeRegisterGlobal: invalid name");
+    TVMAPISetLastError("TVMCrtRuntime_RegisterGlobal: invalid name");
   }
   return err;
 }
@@ -254,7 +255,7 @@ tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc
 int TVMFuncRegisterGlobal(const char* name, TVMFunctionHandle f, int override) {
   TVMBackendPackedCFunc func;
   memcpy(&func, &f, sizeof(func));
-  return TVMRuntimeRegisterGlobal(name, func, override);
+  return TVMCrtRuntime_RegisterGlobal(name, func, override);
 }
 
 int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionHandle* func) {
@@ -285,7 +286,7 @@ int TVMFuncGetGlobal(const char* name, TVMFunctionHandle* out) {
   }
   tvm_function_index_t idx;
   if (TVMFuncRegistry_Lookup(&g_global_registry.registry, name, &idx) == kTvmErrorNoError) {
-    *out = TVMCrtEncodeFunctionHandle(TVM_CRT_GLOBAL_MODULE_INDEX, idx);
+    *out = TVMCrtModule_FunctionHandle(TVM_CRT_GLOBAL_MODULE_INDEX, idx);
   } else {
     *out = NULL;
   }
@@ -306,7 +307,7 @@ int TVMModGetFunction(TVMModuleHandle mod, const char* func_name, int query_impo
   tvm_function_index_t idx;
   if (TVMFuncRegistry_Lookup(g_modules[module_index].module->registry, func_name, &idx) ==
       kTvmErrorNoError) {
-    *out = TVMCrtEncodeFunctionHandle(module_index, idx);
+    *out = TVMCrtModule_FunctionHandle(module_index, idx);
     return 0;
   }
   if (query_imports) {
@@ -384,7 +385,7 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
   int result = fn(arg_values, type_codes, num_args, ret_val, ret_type_code, resource_handle);
   if (result != 0 && TVMGetLastError()[0] == '\0') {
     const char* name = "?";
-    TVMFuncRegistry_GetName(registry, function_index, &name);
+    TVMCrtFuncRegistry_GetName(registry, function_index, &name);
     TVMAPIErrorf("%s failed with error 0x%x", name, (unsigned)result);
   }
   return result;
@@ -419,8 +420,8 @@ int TVMArrayAlloc(const tvm_index_t* shape, int ndim, int dtype_code, int dtype_
   DLDevice dev;
   dev.device_type = (DLDeviceType)device_type;
   dev.device_id = device_id;
-  TVMNDArray* array;
-  tvm_crt_error_t err = TVMNDArray_Empty(ndim, shape, dtype, dev, &array);
+  TVMCrtNDArray* array;
+  tvm_crt_error_t err = TVMCrtNDArray_Empty(ndim, shape, dtype, dev, &array);
   if (err != kTvmErrorNoError) {
     TVMAPIErrorf("TVMArrayAlloc: %s", err == kTvmErrorPlatformNoMemory ? "out of memory"
                                                                         : "invalid shape");
@@ -430,7 +431,7 @@ int TVMArrayAlloc(const tvm_index_t* shape, int ndim, int dtype_code, int dtype_
   return 0;
 }
 
-int TVMArrayFree(TVMArrayHandle handle) { return TVMNDArray_Release((TVMNDArray*)handle); }
+int TVMArrayFree(TVMArrayHandle handle) { return TVMCrtNDArray_Release((TVMCrtNDArray*)handle); }
 
 int TVMByteArrayFree(TVMByteArray* arr) {
   if (arr == NULL) {
@@ -471,7 +472,7 @@ int TVMDeviceAllocDataSpaceWithScope(DLDevice dev, int ndim, const int64_t* shap
     return kTvmErrorFunctionCallInvalidArg;
   }
   size_t nbytes;
-  if (TVMNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes) != kTvmErrorNoError) {
+  if (TVMCrtNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes) != kTvmErrorNoError) {
     TVMAPISetLastError("TVMDeviceAllocDataSpaceWithScope: invalid shape or dtype");
     return kTvmErrorFunctionCallInvalidArg;
   }
@@ -491,8 +492,8 @@ int TVMDeviceCopyDataFromTo(DLTensor* from, DLTensor* to, TVMStreamHandle stream
   size_t to_bytes;
   if (from == NULL || to == NULL || from->data == NULL || to->data == NULL ||
       from->strides != NULL || to->strides != NULL ||
-      TVMNDArray_DataSizeBytes(from->ndim, from->shape, from->dtype, &from_bytes) != 0 ||
-      TVMNDArray_DataSizeBytes(to->ndim, to->shape, to->dtype, &to_bytes) != 0) {
+      TVMCrtNDArray_DataSizeBytes(from->ndim, from->shape, from->dtype, &from_bytes) != 0 ||
+      TVMCrtNDArray_DataSizeBytes(to->ndim, to->shape, to->dtype, &to_bytes) != 0) {
     TVMAPISetLastError("TVMDeviceCopyDataFromTo: tensors must be compact with data");
     return kTvmErrorFunctionCallInvalidArg;
   }

@@ -99,7 +99,7 @@ int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
   g_last_k = (uint16_t)(g_last_k >= 0x7fffu ? 1u : g_last_k + 1u); /* 1..0x7fff, cycling */
   te.k = g_last_k;
   g_evaluator = te;
-  out_ret_value->v_handle = TVMCrtEncodeFunctionHandle(TVM_CRT_TIME_EVALUATOR_MODULE_INDEX, te.k);
+  out_ret_value->v_handle = TVMCrtModule_FunctionHandle(TVM_CRT_TIME_EVALUATOR_MODULE_INDEX, te.k);
   *out_ret_tcode = kTVMPackedFuncHandle;
   return 0;
 }

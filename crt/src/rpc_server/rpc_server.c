@@ -24,12 +24,12 @@
 struct microtvm_rpc_server {
   microtvm_rpc_channel_write_t write_func;
   void* write_func_ctx;
-  tvm_write_stream_t channel;
-  tvm_framer_t framer;
-  tvm_unframer_t unframer;
-  tvm_session_t session;
-  tvm_frame_buffer_t receive_buffer;
-  tvm_rpc_arena_t arena;
+  TVMCrtWriteStream channel;
+  TVMCrtFramer framer;
+  TVMCrtUnframer unframer;
+  TVMCrtSession session;
+  TVMCrtFrameBuffer receive_buffer;
+  TVMCrtRpcArena arena;
   int is_shutdown;
 };
 
@@ -50,14 +50,13 @@ static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t s
   return kTvmErrorNoError;
 }
 
-static void HandleMessage(void* context, tvm_session_message_type_t type,
-                          tvm_frame_buffer_t* buffer) {
+static void HandleMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {
   struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
   if (buffer == NULL) {
     if (type == kTvmSessionStartSessionReply) {
       /* A new session: the host of any earlier one is gone (it timed out or was killed) and
        * will never free its handles, so its tensors would otherwise stay until the next boot. */
-      size_t stale = TVMNDArray_ReleaseAll();
+      size_t stale = TVMCrtNDArray_ReleaseAll();
       if (stale > 0) {
         TVMLogf("released %u tensors of the previous session", (unsigned)stale);
       }
@@ -66,16 +65,16 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
   }
   if (type == kTvmSessionNormal && !s->is_shutdown) { /* nothing runs after kShutdown */
     const uint8_t* message;
-    size_t size = TVMFrameBufferPeek(buffer, &message);
-    tvm_rpc_request_t request;
-    const char* error = TVMRpcDecodeRequest(message, size, &s->arena, &request);
+    size_t size = TVMCrtFrameBuffer_Peek(buffer, &message);
+    TVMCrtRpcRequest request;
+    const char* error = TVMCrtRpcPacket_DecodeRequest(message, size, &s->arena, &request);
     if (error != NULL) {
-      TVMRpcSendException(&s->session, error);
-    } else if (TVMRpcExecuteRequest(&request, &s->session)) {
+      TVMCrtRpcPacket_SendException(&s->session, error);
+    } else if (TVMCrtRpcPacket_ExecuteRequest(&request, &s->session)) {
       s->is_shutdown = 1;
     }
   }
-  TVMSessionClearReceiveBuffer(&s->session);
+  TVMCrtSession_ClearReceiveBuffer(&s->session);
 }
 
 /*
@@ -85,15 +84,15 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
  */
 static void RefuseOversizedPacket(struct microtvm_rpc_server* s) {
   const uint8_t* header;
-  size_t size = TVMFrameBufferPeek(&s->receive_buffer, &header);
-  int ours = size >= TVM_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
+  size_t size = TVMCrtFrameBuffer_Peek(&s->receive_buffer, &header);
+  int ours = size >= TVM_CRT_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
              (uint16_t)(header[0] | (header[1] << 8)) == s->session.session_id &&
-             TVMSessionIsEstablished(&s->session);
-  TVMSessionClearReceiveBuffer(&s->session);
+             TVMCrtSession_IsEstablished(&s->session);
+  TVMCrtSession_ClearReceiveBuffer(&s->session);
   if (ours) {
-    TVMRpcSendException(&s->session,
-                        "RPC packet larger than the device receive buffer "
-                        "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
+    TVMCrtRpcPacket_SendException(&s->session,
+                                  "RPC packet larger than the device receive buffer "
+                                  "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
   } else {
     TVMLogf("dropped a frame larger than the receive buffer");
   }
@@ -103,7 +102,8 @@ static void LogSink(void* context, const char* message, size_t size_bytes) {
   struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
   /* Never interleave with a reply being framed. */
   if (s->framer.state != kTvmFramerTransmitting) {
-    (void)TVMSessionSendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message, size_bytes);
+    (void)TVMCrtSession_SendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message,
+                                    size_bytes);
   }
 }
 
@@ -156,19 +156,20 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   s->arena.base = (uint8_t*)g_arena_storage;
   s->arena.size_bytes = sizeof(g_arena_storage);
 
-  TVMFrameBufferInit(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
-  TVMFramerInit(&s->framer, &s->channel);
-  TVMSessionInit(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
-  TVMUnframerInit(&s->unframer, TVMSessionReceiver(&s->session));
+  TVMCrtFrameBuffer_Init(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
+  TVMCrtFramer_Init(&s->framer, &s->channel);
+  TVMCrtSession_Init(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
+  TVMCrtUnframer_Init(&s->unframer, TVMCrtSession_Receiver(&s->session));
   /* From here on TVMLogf reaches the host, also while the runtime starts. */
-  TVMLogSetSink(LogSink, s);
+  TVMCrtLog_SetSink(LogSink, s);
 
   CheckOrAbort(TVMInitializeRuntime());
-  CheckOrAbort(TVMRuntimeRegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
   CheckOrAbort(
-      TVMRuntimeRegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
+      TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
+  CheckOrAbort(
+      TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
   CheckOrAbort(TVMPlatformGenerateRandom(&nonce, 1));
-  CheckOrAbort(TVMSessionReset(&s->session, nonce));
+  CheckOrAbort(TVMCrtSession_Reset(&s->session, nonce));
   return s;
 }
 
@@ -180,7 +181,7 @@ static tvm_crt_error_t ServerReceive(struct microtvm_rpc_server* s, const uint8_
   if (s->is_shutdown) {
     return kTvmErrorPlatformShutdown;
   }
-  err = TVMUnframerWrite(&s->unframer, data, size_bytes, consumed);
+  err = TVMCrtUnframer_Write(&s->unframer, data, size_bytes, consumed);
   if (err == kTvmErrorSessionReceiveBufferShortWrite) {
     RefuseOversizedPacket(s);
   }
@@ -202,9 +203,9 @@ static int IsLineError(tvm_crt_error_t err) {
   return err > 0 && (category == kTvmErrorCategoryFraming || category == kTvmErrorCategorySession);
 }
 
-tvm_crt_error_t MicroTVMRpcServerFeed(microtvm_rpc_server_t server, const uint8_t* data,
-                                      size_t size_bytes, microtvm_rpc_server_stats_t* stats) {
-  microtvm_rpc_server_stats_t unused = {0, 0, 0, kTvmErrorNoError};
+tvm_crt_error_t TVMCrtRpcServer_Feed(microtvm_rpc_server_t server, const uint8_t* data,
+                                     size_t size_bytes, TVMCrtRpcServerStats* stats) {
+  TVMCrtRpcServerStats unused = {0, 0, 0, kTvmErrorNoError};
   int stalled = 0;
   if (stats == NULL) {
     stats = &unused;

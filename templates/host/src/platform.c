@@ -6,7 +6,7 @@
  * formatting, the no-op measurement and device hooks) comes from the C runtime's "platform"
  * library (crt/src/platform), which host-driven builds compile; standalone builds need none of
  * it. The model's own workspace is separate: main.c hands a static buffer to
- * TVMBackendWorkspaceInit. Nothing here calls malloc.
+ * TVMCrtWorkspace_Init. Nothing here calls malloc.
  */
 #define _POSIX_C_SOURCE 200809L
 

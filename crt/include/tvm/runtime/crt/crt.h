@@ -14,13 +14,13 @@ extern "C" {
 /*!
  * \brief Set up the global function registry (static storage of
  * TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES) and register the built-in globals:
- *   runtime.SystemLib()                         -> Module (see TVMSystemLibSet)
+ *   runtime.SystemLib()                         -> Module (see TVMCrtSystemLib_Set)
  *   runtime.RPCTimeEvaluator(Module, str, ...)  -> PackedFunc returning kTVMBytes of doubles
  *   tvm.contrib.random.random_fill(DLTensor)    -> fills the tensor via TVMPlatformGenerateRandom
  *   tvm.aot_executor.create(Module, DLDevice, str) -> AOT executor Module (see aot_executor.h)
- * The RPC server adds its own globals afterwards with TVMRuntimeRegisterGlobal.
+ * The RPC server adds its own globals afterwards with TVMCrtRuntime_RegisterGlobal.
  * Idempotent: later calls return kTvmErrorNoError and change nothing. The application must
- * provide TVMAotModelLookup() (aot_model.h).
+ * provide TVMCrtAotModel_Lookup() (aot_model.h).
  * \return kTvmErrorNoError, or the registry error if the built-ins do not fit.
  */
 tvm_crt_error_t TVMInitializeRuntime(void);
@@ -30,8 +30,8 @@ tvm_crt_error_t TVMInitializeRuntime(void);
  * equivalent of TVMFuncRegisterGlobal; the name is copied into the registry.
  * \return kTvmErrorNoError, kTvmErrorFunctionAlreadyDefined or kTvmErrorFunctionRegistryFull.
  */
-tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func,
-                                         int override);
+tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func,
+                                             int override);
 
 #ifdef __cplusplus
 }  /* extern "C" */

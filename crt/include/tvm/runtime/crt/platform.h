@@ -97,25 +97,25 @@ tvm_crt_error_t TVMPlatformAfterMeasurement(void);
  * \brief An executor is being created for device. Contract: on success the device's memory is
  * available (powered, clocks on) so constants and inputs may be written into it.
  */
-tvm_crt_error_t TVMDeviceOpen(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device);
 
 /*!
  * \brief A run is starting. Contract: leave any low-power state that would slow inference so
  * compute tasks launch with low latency.
  */
-tvm_crt_error_t TVMDeviceActivate(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device);
 
 /*!
  * \brief A run has finished. Contract: the device may re-enter a low-power state, but must keep
  * the contents of its memory (inputs, outputs and constants stay valid).
  */
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device);
 
 /*!
  * \brief The executor was released. Contract: the device may be released for other users and its
  * memory contents need not be kept.
  */
-tvm_crt_error_t TVMDeviceClose(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device);
 
 /*!
  * \brief Application set-up hook (clocks, memory pools, UART). Not called by the runtime: an

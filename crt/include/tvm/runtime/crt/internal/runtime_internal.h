@@ -31,7 +31,7 @@ extern "C" {
 #define TVM_CRT_TIME_EVALUATOR_MODULE_INDEX ((uint16_t)0x7fff)
 
 /*! \brief The function handle for function_index of module_index. */
-TVMFunctionHandle TVMCrtEncodeFunctionHandle(uint16_t module_index, uint16_t function_index);
+TVMFunctionHandle TVMCrtModule_FunctionHandle(uint16_t module_index, uint16_t function_index);
 
 /*!
  * \brief Called by TVMModFree for a module registered with a hook. Set *out_unregister to 1 when
@@ -40,8 +40,8 @@ TVMFunctionHandle TVMCrtEncodeFunctionHandle(uint16_t module_index, uint16_t fun
 typedef tvm_crt_error_t (*TVMCrtModuleFreeHook)(const TVMModule* mod, int* out_unregister);
 
 /*! \brief Register mod (static storage) with an optional free hook. */
-tvm_crt_error_t TVMCrtModuleRegister(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
-                                     TVMModuleHandle* out_handle);
+tvm_crt_error_t TVMCrtModule_Register(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
+                                      TVMModuleHandle* out_handle);
 
 /*! \brief Packed function runtime.RPCTimeEvaluator (time_evaluator.c). */
 int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
