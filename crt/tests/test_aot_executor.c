@@ -242,6 +242,12 @@ TEST(ExecutorModuleEndToEnd) {
   TestPlatform_Reset();
   int live = TestPlatform_LiveAllocations();
   ASSERT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError);
+  /* The core knows no executor: the module registers its global itself. */
+  TVMFunctionHandle absent = (TVMFunctionHandle)&absent;
+  ASSERT_EQ_INT(TVMFuncGetGlobal("tvm.aot_executor.create", &absent), 0);
+  EXPECT_EQ_PTR(absent, NULL);
+  ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError); /* later calls: no change */
   TVMValue ret;
   int tcode;
   ASSERT_EQ_INT(create("default", &ret, &tcode), 0);

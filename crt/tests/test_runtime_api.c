@@ -2,11 +2,15 @@
 #include <stdint.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/packed_func.h>
+#include <tvm/runtime/crt/random_fill.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
+#include "../src/common/module_table.h"
 #include "test_platform.h"
 #include "test_util.h"
 
@@ -57,6 +61,18 @@ TEST(GlobalHandlesGolden) {
   EXPECT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError); /* idempotent */
   const char* names[4] = {"runtime.SystemLib", "runtime.RPCTimeEvaluator",
                           "tvm.contrib.random.random_fill", "tvm.aot_executor.create"};
+  /* The core registers only runtime.SystemLib; each module registers its own global. */
+  for (int i = 1; i < 4; i++) {
+    TVMFunctionHandle h = (TVMFunctionHandle)&h;
+    EXPECT_EQ_INT(TVMFuncGetGlobal(names[i], &h), 0);
+    EXPECT_EQ_PTR(h, NULL);
+  }
+  /* MicroTVMRpcServerInit's order, twice: later calls change nothing. */
+  for (int round = 0; round < 2; round++) {
+    ASSERT_EQ_INT(TVMCrtTimeEvaluator_Register(), kTvmErrorNoError);
+    ASSERT_EQ_INT(TVMCrtRandomFill_Register(), kTvmErrorNoError);
+    ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError);
+  }
   for (int i = 0; i < 4; i++) {
     TVMFunctionHandle h = NULL;
     EXPECT_EQ_INT(TVMFuncGetGlobal(names[i], &h), 0);
@@ -131,6 +147,59 @@ TEST(CallErrors) {
                 kTvmErrorFunctionCallInvalidArg);
   EXPECT_EQ_INT(TVMFuncFree((TVMFunctionHandle)(uintptr_t)0x80008000u), 0);
   EXPECT_TRUE(TVMFuncFree((TVMFunctionHandle)(uintptr_t)0x1234) != 0);
+}
+
+/* A function space of the test: records the calls the core routes to it. */
+static int g_space_called = -1;
+static int g_space_released = -1;
+
+static int SpaceCall(uint16_t function_index, TVMValue* args, int* type_codes, int num_args,
+                     TVMValue* ret_val, int* ret_tcode) {
+  (void)args;
+  (void)type_codes;
+  g_space_called = function_index;
+  ret_val->v_int64 = num_args;
+  *ret_tcode = kTVMArgInt;
+  return 0;
+}
+
+static int SpaceRelease(uint16_t function_index) {
+  g_space_released = function_index;
+  return 0;
+}
+
+TEST(FunctionSpacesRouteTheirHandles) {
+  static TVMCrtFunctionSpace space = {0x7ffe, SpaceCall, SpaceRelease, NULL};
+  static TVMCrtFunctionSpace rival = {0x7ffe, SpaceCall, NULL, NULL};
+  static TVMCrtFunctionSpace globals = {TVM_CRT_MAX_REGISTERED_MODULES, SpaceCall, NULL, NULL};
+  static TVMCrtFunctionSpace no_call = {0x7ffd, NULL, NULL, NULL};
+  ASSERT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&space), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&space), kTvmErrorNoError); /* again: same */
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&rival), kTvmErrorFunctionAlreadyDefined);
+  EXPECT_CONTAINS(TVMGetLastError(), "0x7ffe is already taken");
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&globals), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&no_call), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(NULL), kTvmErrorFunctionCallInvalidArg);
+
+  TVMFunctionHandle f = TVMCrtModule_FunctionHandle(0x7ffe, 5);
+  EXPECT_EQ_INT((uintptr_t)f, 0xfffe8005u);
+  TVMValue args[2];
+  int codes[2] = {kTVMArgInt, kTVMArgInt};
+  TVMValue ret;
+  int tcode;
+  args[0].v_int64 = 1;
+  args[1].v_int64 = 2;
+  ASSERT_EQ_INT(TVMFuncCall(f, args, codes, 2, &ret, &tcode), 0);
+  EXPECT_EQ_INT(g_space_called, 5);
+  EXPECT_EQ_INT(tcode, kTVMArgInt);
+  EXPECT_EQ_INT(ret.v_int64, 2);
+  EXPECT_EQ_INT(TVMFuncFree(f), 0);
+  EXPECT_EQ_INT(g_space_released, 5);
+  /* The time evaluator's space (0x7fff) is routed beside it; an unclaimed index is no handle. */
+  EXPECT_EQ_INT(TVMFuncCall(TVMCrtModule_FunctionHandle(0x7fff, 0), NULL, NULL, 0, &ret, &tcode),
+                kTvmErrorTimeEvaluatorBadHandle);
+  EXPECT_EQ_INT(TVMFuncCall(TVMCrtModule_FunctionHandle(0x7ff0, 1), NULL, NULL, 0, &ret, &tcode),
+                kTvmErrorFunctionIndexInvalid);
 }
 
 TEST(RegisterGlobals) {
@@ -341,6 +410,7 @@ int main(void) {
   RUN_TEST(GlobalHandlesGolden);
   RUN_TEST(SystemLibModule);
   RUN_TEST(CallErrors);
+  RUN_TEST(FunctionSpacesRouteTheirHandles);
   RUN_TEST(RegisterGlobals);
   RUN_TEST(ModuleTableFull);
   RUN_TEST(PackedFuncHelpers);

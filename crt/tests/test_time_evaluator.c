@@ -8,6 +8,7 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
 #include "test_platform.h"
 #include "test_util.h"
@@ -251,7 +252,8 @@ TEST(CooldownOnRealClock) {
 int main(void) {
   TestPlatform_Reset();
   if (TVMCrtSystemLib_Set(&kSysLib) != kTvmErrorNoError ||
-      TVMInitializeRuntime() != kTvmErrorNoError) {
+      TVMInitializeRuntime() != kTvmErrorNoError ||
+      TVMCrtTimeEvaluator_Register() != kTvmErrorNoError) {
     printf("setup failed: %s\n", TVMGetLastError());
     return 1;
   }

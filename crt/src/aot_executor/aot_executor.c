@@ -7,9 +7,10 @@
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/config.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
+
+#include "../common/compiler.h"
 
 static int tensors_valid(const TVMCrtAotTensor* tensors, size_t count) {
   if (count > 0 && tensors == NULL) {

@@ -14,10 +14,12 @@
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/crt.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/packed_func.h>
+
+#include "../common/compiler.h"
+#include "../common/module_table.h"
 
 static TVMCrtAotExecutor g_executor;
 static TVMModuleHandle g_executor_handle;
@@ -275,9 +277,14 @@ static int BuildHash(TVMValue* args, int* type_codes, int num_args, TVMValue* re
 }
 
 tvm_crt_error_t TVMAotExecutorModule_Register(void) {
-  tvm_crt_error_t err = TVMCrtRuntime_RegisterGlobal("tvm.aot_executor.create", Create, 0);
-  if (err == kTvmErrorNoError && TVMCrtAotModel_BuildHash != NULL) {
-    err = TVMCrtRuntime_RegisterGlobal("project_api.build_hash", BuildHash, 0);
+  static int registered;
+  tvm_crt_error_t err = kTvmErrorNoError;
+  if (!registered) {
+    err = TVMCrtRuntime_RegisterGlobal("tvm.aot_executor.create", Create, 0);
+    if (err == kTvmErrorNoError && TVMCrtAotModel_BuildHash != NULL) {
+      err = TVMCrtRuntime_RegisterGlobal("project_api.build_hash", BuildHash, 0);
+    }
+    registered = err == kTvmErrorNoError;
   }
   return err;
 }

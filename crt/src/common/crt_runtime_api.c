@@ -1,24 +1,24 @@
 /*
- * The C runtime API: the global function registry, the module table and handle encoding,
- * TVMFuncCall, device memory and copies, and the built-in global functions.
+ * The core of the C runtime API: the global function registry, the module table and handle
+ * encoding, TVMFuncCall, device memory and copies, and runtime.SystemLib. It knows no module
+ * beyond the system library: executors, the time evaluator and other modules register
+ * themselves through module_table.h (for a host-driven build, MicroTVMRpcServerInit calls their
+ * register functions).
  *
- * Handles (module.h): module = index | 0x8000; function = ((module | 0x8000) << 16) |
- * (function | 0x8000). Globals use module index TVM_CRT_MAX_REGISTERED_MODULES, time-evaluator
- * functions 0x7fff. All state is static; nothing here is thread-safe.
+ * Handles: see module_table.h. All state is static; nothing here is thread-safe.
  */
 #include <stdint.h>
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
-#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/func_registry.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/ndarray.h>
-#include <tvm/runtime/crt/packed_func.h>
 #include <tvm/runtime/crt/platform.h>
+
+#include "module_table.h"
 
 /* Function pointers travel through void* handles (TVMFuncRegisterGlobal); they must fit. */
 typedef char tvm_crt_check_fn_ptr_size[sizeof(TVMBackendPackedCFunc) == sizeof(void*) ? 1 : -1];
@@ -43,6 +43,39 @@ typedef struct {
 } ModuleSlot;
 
 static ModuleSlot g_modules[TVM_CRT_MAX_REGISTERED_MODULES];
+
+/* ---- Function spaces (module indices above the globals) ---------------------------------- */
+
+static TVMCrtFunctionSpace* g_function_spaces;
+
+static const TVMCrtFunctionSpace* function_space_of(uint16_t module_index) {
+  const TVMCrtFunctionSpace* space = g_function_spaces;
+  while (space != NULL && space->module_index != module_index) {
+    space = space->next;
+  }
+  return space;
+}
+
+tvm_crt_error_t TVMCrtModule_RegisterFunctionSpace(TVMCrtFunctionSpace* space) {
+  if (space == NULL || space->call == NULL || space->module_index <= TVM_CRT_GLOBAL_MODULE_INDEX ||
+      space->module_index > TVM_CRT_MAX_MODULE_INDEX) {
+    TVMAPIErrorf("function space: NULL space or call, or module index not in %u..%u",
+                 (unsigned)TVM_CRT_GLOBAL_MODULE_INDEX + 1u, (unsigned)TVM_CRT_MAX_MODULE_INDEX);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  const TVMCrtFunctionSpace* owner = function_space_of(space->module_index);
+  if (owner == space) {
+    return kTvmErrorNoError;
+  }
+  if (owner != NULL) {
+    TVMAPIErrorf("function space: module index 0x%x is already taken",
+                 (unsigned)space->module_index);
+    return kTvmErrorFunctionAlreadyDefined;
+  }
+  space->next = g_function_spaces;
+  g_function_spaces = space;
+  return kTvmErrorNoError;
+}
 
 static const char kEmptyRegistryNames[] = "\x00\x00"; /* count 0, then the end marker */
 static const TVMFuncRegistry kEmptyRegistry = {kEmptyRegistryNames, NULL};
@@ -149,63 +182,6 @@ static int SystemLibPacked(TVMValue* args, int* type_codes, int num_args, TVMVal
   return 0;
 }
 
-static uint32_t random_u32(const uint8_t* bytes) {
-  return (uint32_t)bytes[0] | ((uint32_t)bytes[1] << 8) | ((uint32_t)bytes[2] << 16) |
-         ((uint32_t)bytes[3] << 24);
-}
-
-/*
- * tvm.contrib.random.random_fill(DLTensor): integer tensors get uniform random bits; float32 and
- * float64 tensors get values uniform in [-1, 1) (raw bits would include NaNs and denormals).
- */
-static int RandomFillPacked(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
-                            int* ret_tcode, void* resource_handle) {
-  (void)ret_val;
-  (void)ret_tcode;
-  (void)resource_handle;
-  if (num_args != 1 ||
-      (type_codes[0] != kTVMDLTensorHandle && type_codes[0] != kTVMNDArrayHandle)) {
-    TVMAPISetLastError("tvm.contrib.random.random_fill: expected one tensor argument");
-    return num_args != 1 ? kTvmErrorFunctionCallNumArguments : kTvmErrorFunctionCallWrongArgType;
-  }
-  DLTensor* t = (DLTensor*)args[0].v_handle;
-  size_t nbytes;
-  if (t == NULL || t->data == NULL ||
-      TVMCrtNDArray_DataSizeBytes(t->ndim, t->shape, t->dtype, &nbytes) != kTvmErrorNoError) {
-    TVMAPISetLastError("tvm.contrib.random.random_fill: invalid tensor");
-    return kTvmErrorFunctionCallInvalidArg;
-  }
-  uint8_t* data = (uint8_t*)t->data + t->byte_offset;
-  tvm_crt_error_t err;
-  if (t->dtype.code == kDLInt || t->dtype.code == kDLUInt) {
-    err = TVMPlatformGenerateRandom(data, nbytes);
-  } else if (t->dtype.code == kDLFloat && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
-    err = kTvmErrorNoError;
-    size_t elem = t->dtype.bits / 8;
-    for (size_t off = 0; off + elem <= nbytes && err == kTvmErrorNoError; off += elem) {
-      uint8_t rnd[4];
-      err = TVMPlatformGenerateRandom(rnd, sizeof(rnd));
-      double value = (double)random_u32(rnd) / 2147483648.0 - 1.0;
-      if (elem == 4) {
-        float f = (float)value;
-        memcpy(data + off, &f, sizeof(f));
-      } else {
-        memcpy(data + off, &value, sizeof(value));
-      }
-    }
-  } else {
-    TVMAPIErrorf("tvm.contrib.random.random_fill: dtype code %d bits %d is not supported",
-                 (int)t->dtype.code, (int)t->dtype.bits);
-    return kTvmErrorFunctionCallWrongArgType;
-  }
-  if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("tvm.contrib.random.random_fill: TVMPlatformGenerateRandom failed (0x%x)",
-                 (unsigned)err);
-    return err;
-  }
-  return 0;
-}
-
 tvm_crt_error_t TVMInitializeRuntime(void) {
   if (g_runtime_initialized) {
     return kTvmErrorNoError;
@@ -216,15 +192,7 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
     return err;
   }
   g_runtime_initialized = 1;
-  if ((err = TVMCrtRuntime_RegisterGlobal("runtime.SystemLib", SystemLibPacked, 0)) != 0 ||
-      (err = TVMCrtRuntime_RegisterGlobal("runtime.RPCTimeEvaluator", TVMCrtTimeEvaluatorCreate,
-                                          0)) != 0 ||
-      (err = TVMCrtRuntime_RegisterGlobal("tvm.contrib.random.random_fill", RandomFillPacked, 0)) !=
-          0 ||
-      (err = TVMAotExecutorModule_Register()) != 0) {
-    return err;
-  }
-  return kTvmErrorNoError;
+  return TVMCrtRuntime_RegisterGlobal("runtime.SystemLib", SystemLibPacked, 0);
 }
 
 tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func,
@@ -367,9 +335,9 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
     TVMAPIErrorf("TVMFuncCall: %p is not a function handle", func);
     return kTvmErrorFunctionIndexInvalid;
   }
-  if (module_index == TVM_CRT_TIME_EVALUATOR_MODULE_INDEX) {
-    return TVMCrtTimeEvaluatorCall(function_index, arg_values, type_codes, num_args, ret_val,
-                                   ret_type_code);
+  const TVMCrtFunctionSpace* space = function_space_of(module_index);
+  if (space != NULL) {
+    return space->call(function_index, arg_values, type_codes, num_args, ret_val, ret_type_code);
   }
   const TVMFuncRegistry* registry = registry_of(module_index);
   TVMBackendPackedCFunc fn = NULL;
@@ -398,8 +366,9 @@ int TVMFuncFree(TVMFunctionHandle func) {
     TVMAPIErrorf("TVMFuncFree: %p is not a function handle", func);
     return kTvmErrorFunctionIndexInvalid;
   }
-  if (module_index == TVM_CRT_TIME_EVALUATOR_MODULE_INDEX) {
-    return TVMCrtTimeEvaluatorFree(function_index);
+  const TVMCrtFunctionSpace* space = function_space_of(module_index);
+  if (space != NULL && space->release != NULL) {
+    return space->release(function_index);
   }
   return 0;
 }

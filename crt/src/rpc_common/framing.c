@@ -3,9 +3,10 @@
  * \brief Framer (payload -> wire bytes) and unframer (wire bytes -> payload), spec §4.1-4.2.
  */
 #include <string.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/crc16.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
+
+#include "../common/compiler.h" /* TVM_CRT_NOINLINE */
 
 #define kChunkBytes TVM_CRT_FRAMING_CHUNK_SIZE_BYTES
 

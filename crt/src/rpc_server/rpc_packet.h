@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "../common/compiler.h" /* TVM_CRT_NOINLINE */
 
 #ifdef __cplusplus
 extern "C" {

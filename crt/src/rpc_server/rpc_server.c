@@ -10,11 +10,14 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/random_fill.h>
 #include <tvm/runtime/crt/rpc_common/frame_buffer.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
 #include <tvm/runtime/crt/rpc_common/session.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
 #include "rpc_packet.h"
 
@@ -137,6 +140,19 @@ static int ModuleGetFunction(TVMValue* args, int* type_codes, int num_args, TVMV
   return 0;
 }
 
+/*
+ * What the host reaches besides the server's own globals: the core, then each module, which
+ * registers its globals itself. A table of calls rather than constructor attributes, which a
+ * linker drops along with an object nothing else refers to. The order fixes the handles of the
+ * globals (0x80028000 + registration index), which stay those of earlier releases.
+ */
+static tvm_crt_error_t (*const kRuntimeModules[])(void) = {
+    TVMInitializeRuntime,
+    TVMCrtTimeEvaluator_Register,
+    TVMCrtRandomFill_Register,
+    TVMAotExecutorModule_Register,
+};
+
 static void CheckOrAbort(tvm_crt_error_t err) {
   if (err != kTvmErrorNoError) {
     TVMLogf("MicroTVMRpcServerInit failed: error 0x%x", (unsigned)err);
@@ -163,7 +179,9 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   /* From here on TVMLogf reaches the host, also while the runtime starts. */
   TVMCrtLog_SetSink(LogSink, s);
 
-  CheckOrAbort(TVMInitializeRuntime());
+  for (size_t i = 0; i < sizeof(kRuntimeModules) / sizeof(kRuntimeModules[0]); i++) {
+    CheckOrAbort(kRuntimeModules[i]());
+  }
   CheckOrAbort(
       TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
   CheckOrAbort(

@@ -107,7 +107,10 @@ tvm_crt_error_t TVMCrtAotExecutor_SetInput(const TVMCrtAotExecutor* executor, in
 tvm_crt_error_t TVMCrtAotExecutor_Run(TVMCrtAotExecutor* executor);
 
 /*!
- * \brief Register the global tvm.aot_executor.create (TVMInitializeRuntime calls this).
+ * \brief Register the global tvm.aot_executor.create, and project_api.build_hash when the glue
+ * defines TVMCrtAotModel_BuildHash (MicroTVMRpcServerInit calls this, as TVM's did; an
+ * application that drives the executor through packed functions without the RPC server calls it
+ * itself). Later calls change nothing.
  * \return kTvmErrorNoError or a registry error.
  */
 tvm_crt_error_t TVMAotExecutorModule_Register(void);
