@@ -152,12 +152,12 @@ static uint8_t g_from_device[16384];
 static size_t g_from_device_size;
 static int g_replies;
 
-static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+static ptrdiff_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
   (void)ctx;
   if (n > sizeof(g_from_device) - g_from_device_size) abort(); /* the host never lags that far */
   memcpy(g_from_device + g_from_device_size, data, n);
   g_from_device_size += n;
-  return (ssize_t)n;
+  return (ptrdiff_t)n;
 }
 
 static tvm_crt_error_t HostWrite(void* ctx, const uint8_t* data, size_t n, size_t* written) {

@@ -26,9 +26,9 @@
  *
  *   static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES];
  *
- *   static ssize_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
+ *   static ptrdiff_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
  *     ...send the bytes, blocking...
- *     return (ssize_t)num_bytes;
+ *     return (ptrdiff_t)num_bytes;
  *   }
  *
  *   int main(void) {

@@ -91,11 +91,11 @@ static int g_host_replies;
 static int g_host_logs;
 static rpc_test_bytes_t g_host_reply;
 
-static ssize_t PortUartWrite(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t PortUartWrite(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   if (g_to_host.size + num_bytes > sizeof(g_to_host.data)) return -1;
   RpcTestAppend(&g_to_host, data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 static void HostReceived(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {

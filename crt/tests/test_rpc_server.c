@@ -42,11 +42,11 @@ const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
 
 static rpc_test_bytes_t g_device_out; /* bytes the device wrote, not yet read by the host */
 
-static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+static ptrdiff_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
   (void)ctx;
   if (g_device_out.size + n > sizeof(g_device_out.data)) return -1;
   RpcTestAppend(&g_device_out, data, n);
-  return (ssize_t)n;
+  return (ptrdiff_t)n;
 }
 
 typedef struct {

@@ -24,7 +24,7 @@
 /* The 11 bytes a frame adds around an RPC packet: start 2 + length 4 + session header 3 + CRC 2. */
 #define TVM_CRT_FRAME_OVERHEAD_BYTES 11
 
-struct microtvm_rpc_server {
+struct TVMCrtRpcServer {
   microtvm_rpc_channel_write_t write_func;
   void* write_func_ctx;
   TVMCrtWriteStream channel;
@@ -36,15 +36,15 @@ struct microtvm_rpc_server {
   int is_shutdown;
 };
 
-static struct microtvm_rpc_server g_server;
+static struct TVMCrtRpcServer g_server;
 static uint8_t g_receive_storage[TVM_CRT_MAX_PACKET_SIZE_BYTES];
 /* uint64_t elements keep the arena 8-byte aligned. */
 static uint64_t g_arena_storage[(TVM_CRT_RPC_ARENA_SIZE_BYTES + 7) / 8];
 
 static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t size_bytes,
                                     size_t* out_written_bytes) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
-  ssize_t n = s->write_func(s->write_func_ctx, data, size_bytes);
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
+  ptrdiff_t n = s->write_func(s->write_func_ctx, data, size_bytes);
   if (n < 0) {
     *out_written_bytes = 0;
     return (tvm_crt_error_t)n;
@@ -54,7 +54,7 @@ static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t s
 }
 
 static void HandleMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
   if (buffer == NULL) {
     if (type == kTvmSessionStartSessionReply) {
       /* A new session: the host of any earlier one is gone (it timed out or was killed) and
@@ -85,7 +85,7 @@ static void HandleMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFr
  * forever. If its header shows a request of our session, answer it with an exception;
  * otherwise say so in a log line. The rest of the packet is skipped by the unframer.
  */
-static void RefuseOversizedPacket(struct microtvm_rpc_server* s) {
+static void RefuseOversizedPacket(struct TVMCrtRpcServer* s) {
   const uint8_t* header;
   size_t size = TVMCrtFrameBuffer_Peek(&s->receive_buffer, &header);
   int ours = size >= TVM_CRT_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
@@ -102,7 +102,7 @@ static void RefuseOversizedPacket(struct microtvm_rpc_server* s) {
 }
 
 static void LogSink(void* context, const char* message, size_t size_bytes) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
   /* Never interleave with a reply being framed. */
   if (s->framer.state != kTvmFramerTransmitting) {
     (void)TVMCrtSession_SendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message,
@@ -162,7 +162,7 @@ static void CheckOrAbort(tvm_crt_error_t err) {
 
 microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_func,
                                             void* write_func_ctx) {
-  struct microtvm_rpc_server* s = &g_server;
+  struct TVMCrtRpcServer* s = &g_server;
   uint8_t nonce = 0;
   memset(s, 0, sizeof(*s));
   s->write_func = write_func;
@@ -192,7 +192,7 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
 }
 
 /* One step: hand bytes to the unframer; *consumed says how many it took. */
-static tvm_crt_error_t ServerReceive(struct microtvm_rpc_server* s, const uint8_t* data,
+static tvm_crt_error_t ServerReceive(struct TVMCrtRpcServer* s, const uint8_t* data,
                                      size_t size_bytes, size_t* consumed) {
   tvm_crt_error_t err;
   *consumed = 0;

@@ -124,17 +124,17 @@ static void host_flush(void) {
   }
 }
 
-static ssize_t host_write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t host_write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   if (num_bytes > sizeof(g_write_buffer) - g_write_pending) {
     host_flush();
   }
   if (num_bytes >= sizeof(g_write_buffer)) {
-    return host_write_all(data, num_bytes) == 0 ? (ssize_t)num_bytes : -1;
+    return host_write_all(data, num_bytes) == 0 ? (ptrdiff_t)num_bytes : -1;
   }
   memcpy(g_write_buffer + g_write_pending, data, num_bytes);
   g_write_pending += num_bytes;
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 static void host_enlarge_pipes(void) {

@@ -27,10 +27,10 @@
 
 static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 
-static ssize_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   UartWrite(data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 int main(void) {

@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include <zephyr/device.h>
 #include <zephyr/drivers/uart.h>
@@ -68,10 +67,10 @@ static void UartIrq(const struct device* dev, void* user_data) {
   }
 }
 
-static ssize_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   UartWrite(data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 int main(void) {

@@ -11,7 +11,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <tvm/runtime/crt/error_codes.h>
 
 #ifdef __cplusplus
@@ -22,12 +21,16 @@ extern "C" {
  * \brief Write bytes to the host.
  * \return The number of bytes written (1..num_bytes); 0 is a short write; negative is an error
  *     code passed back to the caller of the write.
+ *
+ * TVM declares the result ssize_t, from POSIX's <sys/types.h>, which a C99 freestanding target
+ * lacks; ptrdiff_t (<stddef.h>) is the same type wherever both exist (glibc, musl, newlib,
+ * picolibc, Zephyr's minimal libc), so a write function ported from TVM keeps its signature.
  */
-typedef ssize_t (*microtvm_rpc_channel_write_t)(void* context, const uint8_t* data,
-                                                size_t num_bytes);
+typedef ptrdiff_t (*microtvm_rpc_channel_write_t)(void* context, const uint8_t* data,
+                                                  size_t num_bytes);
 
 /*! \brief Opaque handle of the (single, static) server. */
-typedef struct microtvm_rpc_server* microtvm_rpc_server_t;
+typedef struct TVMCrtRpcServer* microtvm_rpc_server_t;
 
 /*!
  * \brief Start the runtime and the server, and send the boot-time Terminate frame (with a random
