@@ -9,13 +9,14 @@
  *   TVMPlatformMemoryAllocate/Free       a page pool over a static buffer of
  *                                        TVM_WORKSPACE_SIZE_BYTES (config.h)
  *   TVMPlatformFormatMessage             vsnprintf
+ *   TVMPlatformTimerStart/Stop           the measurement timer, over the cycle counter below
  *   TVMPlatformBefore/AfterMeasurement   no-ops
  *   TVMCrtDevice_Open/Activate/Deactivate/Close   no-ops (a CPU without power states)
  *
- * This file is the other half: abort, the timer, random bytes and the start-up hook. Each has
- * a default that works with any C99 library, so the copy builds and runs at once (the C test
- * crt/tests/test_port_template.c runs an RPC exchange over this very file), but only the port
- * knows how to do them well on its board.
+ * This file is the other half: abort, the cycle counter and its frequency, random bytes and the
+ * start-up hook. Each has a default that works with any C99 library, so the copy builds and runs
+ * at once (the C test crt/tests/test_port_template.c runs an RPC exchange over this very file),
+ * but only the port knows how to do them well on its board.
  *
  * Build: this file, the port's main.c and the model's code, plus the sources of the libraries
  * crt/libraries.txt lists for the project type (host_driven: runtime platform backend;
@@ -66,35 +67,24 @@ void TVMPlatformAbort(tvm_crt_error_t error_code) {
 }
 
 /*
- * PORT: one measurement timer for the time evaluator, with the best resolution the board has
- * (a cycle counter such as DWT->CYCCNT, or a hardware timer). Start fails with
- * kTvmErrorPlatformTimerBadState while it runs, Stop while it does not.
- * Default: C99's clock(), processor time in CLOCKS_PER_SEC steps; coarse on many libraries,
- * and on newlib only as good as the _times() the board provides.
+ * PORT: the free-running cycle counter the platform library's measurement timer runs on (the
+ * time evaluator's timer), with the finest resolution the board has: DWT->CYCCNT or SysTick on
+ * Cortex-M, a hardware timer. It must count up and never wrap: extend a narrower counter to 64
+ * bits in software by counting its overflows. Fail with kTvmErrorPlatformTimerBadState when it
+ * cannot be read. Default: C99's clock(), processor time in CLOCKS_PER_SEC steps; coarse on
+ * many libraries, and on newlib only as good as the _times() the board provides.
  */
-static clock_t g_timer_start_ticks;
-static int g_timer_is_running;
-
-tvm_crt_error_t TVMPlatformTimerStart(void) {
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
   clock_t now = clock();
-  if (g_timer_is_running || now == (clock_t)-1) {
+  if (now == (clock_t)-1) {
     return kTvmErrorPlatformTimerBadState;
   }
-  g_timer_start_ticks = now;
-  g_timer_is_running = 1;
+  *out_cycles = (uint64_t)now;
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
-  clock_t now = clock();
-  int was_running = g_timer_is_running;
-  g_timer_is_running = 0;
-  if (!was_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  *elapsed_time_seconds = (double)(now - g_timer_start_ticks) / (double)CLOCKS_PER_SEC;
-  return kTvmErrorNoError;
-}
+/* PORT: how fast that counter counts, in Hz (e.g. the core clock for DWT->CYCCNT). */
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return (uint64_t)CLOCKS_PER_SEC; }
 
 /*
  * PORT: random bytes. They seed the RPC session nonce, so they must differ from one reset to
@@ -123,3 +113,4 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
  * pool needs no set-up. Default: nothing to do.
  */
 tvm_crt_error_t TVMPlatformInitialize(void) { return kTvmErrorNoError; }
+

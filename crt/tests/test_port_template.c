@@ -1,8 +1,9 @@
 /*
  * test_port_template.c: the port template (crt/port/platform_template.c) with the whole
  * platform library and no test platform, linked as a new port would link it: its defaults
- * work (pool, formatting, timer, random, hooks) and an RPC server over it answers the §4.8
- * request fed with TVMCrtRpcServer_Feed, with a TVMLogf line reaching the host.
+ * work (pool, formatting, the timer over its cycle counter, random, hooks), an RPC server over
+ * it answers the §4.8 request fed with TVMCrtRpcServer_Feed, with a TVMLogf line reaching the
+ * host.
  */
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
@@ -61,12 +62,17 @@ TEST(FormatMessageCutsAtTheBuffer) {
 
 TEST(TimerAndRandomDefaults) {
   double seconds = -1.0;
+  uint64_t before = 0, after = 0;
   uint8_t first[16], second[16];
+  ASSERT_TRUE(TVMCrtPlatform_CycleCount(&before) == kTvmErrorNoError);
+  ASSERT_TRUE(TVMCrtPlatform_CycleFrequencyHz() > 0);
   EXPECT_EQ(kTvmErrorPlatformTimerBadState, TVMPlatformTimerStop(&seconds));
   ASSERT_TRUE(TVMPlatformTimerStart() == kTvmErrorNoError);
   EXPECT_EQ(kTvmErrorPlatformTimerBadState, TVMPlatformTimerStart());
   EXPECT_EQ(kTvmErrorNoError, TVMPlatformTimerStop(&seconds));
   EXPECT_TRUE(seconds >= 0.0 && seconds < 60.0);
+  ASSERT_TRUE(TVMCrtPlatform_CycleCount(&after) == kTvmErrorNoError);
+  EXPECT_TRUE(after >= before);
   EXPECT_EQ(kTvmErrorNoError, TVMPlatformGenerateRandom(first, sizeof(first)));
   EXPECT_EQ(kTvmErrorNoError, TVMPlatformGenerateRandom(second, sizeof(second)));
   EXPECT_TRUE(memcmp(first, second, sizeof(first)) != 0);

@@ -141,17 +141,20 @@ int main(int argc, char** argv) {
   }
 
   for (i = 0; i < repeat; i++) {
-    double seconds = 0.0;
+    double seconds;
+    uint64_t start_cycles;
+    uint64_t end_cycles;
     int32_t rc;
-    if (TVMPlatformTimerStart() != kTvmErrorNoError) {
-      fprintf(stderr, "error: cannot start the platform timer\n");
+    if (TVMCrtPlatform_CycleCount(&start_cycles) != kTvmErrorNoError) {
+      fprintf(stderr, "error: cannot read the cycle counter\n");
       return 2;
     }
     rc = model->run(inputs, outputs);
-    if (TVMPlatformTimerStop(&seconds) != kTvmErrorNoError) {
-      fprintf(stderr, "error: cannot stop the platform timer\n");
+    if (TVMCrtPlatform_CycleCount(&end_cycles) != kTvmErrorNoError) {
+      fprintf(stderr, "error: cannot read the cycle counter\n");
       return 2;
     }
+    seconds = (double)(end_cycles - start_cycles) / (double)TVMCrtPlatform_CycleFrequencyHz();
     if (rc != 0) {
       fprintf(stderr, "error: model %s returned %d\n", model->name, (int)rc);
       return 2;
