@@ -14,14 +14,16 @@
  *   TVMCrtDevice_Open/Activate/Deactivate/Close   no-ops (a CPU without power states)
  *
  * This file is the other half: abort, the cycle counter and its frequency, random bytes and the
- * start-up hook. Each has a default that works with any C99 library, so the copy builds and runs
- * at once (the C test crt/tests/test_port_template.c runs an RPC exchange over this very file),
- * but only the port knows how to do them well on its board.
+ * start-up hook, and at the end the two functions an MLPerf Tiny port adds. Each has a default
+ * that works with any C99 library, so the copy builds and runs at once (the C test
+ * crt/tests/test_port_template.c runs an RPC exchange and an MLPerf Tiny command over this very
+ * file), but only the port knows how to do them well on its board.
  *
  * Build: this file, the port's main.c and the model's code, plus the sources of the libraries
  * crt/libraries.txt lists for the project type (host_driven: runtime platform backend;
- * standalone: backend, which needs none of platform.h but what main.c calls); -std=c99, include
- * path crt/include, and the project's crt_config.h (-include it, or -DTVM_CRT_HAVE_CONFIG_H).
+ * standalone: backend, which needs none of platform.h but what main.c calls; mlperftiny:
+ * mlperftiny backend); -std=c99, include path crt/include, and the project's crt_config.h
+ * (-include it, or -DTVM_CRT_HAVE_CONFIG_H).
  *
  * The main loop of a host-driven port (sketch; error handling left out):
  *
@@ -50,9 +52,11 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/mlperftiny.h>
 #include <tvm/runtime/crt/platform.h>
 
 /*
@@ -114,3 +118,45 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
  */
 tvm_crt_error_t TVMPlatformInitialize(void) { return kTvmErrorNoError; }
 
+/*
+ * ---- MLPerf Tiny (project type "mlperftiny", tvm/runtime/crt/mlperftiny.h) ----------------
+ *
+ * An MLPerf Tiny port builds the "mlperftiny" and "backend" libraries instead of the RPC server
+ * and supplies the two functions below besides the model glue; a host-driven port deletes them.
+ * Its main loop (sketch; kInfo is the TVMCrtMlperfTinyAotInfo a generated project writes in
+ * src/mlperftiny_model.c):
+ *
+ *   static TVMCrtMlperfTiny bench;
+ *   static TVMCrtMlperfTinyAot aot;
+ *   static TVMCrtMlperfTinyModel model;
+ *   const char* why;
+ *   TVMPlatformInitialize();
+ *   if (TVMCrtMlperfTinyAot_Init(&aot, &model, &kInfo, &why) != 0) {
+ *     ...write why to the host and stop...
+ *   }
+ *   TVMCrtMlperfTiny_Start(&bench, &model, kInfo.db, kInfo.db_capacity);
+ *   for (;;) {
+ *     ...take the bytes the UART interrupt handler queued: data, num_bytes...
+ *     TVMCrtMlperfTiny_Receive(&bench, data, num_bytes);
+ *   }
+ */
+
+/*
+ * PORT: write the benchmark's output lines to the host (the UART the EnergyRunner listens on),
+ * blocking until the bytes are sent. Default: the C library's stdout.
+ */
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
+  (void)fwrite(data, 1, size, stdout);
+  (void)fflush(stdout);
+}
+
+/*
+ * PORT: a free-running microsecond clock for the m-lap-us lines around timed runs. Default: the
+ * cycle counter above, converted in two parts so the product cannot overflow.
+ */
+uint64_t TVMCrtMlperfTinyPort_Micros(void) {
+  uint64_t cycles = 0;
+  uint64_t hz = TVMCrtPlatform_CycleFrequencyHz();
+  (void)TVMCrtPlatform_CycleCount(&cycles);
+  return cycles / hz * 1000000u + cycles % hz * 1000000u / hz;
+}

@@ -3,14 +3,20 @@
  * platform library and no test platform, linked as a new port would link it: its defaults
  * work (pool, formatting, the timer over its cycle counter, random, hooks), an RPC server over
  * it answers the §4.8 request fed with TVMCrtRpcServer_Feed, with a TVMLogf line reaching the
- * host.
+ * host, and the MLPerf Tiny protocol answers a command through its two MLPerf Tiny port
+ * functions (stdout, captured here through a pipe).
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <unistd.h>
+
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/aot_model.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/mlperftiny.h>
 #include <tvm/runtime/crt/platform.h>
 #include <tvm/runtime/crt/rpc_common/session.h>
 
@@ -165,11 +171,89 @@ TEST(RpcExchangeOverTheTemplate) {
   EXPECT_EQ(0u, stats.bytes_dropped);
 }
 
+/* ---- The MLPerf Tiny port functions ------------------------------------------------------- */
+
+static int StandInInfer(void* ctx) {
+  (void)ctx;
+  return 0;
+}
+
+static const char* StandInLoad(void* ctx, const uint8_t* data, size_t size) {
+  (void)ctx;
+  (void)data;
+  (void)size;
+  return NULL;
+}
+
+static size_t StandInResults(void* ctx, float* out, size_t max) {
+  (void)ctx;
+  if (max > 0) out[0] = 0.5f;
+  return max > 0 ? 1u : 0u;
+}
+
+/* stdout, where the template's TVMCrtMlperfTinyPort_Write goes, into a pipe and back. */
+static int g_capture_pipe[2];
+static int g_saved_stdout = -1;
+
+static void CaptureStdout(void) {
+  fflush(stdout);
+  if (pipe(g_capture_pipe) == 0) {
+    g_saved_stdout = dup(STDOUT_FILENO);
+    dup2(g_capture_pipe[1], STDOUT_FILENO);
+  }
+}
+
+static const char* CapturedStdout(void) {
+  static char captured[1024];
+  ssize_t n = -1;
+  fflush(stdout);
+  if (g_saved_stdout >= 0) {
+    dup2(g_saved_stdout, STDOUT_FILENO);
+    close(g_saved_stdout);
+    close(g_capture_pipe[1]);
+    n = read(g_capture_pipe[0], captured, sizeof(captured) - 1);
+    close(g_capture_pipe[0]);
+    g_saved_stdout = -1;
+  }
+  captured[n > 0 ? n : 0] = '\0';
+  return n >= 0 ? captured : "(stdout not captured)";
+}
+
+static void Send(TVMCrtMlperfTiny* bench, const char* command) {
+  TVMCrtMlperfTiny_Receive(bench, (const uint8_t*)command, strlen(command));
+}
+
+TEST(MlperfTinyPortDefaults) {
+  static TVMCrtMlperfTiny bench;
+  static uint8_t db[16];
+  static const TVMCrtMlperfTinyModel model = {"kws01", NULL, StandInLoad, StandInInfer,
+                                              StandInResults};
+  uint64_t first = TVMCrtMlperfTinyPort_Micros();
+  uint64_t cycles = 0;
+  ASSERT_TRUE(TVMCrtPlatform_CycleCount(&cycles) == kTvmErrorNoError);
+  uint64_t second = TVMCrtMlperfTinyPort_Micros();
+  uint64_t hz = TVMCrtPlatform_CycleFrequencyHz();
+  /* The cycle counter in microseconds, computed here in floating point. */
+  double expected_us = (double)cycles * 1e6 / (double)hz;
+  EXPECT_TRUE(second >= first);
+  EXPECT_TRUE((double)first <= expected_us + 1.0 && expected_us < (double)second + 1.0);
+
+  CaptureStdout();
+  TVMCrtMlperfTiny_Start(&bench, &model, db, sizeof(db));
+  EXPECT_TRUE(strstr(CapturedStdout(), "m-init-done\r\nm-ready\r\n") != NULL);
+  CaptureStdout();
+  Send(&bench, "name%");
+  Send(&bench, "results%");
+  EXPECT_EQ_STR(CapturedStdout(),
+                "m-name-dut-[project-api]\r\nm-ready\r\nm-results-[0.500]\r\nm-ready\r\n");
+}
+
 int main(void) {
   RUN_TEST(PoolAllocatesFromTheStaticBuffer);
   RUN_TEST(FormatMessageCutsAtTheBuffer);
   RUN_TEST(TimerAndRandomDefaults);
   RUN_TEST(HooksAcceptEveryStep);
   RUN_TEST(RpcExchangeOverTheTemplate);
+  RUN_TEST(MlperfTinyPortDefaults);
   return TEST_REPORT();
 }
