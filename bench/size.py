@@ -43,8 +43,8 @@ TARGET_TEXT_BYTES = 12 * 1024
 MAIN_C = r"""
 #include <stdarg.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
-#include <sys/types.h>
 
 #include <tvm/runtime/crt/aot_model.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
@@ -100,27 +100,27 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
 
 tvm_crt_error_t TVMPlatformBeforeMeasurement(void) { return kTvmErrorNoError; }
 tvm_crt_error_t TVMPlatformAfterMeasurement(void) { return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
-tvm_crt_error_t TVMDeviceClose(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device) { (void)device; return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device) { (void)device; return kTvmErrorNoError; }
 tvm_crt_error_t TVMPlatformInitialize(void) {
   return PageMemoryManagerCreate(&g_memory, g_pool, sizeof(g_pool), 8);
 }
 
-const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
   (void)module_name;
   return NULL;
 }
 
-static ssize_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   for (size_t i = 0; i < num_bytes; i++) {
     while ((UART_STATUS & 0x80u) == 0u) {
     }
     UART_DATA = data[i];
   }
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 int main(void) {

@@ -7,19 +7,22 @@ header) is one entry per line, fields separated by white space, ``#`` lines and 
 ignored::
 
     library <name> <glob> [<glob> ...]      sources of a library, globs relative to crt/
+    headers <library> <glob> [<glob> ...]   private headers of a library (copied, not compiled)
     project <type> <library> [<library> ...]  the libraries a project type compiles, link order
 
 Typical use by a template server that copies the runtime into a generated project::
 
     manifest = read_manifest(crt_dir)
-    for rel in manifest.project_sources("host_driven"):
+    sources = manifest.project_sources("host_driven")
+    for rel in [*sources, *manifest.private_headers(sources)]:
         copy(crt_dir / rel, project_dir / "crt" / rel)
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 MANIFEST_NAME = "libraries.txt"
@@ -33,22 +36,45 @@ class CrtManifestError(ValueError):
 class CrtManifest:
     """The parsed manifest of the C runtime at ``crt_dir``.
 
-    ``libraries`` maps each library to its globs and ``projects`` each project type to its
-    libraries, both in file order.
+    ``libraries`` maps each library to its source globs, ``headers`` a library to its private
+    header globs (libraries without private headers are absent), and ``projects`` each project
+    type to its libraries, all in file order.
     """
 
     crt_dir: Path
     libraries: dict[str, tuple[str, ...]]
     projects: dict[str, tuple[str, ...]]
+    headers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def library_sources(self, library: str) -> list[PurePosixPath]:
         """The sources of ``library``, relative to ``crt_dir``, sorted; each glob must match."""
+        return self._resolve(library, self._globs(library), "library")
+
+    def library_headers(self, library: str) -> list[PurePosixPath]:
+        """The private headers of ``library``, relative to ``crt_dir``, sorted (none if the
+        manifest lists no ``headers`` line for it); each glob must match."""
+        return self._resolve(library, self.headers.get(library, ()), "headers")
+
+    def private_headers(self, sources: Iterable[str | PurePosixPath]) -> list[PurePosixPath]:
+        """The private headers of every library that owns one of ``sources`` (paths relative to
+        ``crt_dir``), in library order: what a copy of those sources needs beside them."""
+        wanted = {PurePosixPath(s) for s in sources}
+        headers: list[PurePosixPath] = []
+        for library in self.libraries:
+            if wanted & set(self.library_sources(library)):
+                headers.extend(self.library_headers(library))
+        return headers
+
+    def _globs(self, library: str) -> tuple[str, ...]:
         globs = self.libraries.get(library)
         if globs is None:
             raise CrtManifestError(
                 f"{self._path}: no library {library!r}; the libraries are "
                 f"{', '.join(self.libraries)}"
             )
+        return globs
+
+    def _resolve(self, library: str, globs: Iterable[str], entry: str) -> list[PurePosixPath]:
         found: set[PurePosixPath] = set()
         for pattern in globs:
             matches = {
@@ -58,7 +84,7 @@ class CrtManifest:
             }
             if not matches:
                 raise CrtManifestError(
-                    f"{self._path}: glob {pattern!r} of library {library!r} matches no file"
+                    f"{self._path}: glob {pattern!r} of {entry} {library!r} matches no file"
                 )
             found |= matches
         return sorted(found)
@@ -90,7 +116,8 @@ def read_manifest(crt_dir: str | os.PathLike[str]) -> CrtManifest:
     """Parse ``<crt_dir>/libraries.txt``.
 
     Raises :class:`CrtManifestError` for an unknown keyword, an entry without items, a name
-    given twice, or a project that names an unknown library; globs are checked when resolved.
+    given twice, or a project or headers line that names an unknown library; globs are checked
+    when resolved.
     """
     root = Path(crt_dir)
     path = root / MANIFEST_NAME
@@ -98,7 +125,7 @@ def read_manifest(crt_dir: str | os.PathLike[str]) -> CrtManifest:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CrtManifestError(f"cannot read the C runtime manifest {path}: {exc}") from exc
-    tables: dict[str, dict[str, tuple[str, ...]]] = {"library": {}, "project": {}}
+    tables: dict[str, dict[str, tuple[str, ...]]] = {"library": {}, "headers": {}, "project": {}}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
@@ -106,7 +133,9 @@ def read_manifest(crt_dir: str | os.PathLike[str]) -> CrtManifest:
         where = f"{path}:{number}"
         keyword = fields[0]
         if keyword not in tables:
-            raise CrtManifestError(f"{where}: unknown entry {keyword!r}; want library or project")
+            raise CrtManifestError(
+                f"{where}: unknown entry {keyword!r}; want library, headers or project"
+            )
         if len(fields) < 3:
             raise CrtManifestError(f"{where}: {keyword} needs a name and at least one item")
         name, items = fields[1], tuple(fields[2:])
@@ -115,11 +144,14 @@ def read_manifest(crt_dir: str | os.PathLike[str]) -> CrtManifest:
         if any(item.startswith("#") for item in items):
             raise CrtManifestError(f"{where}: comments go on lines of their own")
         tables[keyword][name] = items
-    libraries, projects = tables["library"], tables["project"]
+    libraries, projects, headers = tables["library"], tables["project"], tables["headers"]
     for project_type, names in projects.items():
         unknown = [n for n in names if n not in libraries]
         if unknown:
             raise CrtManifestError(
                 f"{path}: project {project_type!r} names unknown libraries {', '.join(unknown)}"
             )
-    return CrtManifest(crt_dir=root, libraries=libraries, projects=projects)
+    for library in headers:
+        if library not in libraries:
+            raise CrtManifestError(f"{path}: headers of unknown library {library!r}")
+    return CrtManifest(crt_dir=root, libraries=libraries, projects=projects, headers=headers)

@@ -174,7 +174,7 @@ int main(void) {
     {
       /* The workspace came from this model's pool, and fitted in activations_size. */
       size_t peak = 0, touched = 0, b;
-      TVMBackendWorkspaceUsage(NULL, &peak);
+      TVMCrtWorkspace_Usage(NULL, &peak);
       for (b = 0; b < s->pool_size; b++) {
         touched += s->pool[b] != 0xA5;
       }

@@ -4,6 +4,7 @@ once, crt/Makefile builds exactly its libraries, and project_api.crt_manifest re
 from __future__ import annotations
 
 import collections
+import re
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -26,6 +27,33 @@ def test_every_source_is_in_exactly_one_library() -> None:
     assert sorted(sources - set(owners)) == [], "sources in no library of crt/libraries.txt"
     assert {s: o for s, o in owners.items() if len(o) > 1} == {}, "sources in two libraries"
     assert set(owners) == sources
+
+
+def test_every_private_header_is_in_exactly_one_library() -> None:
+    """Private headers live in src/ beside their library (listed by its ``headers`` line); none is
+    left in include/, which is the public API."""
+    manifest = read_manifest(CRT_DIR)
+    owners: dict[PurePosixPath, list[str]] = collections.defaultdict(list)
+    for library in manifest.libraries:
+        for header in manifest.library_headers(library):
+            owners[header].append(library)
+    headers = {PurePosixPath(p.relative_to(CRT_DIR).as_posix()) for p in CRT_DIR.glob("src/**/*.h")}
+    assert sorted(headers - set(owners)) == [], "private headers in no library's headers line"
+    assert {h: o for h, o in owners.items() if len(o) > 1} == {}, "headers in two libraries"
+    assert set(owners) == headers
+    assert not list((CRT_DIR / "include").rglob("internal")), "include/ holds only public headers"
+
+
+def test_private_headers_follow_the_sources_that_include_them() -> None:
+    manifest = read_manifest(CRT_DIR)
+    host_driven = manifest.project_sources("host_driven")
+    assert PurePosixPath("src/common/module_table.h") in manifest.private_headers(host_driven)
+    assert manifest.private_headers(manifest.project_sources("standalone")) == []
+    include = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+    copied = {CRT_DIR / p for p in [*host_driven, *manifest.private_headers(host_driven)]}
+    for path in sorted(copied):
+        for target in include.findall(path.read_text()):
+            assert (path.parent / target).resolve() in copied, f"{path} includes {target}"
 
 
 def test_project_types() -> None:
@@ -66,6 +94,8 @@ def test_makefile_builds_exactly_the_manifest_libraries(tmp_path: Path) -> None:
         ("library x src/a.c\nlibrary x src/a.c\n", "given twice"),
         ("library x src/a.c # the a\n", "lines of their own"),
         ("library x src/a.c\nproject p x y\n", "unknown libraries y"),
+        ("library x src/a.c\nheaders y src/a.h\n", "headers of unknown library 'y'"),
+        ("library x src/a.c\nheaders x src/a.h\nheaders x src/b.h\n", "given twice"),
     ],
 )
 def test_reader_rejects_malformed_manifests(tmp_path: Path, text: str, message: str) -> None:
@@ -93,3 +123,18 @@ def test_reader_resolves_globs_and_reports_unmatched_ones(tmp_path: Path) -> Non
         manifest.project_libraries("q")
     with pytest.raises(CrtManifestError, match="cannot read"):
         read_manifest(tmp_path / "missing")
+
+
+def test_reader_resolves_private_headers(tmp_path: Path) -> None:
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    for name in ("one.c", "a.h", "b.h"):
+        (tmp_path / "src" / "a" / name).write_text("")
+    (tmp_path / "src" / "b.c").write_text("")
+    (tmp_path / "libraries.txt").write_text(
+        "library a src/a/*.c\nheaders a src/a/*.h\nlibrary b src/b.c\nheaders b src/none/*.h\n"
+    )
+    manifest = read_manifest(tmp_path)
+    assert manifest.library_headers("a") == [PurePosixPath("src/a/a.h"), PurePosixPath("src/a/b.h")]
+    assert manifest.private_headers(["src/a/one.c"]) == manifest.library_headers("a")
+    with pytest.raises(CrtManifestError, match="glob 'src/none/\\*.h' of headers 'b' matches no"):
+        manifest.private_headers(["src/b.c"])

@@ -82,7 +82,7 @@ static void TestCrc(void) {
   for (len = 0; len < 70; ++len) {
     for (off = 0; off < 9; ++off) {
       uint16_t init = (uint16_t)Rand();
-      CHECK(TVMCrc16Update(init, data + off, len) == BitwiseCrc(init, data + off, len),
+      CHECK(TVMCrtCrc16_Update(init, data + off, len) == BitwiseCrc(init, data + off, len),
             "crc len %zu off %zu", len, off);
     }
   }
@@ -92,14 +92,14 @@ static void TestCrc(void) {
     for (i = 0; i < sizeof(kLens) / sizeof(kLens[0]); ++i) {
       for (off = 0; off < 4; ++off) {
         uint16_t init = (uint16_t)Rand();
-        CHECK(TVMCrc16Update(init, data + off, kLens[i]) == BitwiseCrc(init, data + off, kLens[i]),
+        CHECK(TVMCrtCrc16_Update(init, data + off, kLens[i]) == BitwiseCrc(init, data + off, kLens[i]),
               "crc len %zu off %zu", kLens[i], off);
       }
     }
   }
-  CHECK(TVMCrc16Update(TVM_CRC16_INIT, data, sizeof(data)) ==
-            BitwiseCrc(TVM_CRC16_INIT, data, sizeof(data)), "crc of 1 MiB");
-  CHECK(TVMCrc16Update(TVM_CRC16_INIT, (const uint8_t*)"123456789", 9) == 0x29B1, "check value");
+  CHECK(TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, data, sizeof(data)) ==
+            BitwiseCrc(TVM_CRT_CRC16_INIT, data, sizeof(data)), "crc of 1 MiB");
+  CHECK(TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, (const uint8_t*)"123456789", 9) == 0x29B1, "check value");
 }
 
 /* A payload of long FF-free runs, FF-dense stretches and FF runs. */
@@ -150,32 +150,32 @@ static void TestFramerAndUnframer(void) {
     size_t wire_size, pos, k, pieces;
     sink_t ws = {wire, 0, sizeof(wire), 0, 0, 0, 0};
     sink_t ps = {got, 0, sizeof(got), 0, 0, 0, 0};
-    tvm_write_stream_t wstream = {SinkWrite, NULL, NULL, &ws};
-    tvm_write_stream_t pstream = {SinkWrite, SinkStart, SinkDone, &ps};
-    tvm_framer_t framer;
-    tvm_unframer_t unframer;
+    TVMCrtWriteStream wstream = {SinkWrite, NULL, NULL, &ws};
+    TVMCrtWriteStream pstream = {SinkWrite, SinkStart, SinkDone, &ps};
+    TVMCrtFramer framer;
+    TVMCrtUnframer unframer;
     MakePayload(payload, n);
     ws.max_per_write = round % 2 ? 0 : 1 + Rand() % 5000;
-    TVMFramerInit(&framer, &wstream);
+    TVMCrtFramer_Init(&framer, &wstream);
     /* Several payload chunks of random sizes. */
-    CHECK(TVMFramerStartPacket(&framer, (uint32_t)n) == kTvmErrorNoError, "start");
+    CHECK(TVMCrtFramer_StartPacket(&framer, (uint32_t)n) == kTvmErrorNoError, "start");
     for (pos = 0, pieces = 0; pos < n; pos += k, ++pieces) {
       k = 1 + Rand() % (pieces % 2 ? 50 : 60000);
       if (k > n - pos) k = n - pos;
-      CHECK(TVMFramerWritePayloadChunk(&framer, payload + pos, k) == kTvmErrorNoError, "chunk");
+      CHECK(TVMCrtFramer_WritePayloadChunk(&framer, payload + pos, k) == kTvmErrorNoError, "chunk");
     }
-    CHECK(TVMFramerFinishPacket(&framer) == kTvmErrorNoError, "finish");
+    CHECK(TVMCrtFramer_FinishPacket(&framer) == kTvmErrorNoError, "finish");
     wire_size = ReferenceFrame(payload, n, 1, expected);
     CHECK(ws.size == wire_size && memcmp(wire, expected, wire_size) == 0,
           "round %d: framer output differs from the bytewise reference", round);
 
     ps.max_per_write = round % 3 ? 0 : 1 + Rand() % 700;
-    TVMUnframerInit(&unframer, &pstream);
+    TVMCrtUnframer_Init(&unframer, &pstream);
     for (pos = 0; pos < wire_size; pos += k) {
       size_t consumed = 0;
       k = 1 + Rand() % (round % 4 ? 70000 : 3);
       if (k > wire_size - pos) k = wire_size - pos;
-      CHECK(TVMUnframerWrite(&unframer, wire + pos, k, &consumed) == kTvmErrorNoError,
+      CHECK(TVMCrtUnframer_Write(&unframer, wire + pos, k, &consumed) == kTvmErrorNoError,
             "round %d: unframer error at %zu", round, pos);
       CHECK(consumed == k, "round %d: consumed %zu of %zu", round, consumed, k);
     }
@@ -191,12 +191,12 @@ static void TestUnframerStreamFull(void) {
   static uint8_t payload[5000], wire[10100], got[3000];
   size_t wire_size, consumed = 0, i;
   sink_t ps = {got, 0, sizeof(got), 0, 0, 0, 0};
-  tvm_write_stream_t pstream = {SinkWrite, SinkStart, SinkDone, &ps};
-  tvm_unframer_t unframer;
+  TVMCrtWriteStream pstream = {SinkWrite, SinkStart, SinkDone, &ps};
+  TVMCrtUnframer unframer;
   for (i = 0; i < sizeof(payload); ++i) payload[i] = (uint8_t)(i % 7 == 3 ? 0xFF : i % 251);
   wire_size = ReferenceFrame(payload, sizeof(payload), 0, wire);
-  TVMUnframerInit(&unframer, &pstream);
-  CHECK(TVMUnframerWrite(&unframer, wire, wire_size, &consumed) == kTvmErrorWriteStreamShortWrite,
+  TVMCrtUnframer_Init(&unframer, &pstream);
+  CHECK(TVMCrtUnframer_Write(&unframer, wire, wire_size, &consumed) == kTvmErrorWriteStreamShortWrite,
         "expected a short write");
   /* 6 header bytes, then the raw bytes of the first 3000 payload bytes. */
   {

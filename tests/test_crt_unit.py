@@ -163,7 +163,7 @@ def test_port_template_and_platform_library_compile(tmp_path: Path, source: Path
     [
         ("-DTVM_WORKSPACE_SIZE_BYTES=100", "TVM_WORKSPACE_SIZE_BYTES must be between"),
         ("-DTVM_CRT_PLATFORM_PAGE_SIZE_LOG2=2", "TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 must be between"),
-        ("-DTVM_MODEL_WORKSPACE_SIZE_BYTES=8", "TVM_MODEL_WORKSPACE_SIZE_BYTES must be between"),
+        ("-DTVM_CRT_MODEL_WORKSPACE_SIZE_BYTES=8", "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES must be between"),
     ],
 )
 def test_config_rejects_bad_platform_and_workspace_sizes(tmp_path: Path, flag: str,

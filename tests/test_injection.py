@@ -493,7 +493,7 @@ def test_names_reach_c_strings_and_comments_intact(tmp_path: Path) -> None:
         "#include <stdint.h>\n#include <stdio.h>\n#include <tvm/runtime/crt/aot_model.h>\n"
         + stubs + "int main(int argc, char** argv) {\n  int i;\n"
         "  for (i = 1; i < argc; i++) {\n"
-        "    const TVMAotModel* m = TVMAotModelLookup(argv[i]);\n"
+        "    const TVMCrtAotModel* m = TVMCrtAotModel_Lookup(argv[i]);\n"
         "    if (m == NULL) return 1;\n"
         "    printf(\"%s\\x1f%s\\x1f%s\\x1e\", m->name, m->inputs[0].name, m->outputs[0].name);\n"
         "  }\n  return 0;\n}\n")

@@ -106,11 +106,11 @@ def test_crt_config_lists_only_overrides() -> None:
     text = glue.render_crt_config(env, {
         "TVM_CRT_MAX_PACKET_SIZE_BYTES": (2048, "Largest RPC packet."),  # = default: left out
         "TVM_CRT_MAX_NDIM": (4, "Largest rank."),
-        "TVM_MODEL_WORKSPACE_SIZE_BYTES": (1024, "Model workspace."),  # a template knob: kept
+        "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (1024, "Model workspace."),  # a template knob: kept
     }, title="test")
     assert "TVM_CRT_MAX_PACKET_SIZE_BYTES" not in text
     assert "#define TVM_CRT_MAX_NDIM 4\n" in text
-    assert "#define TVM_MODEL_WORKSPACE_SIZE_BYTES 1024\n" in text
+    assert "#define TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES 1024\n" in text
 
 
 def test_golden_glue_compiles_against_the_runtime(tmp_path: Path) -> None:
@@ -134,10 +134,10 @@ def test_golden_glue_compiles_against_the_runtime(tmp_path: Path) -> None:
         "int32_t tvmgen_sine_model___run_model(void* a, void* b, void* c) {\n"
         "  (void)b; *(float*)c = *(float*)a * 2; return 0; }\n"
         "int main(void) {\n"
-        "  const TVMAotModel* m = TVMAotModelLookup(\"default\");\n"
-        "  const TVMAotModel* s = TVMAotModelLookup(\"sine\\\"model*/\");\n"
+        "  const TVMCrtAotModel* m = TVMCrtAotModel_Lookup(\"default\");\n"
+        "  const TVMCrtAotModel* s = TVMCrtAotModel_Lookup(\"sine\\\"model*/\");\n"
         "  void* in[2]; void* out[1]; float x = 1.5f;\n"
-        "  if (!m || !s || TVMAotModelLookup(\"nope\") || m->num_inputs != 1 ||\n"
+        "  if (!m || !s || TVMCrtAotModel_Lookup(\"nope\") || m->num_inputs != 1 ||\n"
         "      m->inputs[0].size_bytes != 490 || m->inputs[0].shape[1] != 49 ||\n"
         "      strcmp(m->outputs[0].name, \"StatefulPartitionedCall:0\") != 0) return 1;\n"
         "  memset(m->inputs[0].data, 7, 490);\n"

@@ -154,19 +154,18 @@ def _record(wheel: Path) -> dict[str, str]:
 def _needed_at_run_time() -> set[str]:
     """The wheel paths generated projects and the package need: every tracked file of the
     package and of the templates, and of the C runtime what the manifest's project types
-    compile, the private headers beside them (the project copier takes those too), include/,
-    the manifest itself and the porting template."""
+    compile, the private headers the manifest lists for them (the project copier takes those
+    too), include/, the manifest itself and the porting template."""
     needed = set(_tracked("project_api"))
     needed |= {f"{DATA}/{p}" for p in _tracked("templates")}
     crt = REPO_ROOT / "crt"
     manifest = read_manifest(crt)
-    sources: set[PurePosixPath] = set()
+    files: set[PurePosixPath] = set()
     for project_type in manifest.projects:
-        sources.update(manifest.project_sources(project_type))
-    for rel in sources:
+        sources = manifest.project_sources(project_type)
+        files.update(sources, manifest.private_headers(sources))
+    for rel in files:
         needed.add(f"{DATA}/crt/{rel}")
-        needed.update(f"{DATA}/crt/{h.relative_to(crt).as_posix()}"
-                      for h in (crt / rel).parent.glob("*.h"))
     needed |= {f"{DATA}/{p}" for p in _tracked("crt/include") + _tracked("crt/port")}
     needed |= {f"{DATA}/crt/libraries.txt", f"{DATA}/crt/Makefile"}
     return needed

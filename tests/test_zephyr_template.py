@@ -264,7 +264,7 @@ def test_mlperftiny_ready_line_is_the_banner_open_transport_waits_for() -> None:
     text = (TEMPLATE / "src/mlperftiny_main.c").read_text()
     assert f'#define READY_BANNER "{Z.BANNER.decode()}: " PROJECT_API_BOARD " mlperftiny\\r\\n"' \
         in text
-    assert text.index("TVMMlperfTinyPortWrite(banner") < text.index("TVMMlperfTinyStart(&bench")
+    assert text.index("TVMCrtMlperfTinyPort_Write(banner") < text.index("TVMCrtMlperfTiny_Start(&bench")
 
 
 def test_mlperftiny_model_option_is_the_shared_one() -> None:
@@ -278,7 +278,7 @@ def test_mlperftiny_model_guessed_without_the_option(mlf: Path, tmp_path: Path) 
     its input, so it is scored like the anomaly-detection model."""
     prj = _generate(mlf, tmp_path / "prj", project_type="mlperftiny")
     model = (prj / "src/mlperftiny_model.c").read_text()
-    assert '"ad01"' in model and "kTVMMlperfTinyScoreReconstruction" in model
+    assert '"ad01"' in model and "kTvmMlperfTinyScoreReconstruction" in model
 
 
 def test_extra_files_tar(mlf: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ static size_t g_line_len;
 static size_t g_ready;
 static size_t g_loads;
 
-void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   size_t i;
   for (i = 0; i < size; i++) {
     char c = data[i];
@@ -37,7 +37,7 @@ void TVMMlperfTinyPortWrite(const char* data, size_t size) {
 }
 
 static uint64_t g_clock;
-uint64_t TVMMlperfTinyPortMicros(void) { return g_clock += 7; }
+uint64_t TVMCrtMlperfTinyPort_Micros(void) { return g_clock += 7; }
 
 static const char* Load(void* ctx, const uint8_t* data, size_t size) {
   (void)ctx;
@@ -60,8 +60,8 @@ static size_t Results(void* ctx, float* out, size_t max) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static TVMMlperfTiny bench;
-  static const TVMMlperfTinyModel model = {"kws01", NULL, Load, Infer, Results};
+  static TVMCrtMlperfTiny bench;
+  static const TVMCrtMlperfTinyModel model = {"kws01", NULL, Load, Infer, Results};
   size_t piece;
   size_t pos = 1;
   size_t terminators = 0;
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   g_ready = 0;
   g_loads = 0;
   g_runs = 0;
-  TVMMlperfTinyStart(&bench, &model, g_db, DB_CAPACITY);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, DB_CAPACITY);
   if (g_ready != 1) abort();
   g_ready = 0;
   for (i = 1; i < size; i++) {
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   while (pos < size) {
     size_t n = size - pos < piece ? size - pos : piece;
-    TVMMlperfTinyReceive(&bench, data + pos, n);
+    TVMCrtMlperfTiny_Receive(&bench, data + pos, n);
     pos += n;
   }
   if (g_ready != terminators || g_line_len != 0) abort(); /* one m-ready per command */

@@ -16,7 +16,7 @@
 static void CheckTensor(const DLTensor* t) {
   int ok;
   if (t == NULL || t->ndim < 0 || t->ndim > TVM_CRT_MAX_NDIM || t->strides != NULL) abort();
-  (void)TVMRpcTensorNumBytes(t, &ok);
+  (void)TVMCrtRpcPacket_TensorNumBytes(t, &ok);
   if (!ok) abort();
 }
 
@@ -24,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint64_t arena_storage[(TVM_CRT_RPC_ARENA_SIZE_BYTES + 7) / 8];
   /* A private copy, so ASan flags any read past the end of the message. */
   uint8_t* message = (uint8_t*)malloc(size + 1);
-  tvm_rpc_arena_t arena;
-  tvm_rpc_request_t q;
+  TVMCrtRpcArena arena;
+  TVMCrtRpcRequest q;
   const char* error;
   int32_t i;
   if (message == NULL) return 0;
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   arena.base = (uint8_t*)arena_storage;
   arena.size_bytes = sizeof(arena_storage);
   arena.used_bytes = 0;
-  error = TVMRpcDecodeRequest(message, size, &arena, &q);
+  error = TVMCrtRpcPacket_DecodeRequest(message, size, &arena, &q);
   if (arena.used_bytes > arena.size_bytes) abort();
   if (error == NULL) {
     for (i = 0; i < q.num_args; ++i) {

@@ -1,6 +1,6 @@
 /*
  * fuzz_rpc_server.c: libFuzzer target for the whole device server (session, MinRPC decoder,
- * executor, reply encoder) behind MicroTVMRpcServerFeed, over a stand-in runtime.
+ * executor, reply encoder) behind TVMCrtRpcServer_Feed, over a stand-in runtime.
  *
  * The harness is the host: it handshakes, then sends each input record as one kNormal request
  * in a valid frame, and reads the device's replies with its own unframer and session.
@@ -24,12 +24,15 @@
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/random_fill.h>
 #include <tvm/runtime/crt/rpc_common/session.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
 #include "../src/rpc_server/rpc_packet.h"
 
@@ -42,7 +45,7 @@ static DLTensor g_tensor = {g_tensor_data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, g_
 static const char g_bytes_data[5] = {1, 2, 3, 4, 5};
 static TVMByteArray g_bytes = {g_bytes_data, sizeof(g_bytes_data)};
 static uint64_t g_pool[64];
-static tvm_crt_log_sink_t g_sink;
+static TVMCrtLogSink g_sink;
 static void* g_sink_ctx;
 
 void TVMAPISetLastError(const char* msg) {
@@ -50,13 +53,17 @@ void TVMAPISetLastError(const char* msg) {
 }
 const char* TVMGetLastError(void) { return g_last_error; }
 tvm_crt_error_t TVMInitializeRuntime(void) { return kTvmErrorNoError; }
-tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func, int o) {
+/* The modules the server's init registers: nothing to do over the stand-in runtime. */
+tvm_crt_error_t TVMCrtTimeEvaluator_Register(void) { return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtRandomFill_Register(void) { return kTvmErrorNoError; }
+tvm_crt_error_t TVMAotExecutorModule_Register(void) { return kTvmErrorNoError; }
+tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func, int o) {
   (void)name;
   (void)func;
   (void)o;
   return kTvmErrorNoError;
 }
-void TVMLogSetSink(tvm_crt_log_sink_t sink, void* ctx) {
+void TVMCrtLog_SetSink(TVMCrtLogSink sink, void* ctx) {
   g_sink = sink;
   g_sink_ctx = ctx;
 }
@@ -85,7 +92,7 @@ int TVMFuncFree(TVMFunctionHandle f) { return f == NULL ? -1 : 0; }
 int TVMModFree(TVMModuleHandle m) { return m == NULL ? -1 : 0; }
 int TVMArrayFree(TVMArrayHandle a) { return a == NULL ? -1 : 0; }
 /* The stand-in hands out no tensors, so a new session has none to release. */
-size_t TVMNDArray_ReleaseAll(void) { return 0; }
+size_t TVMCrtNDArray_ReleaseAll(void) { return 0; }
 int TVMByteArrayFree(TVMByteArray* b) {
   if (b != &g_bytes) abort(); /* only what TVMFuncCall returned */
   return 0;
@@ -145,12 +152,12 @@ static uint8_t g_from_device[16384];
 static size_t g_from_device_size;
 static int g_replies;
 
-static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+static ptrdiff_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
   (void)ctx;
   if (n > sizeof(g_from_device) - g_from_device_size) abort(); /* the host never lags that far */
   memcpy(g_from_device + g_from_device_size, data, n);
   g_from_device_size += n;
-  return (ssize_t)n;
+  return (ptrdiff_t)n;
 }
 
 static tvm_crt_error_t HostWrite(void* ctx, const uint8_t* data, size_t n, size_t* written) {
@@ -162,14 +169,14 @@ static tvm_crt_error_t HostWrite(void* ctx, const uint8_t* data, size_t n, size_
   return kTvmErrorNoError;
 }
 
-static tvm_session_t g_host;
+static TVMCrtSession g_host;
 
-static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+static void HostOnMessage(void* ctx, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buf) {
   (void)ctx;
   if (buf == NULL) return;
   if (type == kTvmSessionNormal) {
     const uint8_t* reply;
-    size_t n = TVMFrameBufferPeek(buf, &reply);
+    size_t n = TVMCrtFrameBuffer_Peek(buf, &reply);
     uint64_t len = 0;
     int i;
     if (n < 12) abort(); /* u64 length + i32 code at least */
@@ -177,23 +184,23 @@ static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_
     if (len != n - 8) abort(); /* the length prefix matches the reply */
     g_replies++;
   }
-  TVMSessionClearReceiveBuffer(&g_host);
+  TVMCrtSession_ClearReceiveBuffer(&g_host);
 }
 
 static microtvm_rpc_server_t g_server;
 
-static int Exchange(tvm_unframer_t* host_unframer) {
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+static int Exchange(TVMCrtUnframer* host_unframer) {
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   size_t consumed;
   int shutdown = 0;
-  tvm_crt_error_t err = MicroTVMRpcServerFeed(g_server, g_to_device, g_to_device_size, &stats);
+  tvm_crt_error_t err = TVMCrtRpcServer_Feed(g_server, g_to_device, g_to_device_size, &stats);
   if (err == kTvmErrorPlatformShutdown) {
     shutdown = 1;
   } else if (err != kTvmErrorNoError || stats.bytes_consumed != g_to_device_size) {
     abort(); /* line errors are recovered inside Feed, and it takes every byte */
   }
   g_to_device_size = 0;
-  if (TVMUnframerWrite(host_unframer, g_from_device, g_from_device_size, &consumed) !=
+  if (TVMCrtUnframer_Write(host_unframer, g_from_device, g_from_device_size, &consumed) !=
       kTvmErrorNoError) {
     abort(); /* the device's output always frames cleanly */
   }
@@ -203,30 +210,30 @@ static int Exchange(tvm_unframer_t* host_unframer) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint8_t host_rx_storage[16384];
-  static tvm_frame_buffer_t host_rx;
-  static tvm_framer_t host_framer;
-  static tvm_unframer_t host_unframer;
+  static TVMCrtFrameBuffer host_rx;
+  static TVMCrtFramer host_framer;
+  static TVMCrtUnframer host_unframer;
   static uint64_t arena_storage[1024];
-  tvm_write_stream_t host_out = {HostWrite, NULL, NULL, NULL};
+  TVMCrtWriteStream host_out = {HostWrite, NULL, NULL, NULL};
   int noisy = 0;
   if (size < 1) return 0;
   g_to_device_size = g_from_device_size = 0;
   g_replies = 0;
   g_server = MicroTVMRpcServerInit(DeviceWrite, NULL);
-  TVMFrameBufferInit(&host_rx, host_rx_storage, sizeof(host_rx_storage));
-  TVMFramerInit(&host_framer, &host_out);
-  TVMSessionInit(&g_host, &host_framer, &host_rx, HostOnMessage, NULL);
-  TVMUnframerInit(&host_unframer, TVMSessionReceiver(&g_host));
-  TVMSessionReset(&g_host, data[0]);
-  TVMSessionStart(&g_host);
+  TVMCrtFrameBuffer_Init(&host_rx, host_rx_storage, sizeof(host_rx_storage));
+  TVMCrtFramer_Init(&host_framer, &host_out);
+  TVMCrtSession_Init(&g_host, &host_framer, &host_rx, HostOnMessage, NULL);
+  TVMCrtUnframer_Init(&host_unframer, TVMCrtSession_Receiver(&g_host));
+  TVMCrtSession_Reset(&g_host, data[0]);
+  TVMCrtSession_Start(&g_host);
   Exchange(&host_unframer);
-  if (!TVMSessionIsEstablished(&g_host)) abort();
+  if (!TVMCrtSession_IsEstablished(&g_host)) abort();
   ++data;
   --size;
   while (size >= 2) {
     size_t n = (size_t)(data[0] | (data[1] << 8));
-    tvm_rpc_arena_t arena = {(uint8_t*)arena_storage, sizeof(arena_storage), 0};
-    tvm_rpc_request_t q;
+    TVMCrtRpcArena arena = {(uint8_t*)arena_storage, sizeof(arena_storage), 0};
+    TVMCrtRpcRequest q;
     const char* error;
     int expect_reply, before = g_replies;
     data += 2;
@@ -239,14 +246,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       g_to_device[n] = 0xfe;
       g_to_device_size = n + 1;
       noisy = 1;
-      if (Exchange(&host_unframer) || !TVMSessionIsEstablished(&g_host)) break;
+      if (Exchange(&host_unframer) || !TVMCrtSession_IsEstablished(&g_host)) break;
       data += n;
       size -= n;
       continue;
     }
     if (n > size) n = size;
     if (n > 2000) n = 2000; /* fits the device's receive buffer with its headers */
-    error = TVMRpcDecodeRequest(data, n, &arena, &q);
+    error = TVMCrtRpcPacket_DecodeRequest(data, n, &arena, &q);
     if (error == NULL && (q.code == kTvmRpcCopyFromRemote || q.code == kTvmRpcCopyToRemote ||
                           q.code == kTvmRpcCopyAmongRemote)) {
       data += n;
@@ -254,16 +261,16 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     expect_reply = error != NULL || (q.code != kTvmRpcNone && q.code != kTvmRpcShutdown);
-    if (TVMSessionSendMessage(&g_host, kTvmSessionNormal, data, n) != kTvmErrorNoError) abort();
+    if (TVMCrtSession_SendMessage(&g_host, kTvmSessionNormal, data, n) != kTvmErrorNoError) abort();
     if (Exchange(&host_unframer)) {
       if (!noisy && (error != NULL || q.code != kTvmRpcShutdown)) abort(); /* only kShutdown */
       break;
     }
     if (noisy) {
-      if (!TVMSessionIsEstablished(&g_host)) break;
+      if (!TVMCrtSession_IsEstablished(&g_host)) break;
     } else {
       if (g_replies != before + expect_reply) abort(); /* one reply per request, always */
-      if (!TVMSessionIsEstablished(&g_host)) abort();
+      if (!TVMCrtSession_IsEstablished(&g_host)) abort();
     }
     data += n;
     size -= n;

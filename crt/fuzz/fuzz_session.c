@@ -14,7 +14,7 @@
 #include <tvm/runtime/crt/rpc_common/session.h>
 
 static size_t g_out_bytes;
-static tvm_session_t g_session;
+static TVMCrtSession g_session;
 
 static tvm_crt_error_t CountWrite(void* ctx, const uint8_t* data, size_t size, size_t* written) {
   (void)ctx;
@@ -39,25 +39,25 @@ static tvm_crt_error_t WireWrite(void* ctx, const uint8_t* data, size_t size, si
   return kTvmErrorNoError;
 }
 
-static void OnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+static void OnMessage(void* ctx, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buf) {
   uint8_t body[64];
   (void)ctx;
   if (buf != NULL) {
-    while (TVMFrameBufferRead(buf, body, sizeof(body)) > 0) {
+    while (TVMCrtFrameBuffer_Read(buf, body, sizeof(body)) > 0) {
     }
-    if (type == kTvmSessionNormal && TVMSessionIsEstablished(&g_session)) {
-      (void)TVMSessionSendMessage(&g_session, kTvmSessionNormal, (const uint8_t*)"ok", 2);
+    if (type == kTvmSessionNormal && TVMCrtSession_IsEstablished(&g_session)) {
+      (void)TVMCrtSession_SendMessage(&g_session, kTvmSessionNormal, (const uint8_t*)"ok", 2);
     }
-    TVMSessionClearReceiveBuffer(&g_session);
+    TVMCrtSession_ClearReceiveBuffer(&g_session);
   }
 }
 
-static void Feed(tvm_unframer_t* u, const uint8_t* data, size_t size, size_t piece) {
+static void Feed(TVMCrtUnframer* u, const uint8_t* data, size_t size, size_t piece) {
   size_t stalls = 0;
   while (size > 0) {
     size_t n = size < piece ? size : piece;
     size_t consumed = 0;
-    (void)TVMUnframerWrite(u, data, n, &consumed);
+    (void)TVMCrtUnframer_Write(u, data, n, &consumed);
     if (consumed > n) abort();
     stalls = consumed == 0 ? stalls + 1 : 0;
     if (stalls > 1) abort();
@@ -69,23 +69,23 @@ static void Feed(tvm_unframer_t* u, const uint8_t* data, size_t size, size_t pie
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint8_t rx_storage[256];
-  static tvm_frame_buffer_t rx;
-  static tvm_framer_t framer, input_framer;
-  static tvm_unframer_t unframer;
-  tvm_write_stream_t out = {CountWrite, NULL, NULL, NULL};
-  tvm_write_stream_t wire = {WireWrite, NULL, NULL, NULL};
+  static TVMCrtFrameBuffer rx;
+  static TVMCrtFramer framer, input_framer;
+  static TVMCrtUnframer unframer;
+  TVMCrtWriteStream out = {CountWrite, NULL, NULL, NULL};
+  TVMCrtWriteStream wire = {WireWrite, NULL, NULL, NULL};
   if (size < 2) return 0;
   g_out_bytes = 0;
-  TVMFrameBufferInit(&rx, rx_storage, sizeof(rx_storage));
-  TVMFramerInit(&framer, &out);
-  TVMSessionInit(&g_session, &framer, &rx, OnMessage, NULL);
-  TVMUnframerInit(&unframer, TVMSessionReceiver(&g_session));
-  (void)TVMSessionReset(&g_session, data[1]);
+  TVMCrtFrameBuffer_Init(&rx, rx_storage, sizeof(rx_storage));
+  TVMCrtFramer_Init(&framer, &out);
+  TVMCrtSession_Init(&g_session, &framer, &rx, OnMessage, NULL);
+  TVMCrtUnframer_Init(&unframer, TVMCrtSession_Receiver(&g_session));
+  (void)TVMCrtSession_Reset(&g_session, data[1]);
   if ((data[0] & 1) == 0) {
     Feed(&unframer, data + 2, size - 2, (size_t)(data[1] % 32) + 1);
     return 0;
   }
-  TVMFramerInit(&input_framer, &wire);
+  TVMCrtFramer_Init(&input_framer, &wire);
   data += 2;
   size -= 2;
   while (size > 0) {
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     --size;
     if (len > size) len = size;
     g_wire_size = 0;
-    (void)TVMFramerWrite(&input_framer, data, len);
+    (void)TVMCrtFramer_Write(&input_framer, data, len);
     if (corrupt && g_wire_size > 0) g_wire[g_wire_size - 1] ^= 0x5A;
     Feed(&unframer, g_wire, g_wire_size, 7);
     data += len;

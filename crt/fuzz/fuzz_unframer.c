@@ -45,8 +45,8 @@ static void SinkDone(void* ctx, bool valid) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static sink_t sink;
-  static tvm_unframer_t unframer;
-  tvm_write_stream_t stream = {SinkWrite, SinkStart, SinkDone, &sink};
+  static TVMCrtUnframer unframer;
+  TVMCrtWriteStream stream = {SinkWrite, SinkStart, SinkDone, &sink};
   size_t piece, stalls = 0;
   if (size < 1) return 0;
   piece = (size_t)(data[0] % 64) + 1;
@@ -54,17 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   --size;
   sink.used = 0;
   sink.in_packet = 0;
-  TVMUnframerInit(&unframer, &stream);
+  TVMCrtUnframer_Init(&unframer, &stream);
   while (size > 0) {
     size_t n = size < piece ? size : piece;
     size_t consumed = 0;
-    tvm_crt_error_t err = TVMUnframerWrite(&unframer, data, n, &consumed);
+    tvm_crt_error_t err = TVMCrtUnframer_Write(&unframer, data, n, &consumed);
     if (consumed > n) abort();
     if (err == kTvmErrorNoError && consumed != n) abort();
     if (err != kTvmErrorNoError) sink.in_packet = 0;
     stalls = consumed == 0 ? stalls + 1 : 0;
     if (stalls > 1) abort(); /* two calls in a row without progress: a hang */
-    if (TVMUnframerBytesNeeded(&unframer) == 0) abort();
+    if (TVMCrtUnframer_BytesNeeded(&unframer) == 0) abort();
     data += consumed;
     size -= consumed;
   }

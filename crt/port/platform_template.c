@@ -9,36 +9,39 @@
  *   TVMPlatformMemoryAllocate/Free       a page pool over a static buffer of
  *                                        TVM_WORKSPACE_SIZE_BYTES (config.h)
  *   TVMPlatformFormatMessage             vsnprintf
+ *   TVMPlatformTimerStart/Stop           the measurement timer, over the cycle counter below
  *   TVMPlatformBefore/AfterMeasurement   no-ops
- *   TVMDeviceOpen/Activate/Deactivate/Close   no-ops (a CPU without power states)
+ *   TVMCrtDevice_Open/Activate/Deactivate/Close   no-ops (a CPU without power states)
  *
- * This file is the other half: abort, the timer, random bytes and the start-up hook. Each has
- * a default that works with any C99 library, so the copy builds and runs at once (the C test
- * crt/tests/test_port_template.c runs an RPC exchange over this very file), but only the port
- * knows how to do them well on its board.
+ * This file is the other half: abort, the cycle counter and its frequency, random bytes and the
+ * start-up hook, and at the end the two functions an MLPerf Tiny port adds. Each has a default
+ * that works with any C99 library, so the copy builds and runs at once (the C test
+ * crt/tests/test_port_template.c runs an RPC exchange and an MLPerf Tiny command over this very
+ * file), but only the port knows how to do them well on its board.
  *
  * Build: this file, the port's main.c and the model's code, plus the sources of the libraries
  * crt/libraries.txt lists for the project type (host_driven: runtime platform backend;
- * standalone: backend, which needs none of platform.h but what main.c calls); -std=c99, include
- * path crt/include, and the project's crt_config.h (-include it, or -DTVM_CRT_HAVE_CONFIG_H).
+ * standalone: backend, which needs none of platform.h but what main.c calls; mlperftiny:
+ * mlperftiny backend); -std=c99, include path crt/include, and the project's crt_config.h
+ * (-include it, or -DTVM_CRT_HAVE_CONFIG_H).
  *
  * The main loop of a host-driven port (sketch; error handling left out):
  *
- *   static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES];
+ *   static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES];
  *
- *   static ssize_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
+ *   static ptrdiff_t UartWrite(void* context, const uint8_t* data, size_t num_bytes) {
  *     ...send the bytes, blocking...
- *     return (ssize_t)num_bytes;
+ *     return (ptrdiff_t)num_bytes;
  *   }
  *
  *   int main(void) {
  *     microtvm_rpc_server_t server;
  *     TVMPlatformInitialize();
- *     TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+ *     TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
  *     server = MicroTVMRpcServerInit(UartWrite, NULL);
  *     for (;;) {
  *       ...take the bytes the UART interrupt handler queued: data, num_bytes...
- *       if (MicroTVMRpcServerFeed(server, data, num_bytes, NULL) != kTvmErrorNoError) {
+ *       if (TVMCrtRpcServer_Feed(server, data, num_bytes, NULL) != kTvmErrorNoError) {
  *         TVMPlatformAbort(kTvmErrorPlatformShutdown);  // the host said kShutdown: reset
  *       }
  *     }
@@ -49,9 +52,11 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <tvm/runtime/crt/error_codes.h>
+#include <tvm/runtime/crt/mlperftiny.h>
 #include <tvm/runtime/crt/platform.h>
 
 /*
@@ -66,35 +71,24 @@ void TVMPlatformAbort(tvm_crt_error_t error_code) {
 }
 
 /*
- * PORT: one measurement timer for the time evaluator, with the best resolution the board has
- * (a cycle counter such as DWT->CYCCNT, or a hardware timer). Start fails with
- * kTvmErrorPlatformTimerBadState while it runs, Stop while it does not.
- * Default: C99's clock(), processor time in CLOCKS_PER_SEC steps; coarse on many libraries,
- * and on newlib only as good as the _times() the board provides.
+ * PORT: the free-running cycle counter the platform library's measurement timer runs on (the
+ * time evaluator's timer), with the finest resolution the board has: DWT->CYCCNT or SysTick on
+ * Cortex-M, a hardware timer. It must count up and never wrap: extend a narrower counter to 64
+ * bits in software by counting its overflows. Fail with kTvmErrorPlatformTimerBadState when it
+ * cannot be read. Default: C99's clock(), processor time in CLOCKS_PER_SEC steps; coarse on
+ * many libraries, and on newlib only as good as the _times() the board provides.
  */
-static clock_t g_timer_start_ticks;
-static int g_timer_is_running;
-
-tvm_crt_error_t TVMPlatformTimerStart(void) {
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
   clock_t now = clock();
-  if (g_timer_is_running || now == (clock_t)-1) {
+  if (now == (clock_t)-1) {
     return kTvmErrorPlatformTimerBadState;
   }
-  g_timer_start_ticks = now;
-  g_timer_is_running = 1;
+  *out_cycles = (uint64_t)now;
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
-  clock_t now = clock();
-  int was_running = g_timer_is_running;
-  g_timer_is_running = 0;
-  if (!was_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  *elapsed_time_seconds = (double)(now - g_timer_start_ticks) / (double)CLOCKS_PER_SEC;
-  return kTvmErrorNoError;
-}
+/* PORT: how fast that counter counts, in Hz (e.g. the core clock for DWT->CYCCNT). */
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return (uint64_t)CLOCKS_PER_SEC; }
 
 /*
  * PORT: random bytes. They seed the RPC session nonce, so they must differ from one reset to
@@ -123,3 +117,46 @@ tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
  * pool needs no set-up. Default: nothing to do.
  */
 tvm_crt_error_t TVMPlatformInitialize(void) { return kTvmErrorNoError; }
+
+/*
+ * ---- MLPerf Tiny (project type "mlperftiny", tvm/runtime/crt/mlperftiny.h) ----------------
+ *
+ * An MLPerf Tiny port builds the "mlperftiny" and "backend" libraries instead of the RPC server
+ * and supplies the two functions below besides the model glue; a host-driven port deletes them.
+ * Its main loop (sketch; kInfo is the TVMCrtMlperfTinyAotInfo a generated project writes in
+ * src/mlperftiny_model.c):
+ *
+ *   static TVMCrtMlperfTiny bench;
+ *   static TVMCrtMlperfTinyAot aot;
+ *   static TVMCrtMlperfTinyModel model;
+ *   const char* why;
+ *   TVMPlatformInitialize();
+ *   if (TVMCrtMlperfTinyAot_Init(&aot, &model, &kInfo, &why) != 0) {
+ *     ...write why to the host and stop...
+ *   }
+ *   TVMCrtMlperfTiny_Start(&bench, &model, kInfo.db, kInfo.db_capacity);
+ *   for (;;) {
+ *     ...take the bytes the UART interrupt handler queued: data, num_bytes...
+ *     TVMCrtMlperfTiny_Receive(&bench, data, num_bytes);
+ *   }
+ */
+
+/*
+ * PORT: write the benchmark's output lines to the host (the UART the EnergyRunner listens on),
+ * blocking until the bytes are sent. Default: the C library's stdout.
+ */
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
+  (void)fwrite(data, 1, size, stdout);
+  (void)fflush(stdout);
+}
+
+/*
+ * PORT: a free-running microsecond clock for the m-lap-us lines around timed runs. Default: the
+ * cycle counter above, converted in two parts so the product cannot overflow.
+ */
+uint64_t TVMCrtMlperfTinyPort_Micros(void) {
+  uint64_t cycles = 0;
+  uint64_t hz = TVMCrtPlatform_CycleFrequencyHz();
+  (void)TVMCrtPlatform_CycleCount(&cycles);
+  return cycles / hz * 1000000u + cycles % hz * 1000000u / hz;
+}

@@ -29,14 +29,14 @@ static int32_t AddRun(void* const* inputs, void* const* outputs) {
   return 0;
 }
 
-static const TVMAotTensor kAddInputs[2] = {
+static const TVMCrtAotTensor kAddInputs[2] = {
     {"a", {kDLFloat, 32, 1}, 2, kShape23, sizeof(g_a), g_a},
     {"b", {kDLFloat, 32, 1}, 2, kShape23, sizeof(g_b), g_b},
 };
-static const TVMAotTensor kAddOutputs[1] = {
+static const TVMCrtAotTensor kAddOutputs[1] = {
     {"sum", {kDLFloat, 32, 1}, 2, kShape23, sizeof(g_sum), g_sum},
 };
-static const TVMAotModel kAddModel = {"default", 2, kAddInputs, 1, kAddOutputs, 0, AddRun};
+static const TVMCrtAotModel kAddModel = {"default", 2, kAddInputs, 1, kAddOutputs, 0, AddRun};
 
 /* ---- model "dense": y[1,3] = W[3,4] x[1,4] + bias[3] ---- */
 static const float kW[3][4] = {{1, 2, 3, 4}, {-1, 0.5f, 0, 2}, {0.25f, -2, 1, -1}};
@@ -63,11 +63,14 @@ static int32_t DenseRun(void* const* inputs, void* const* outputs) {
   return TVMBackendFreeWorkspace(kDLCPU, 0, products);
 }
 
-static const TVMAotTensor kDenseInputs[1] = {{"x", {kDLFloat, 32, 1}, 2, kShapeX, sizeof(g_x), g_x}};
-static const TVMAotTensor kDenseOutputs[1] = {{"y", {kDLFloat, 32, 1}, 2, kShapeY, sizeof(g_y), g_y}};
-static const TVMAotModel kDenseModel = {"dense", 1, kDenseInputs, 1, kDenseOutputs, 48, DenseRun};
+static const TVMCrtAotTensor kDenseInputs[1] = {
+    {"x", {kDLFloat, 32, 1}, 2, kShapeX, sizeof(g_x), g_x}};
+static const TVMCrtAotTensor kDenseOutputs[1] = {
+    {"y", {kDLFloat, 32, 1}, 2, kShapeY, sizeof(g_y), g_y}};
+static const TVMCrtAotModel kDenseModel = {"dense",       1,  kDenseInputs, 1,
+                                           kDenseOutputs, 48, DenseRun};
 
-const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
   if (strcmp(module_name, "default") == 0) return &kAddModel;
   if (strcmp(module_name, "dense") == 0) return &kDenseModel;
   return NULL;
@@ -79,24 +82,25 @@ static uint8_t g_workspace[128];
 
 TEST(DirectApiAddModel) {
   TestPlatform_Reset();
-  TVMAotExecutor ex;
-  ASSERT_EQ_INT(TVMAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
+  TVMCrtAotExecutor ex;
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
   EXPECT_EQ_STR(TestPlatform_Trace(), "open(1,0);");
-  EXPECT_EQ_INT(TVMAotExecutor_GetNumInputs(&ex), 2);
-  EXPECT_EQ_INT(TVMAotExecutor_GetNumOutputs(&ex), 1);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetNumInputs(&ex), 2);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetNumOutputs(&ex), 1);
   int idx = -1;
-  EXPECT_EQ_INT(TVMAotExecutor_GetInputIndex(&ex, "b", &idx), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetInputIndex(&ex, "b", &idx), kTvmErrorNoError);
   EXPECT_EQ_INT(idx, 1);
-  EXPECT_EQ_INT(TVMAotExecutor_GetInputIndex(&ex, "nope", &idx), kTvmErrorExecutorModuleNoSuchInput);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetInputIndex(&ex, "nope", &idx),
+                kTvmErrorExecutorModuleNoSuchInput);
   EXPECT_CONTAINS(TVMGetLastError(), "no input named 'nope'");
   const char* name = NULL;
-  EXPECT_EQ_INT(TVMAotExecutor_GetInputName(&ex, 0, &name), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetInputName(&ex, 0, &name), kTvmErrorNoError);
   EXPECT_EQ_STR(name, "a");
-  EXPECT_EQ_INT(TVMAotExecutor_GetInputName(&ex, 2, &name), kTvmErrorExecutorModuleNoSuchInput);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetInputName(&ex, 2, &name), kTvmErrorExecutorModuleNoSuchInput);
 
   DLTensor a, b, out;
-  ASSERT_EQ_INT(TVMAotExecutor_GetInput(&ex, 0, &a), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMAotExecutor_GetInput(&ex, 1, &b), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_GetInput(&ex, 0, &a), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_GetInput(&ex, 1, &b), kTvmErrorNoError);
   EXPECT_EQ_PTR(a.data, g_a);
   EXPECT_EQ_INT(a.ndim, 2);
   EXPECT_EQ_INT(a.shape[1], 3);
@@ -105,17 +109,17 @@ TEST(DirectApiAddModel) {
     ((float*)a.data)[i] = (float)i * 0.5f;
     ((float*)b.data)[i] = 10.0f - (float)i;
   }
-  ASSERT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMAotExecutor_GetOutput(&ex, 0, &out), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_GetOutput(&ex, 0, &out), kTvmErrorNoError);
   for (int i = 0; i < 6; i++) {
     EXPECT_NEAR(((float*)out.data)[i], (double)i * 0.5 + 10.0 - (double)i, 1e-6);
   }
-  EXPECT_EQ_INT(TVMAotExecutor_GetOutput(&ex, 1, &out), kTvmErrorFunctionCallInvalidArg);
-  EXPECT_EQ_INT(TVMAotExecutor_GetInput(&ex, -1, &out), kTvmErrorExecutorModuleNoSuchInput);
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetOutput(&ex, 1, &out), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_GetInput(&ex, -1, &out), kTvmErrorExecutorModuleNoSuchInput);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorNoError);
   EXPECT_EQ_STR(TestPlatform_Trace(), "open(1,0);activate(1,0);deactivate(1,0);close(1,0);");
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorExecutorModuleBadContext);
-  EXPECT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorExecutorModuleBadContext);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorExecutorModuleBadContext);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorExecutorModuleBadContext);
 }
 
 static void expected_dense(const float* x, double* y) {
@@ -127,71 +131,72 @@ static void expected_dense(const float* x, double* y) {
 
 TEST(DenseModelUsesWorkspace) {
   TestPlatform_Reset();
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
-  TVMAotExecutor ex;
-  ASSERT_EQ_INT(TVMAotExecutor_CreateByName(&ex, "dense", kCpu), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
+  TVMCrtAotExecutor ex;
+  ASSERT_EQ_INT(TVMCrtAotExecutor_CreateByName(&ex, "dense", kCpu), kTvmErrorNoError);
   const float x[4] = {1, -2, 0.5f, 3};
   DLTensor src = {(void*)x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, (int64_t*)kShapeX, NULL, 0};
-  ASSERT_EQ_INT(TVMAotExecutor_SetInput(&ex, 0, &src), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_SetInput(&ex, 0, &src), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorNoError);
   double y[3];
   expected_dense(x, y);
   EXPECT_NEAR(g_y[0], 1 - 4 + 1.5 + 12 + 0.5, 1e-6); /* hand-computed: 11 */
   for (int j = 0; j < 3; j++) EXPECT_NEAR(g_y[j], y[j], 1e-5);
   size_t in_use = 1, peak = 0;
-  TVMBackendWorkspaceUsage(&in_use, &peak);
+  TVMCrtWorkspace_Usage(&in_use, &peak);
   EXPECT_EQ_INT(in_use, 0);
   EXPECT_EQ_INT(peak, 48 + 4);
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorNoError);
 }
 
 TEST(RunFailureReportsAndStillDeactivates) {
   TestPlatform_Reset();
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_workspace, 32), kTvmErrorNoError); /* too small */
-  TVMAotExecutor ex;
-  ASSERT_EQ_INT(TVMAotExecutor_Create(&ex, &kDenseModel, kCpu), kTvmErrorNoError);
-  EXPECT_EQ_INT(TVMAotExecutor_Run(&ex), -1);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_workspace, 32), kTvmErrorNoError); /* too small */
+  TVMCrtAotExecutor ex;
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kDenseModel, kCpu), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Run(&ex), -1);
   EXPECT_CONTAINS(TVMGetLastError(), "48 bytes requested");
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorNoError);
   EXPECT_EQ_STR(TestPlatform_Trace(), "open(1,0);activate(1,0);deactivate(1,0);close(1,0);");
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
 }
 
 TEST(SetInputValidates) {
-  TVMAotExecutor ex;
-  ASSERT_EQ_INT(TVMAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
+  TVMCrtAotExecutor ex;
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
   int32_t ints[6] = {0};
   float floats[4] = {0};
   int64_t shape4[1] = {4};
   DLTensor wrong_type = {ints, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, (int64_t*)kShape23, NULL, 0};
   DLTensor wrong_size = {floats, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0};
-  EXPECT_EQ_INT(TVMAotExecutor_SetInput(&ex, 0, &wrong_type), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_SetInput(&ex, 0, &wrong_type), kTvmErrorFunctionCallInvalidArg);
   EXPECT_CONTAINS(TVMGetLastError(), "set_input a");
-  EXPECT_EQ_INT(TVMAotExecutor_SetInput(&ex, 0, &wrong_size), kTvmErrorFunctionCallInvalidArg);
-  EXPECT_EQ_INT(TVMAotExecutor_SetInput(&ex, 3, &wrong_size), kTvmErrorExecutorModuleNoSuchInput);
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_SetInput(&ex, 0, &wrong_size), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_SetInput(&ex, 3, &wrong_size),
+                kTvmErrorExecutorModuleNoSuchInput);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorNoError);
 }
 
 TEST(LifecycleHookFailures) {
   TestPlatform_Reset();
-  TVMAotExecutor ex;
+  TVMCrtAotExecutor ex;
   TestPlatform_SetHookError("open", kTvmErrorPlatformNoMemory);
-  EXPECT_EQ_INT(TVMAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorPlatformNoMemory);
-  EXPECT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorExecutorModuleBadContext);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorPlatformNoMemory);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorExecutorModuleBadContext);
   TestPlatform_SetHookError("open", kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kAddModel, kCpu), kTvmErrorNoError);
   int runs = g_add_runs;
   TestPlatform_SetHookError("activate", kTvmErrorPlatformTimerBadState);
-  EXPECT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorPlatformTimerBadState);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorPlatformTimerBadState);
   EXPECT_EQ_INT(g_add_runs, runs); /* not run, and no deactivate */
   TestPlatform_SetHookError("activate", kTvmErrorNoError);
   TestPlatform_SetHookError("deactivate", kTvmErrorPlatformShutdown);
-  EXPECT_EQ_INT(TVMAotExecutor_Run(&ex), kTvmErrorPlatformShutdown);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Run(&ex), kTvmErrorPlatformShutdown);
   EXPECT_EQ_INT(g_add_runs, runs + 1);
   TestPlatform_SetHookError("deactivate", kTvmErrorNoError);
   TestPlatform_SetHookError("close", kTvmErrorPlatformShutdown);
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorPlatformShutdown);
-  EXPECT_EQ_INT(TVMAotExecutor_Release(&ex), kTvmErrorExecutorModuleBadContext); /* unbound */
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorPlatformShutdown);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Release(&ex), kTvmErrorExecutorModuleBadContext); /* unbound */
   EXPECT_EQ_STR(TestPlatform_Trace(),
                 "open(1,0);open(1,0);activate(1,0);activate(1,0);deactivate(1,0);close(1,0);");
   TestPlatform_Reset();
@@ -199,14 +204,15 @@ TEST(LifecycleHookFailures) {
 
 TEST(InvalidDescriptorRejected) {
   static const int64_t kBigShape[1] = {7};
-  static const TVMAotTensor kBad[1] = {{"a", {kDLFloat, 32, 1}, 1, kBigShape, sizeof(g_a), g_a}};
-  static const TVMAotModel kBadModel = {"bad", 1, kBad, 1, kAddOutputs, 0, AddRun};
-  TVMAotExecutor ex;
+  static const TVMCrtAotTensor kBad[1] = {{"a", {kDLFloat, 32, 1}, 1, kBigShape, sizeof(g_a), g_a}};
+  static const TVMCrtAotModel kBadModel = {"bad", 1, kBad, 1, kAddOutputs, 0, AddRun};
+  TVMCrtAotExecutor ex;
   TestPlatform_Reset();
-  EXPECT_EQ_INT(TVMAotExecutor_Create(&ex, &kBadModel, kCpu), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_Create(&ex, &kBadModel, kCpu), kTvmErrorFunctionCallInvalidArg);
   EXPECT_CONTAINS(TVMGetLastError(), "model bad: invalid descriptor");
   EXPECT_EQ_STR(TestPlatform_Trace(), ""); /* device never opened */
-  EXPECT_EQ_INT(TVMAotExecutor_CreateByName(&ex, "missing", kCpu), kTvmErrorFunctionNameNotFound);
+  EXPECT_EQ_INT(TVMCrtAotExecutor_CreateByName(&ex, "missing", kCpu),
+                kTvmErrorFunctionNameNotFound);
 }
 
 /* ---- through packed functions, as the RPC host drives it ---- */
@@ -221,7 +227,7 @@ static int create(const char* name, TVMValue* ret, int* tcode) {
   TVMFunctionHandle f;
   TVMModuleHandle syslib;
   if (TVMFuncGetGlobal("tvm.aot_executor.create", &f) != 0 || f == NULL ||
-      TVMSystemLibGetHandle(&syslib) != 0) {
+      TVMCrtSystemLib_GetHandle(&syslib) != 0) {
     return -1;
   }
   TVMValue args[3];
@@ -236,6 +242,12 @@ TEST(ExecutorModuleEndToEnd) {
   TestPlatform_Reset();
   int live = TestPlatform_LiveAllocations();
   ASSERT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError);
+  /* The core knows no executor: the module registers its global itself. */
+  TVMFunctionHandle absent = (TVMFunctionHandle)&absent;
+  ASSERT_EQ_INT(TVMFuncGetGlobal("tvm.aot_executor.create", &absent), 0);
+  EXPECT_EQ_PTR(absent, NULL);
+  ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError); /* later calls: no change */
   TVMValue ret;
   int tcode;
   ASSERT_EQ_INT(create("default", &ret, &tcode), 0);

@@ -9,18 +9,18 @@ static uint8_t g_buffer[512 + 16];
 
 TEST(AllocBeforeInitFails) {
   EXPECT_TRUE(TVMBackendAllocWorkspace(kDLCPU, 0, 16, kDLFloat, 32) == NULL);
-  EXPECT_CONTAINS(TVMGetLastError(), "TVMBackendWorkspaceInit");
+  EXPECT_CONTAINS(TVMGetLastError(), "TVMCrtWorkspace_Init");
   EXPECT_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, g_buffer), kTvmErrorPlatformStackAllocBadFree);
 }
 
 TEST(InitRejectsBadBuffers) {
-  EXPECT_EQ_INT(TVMBackendWorkspaceInit(NULL, 100), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtWorkspace_Init(NULL, 100), kTvmErrorFunctionCallInvalidArg);
   EXPECT_CONTAINS(TVMGetLastError(), "NULL");
   EXPECT_TRUE(TVMBackendAllocWorkspace(kDLCPU, 0, 16, kDLFloat, 32) == NULL);
 }
 
 TEST(AllocFreeNested) {
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
   uint8_t* a = TVMBackendAllocWorkspace(kDLCPU, 0, 100, kDLFloat, 32);
   uint8_t* b = TVMBackendAllocWorkspace(kDLCPU, 0, 50, kDLInt, 8);
   ASSERT_TRUE(a != NULL && b != NULL);
@@ -30,11 +30,11 @@ TEST(AllocFreeNested) {
   memset(b, 0xbb, 50);
   size_t in_use = 0;
   size_t peak = 0;
-  TVMBackendWorkspaceUsage(&in_use, &peak);
+  TVMCrtWorkspace_Usage(&in_use, &peak);
   EXPECT_EQ_INT(in_use, 116 + 68);
   EXPECT_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, b), 0);
   EXPECT_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, a), 0);
-  TVMBackendWorkspaceUsage(&in_use, &peak);
+  TVMCrtWorkspace_Usage(&in_use, &peak);
   EXPECT_EQ_INT(in_use, 0);
   EXPECT_EQ_INT(peak, 116 + 68);
   /* The same memory is handed out again. */
@@ -43,7 +43,7 @@ TEST(AllocFreeNested) {
 }
 
 TEST(OverflowReturnsNullAndExplains) {
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
   void* a = TVMBackendAllocWorkspace(kDLCPU, 0, 400, kDLFloat, 32);
   ASSERT_TRUE(a != NULL);
   EXPECT_TRUE(TVMBackendAllocWorkspace(kDLCPU, 0, 200, kDLFloat, 32) == NULL);
@@ -57,7 +57,7 @@ TEST(OverflowReturnsNullAndExplains) {
 }
 
 TEST(OutOfOrderFreeIsRejected) {
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_buffer, sizeof(g_buffer)), kTvmErrorNoError);
   void* a = TVMBackendAllocWorkspace(kDLCPU, 0, 32, kDLFloat, 32);
   void* b = TVMBackendAllocWorkspace(kDLCPU, 0, 32, kDLFloat, 32);
   ASSERT_TRUE(a != NULL && b != NULL);

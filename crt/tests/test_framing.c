@@ -65,25 +65,26 @@ TEST(Crc16CheckValue) {
   uint8_t data[1000];
   uint32_t x = 12345;
   size_t i;
-  EXPECT_EQ(0x29B1, TVMCrc16Update(TVM_CRC16_INIT, (const uint8_t*)"123456789", 9));
+  EXPECT_EQ(0x29B1, TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, (const uint8_t*)"123456789", 9));
   for (i = 0; i < sizeof(data); ++i) {
     x = x * 1103515245u + 12345u;
     data[i] = (uint8_t)(x >> 16);
   }
-  EXPECT_EQ(BitwiseCrc(data, sizeof(data)), TVMCrc16Update(TVM_CRC16_INIT, data, sizeof(data)));
+  EXPECT_EQ(BitwiseCrc(data, sizeof(data)),
+            TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, data, sizeof(data)));
   /* incremental == one shot */
   EXPECT_EQ(BitwiseCrc(data, sizeof(data)),
-            TVMCrc16Update(TVMCrc16Update(TVM_CRC16_INIT, data, 333), data + 333, 667));
+            TVMCrtCrc16_Update(TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, data, 333), data + 333, 667));
 }
 
 TEST(FramerGoldenPackets) {
   size_t i;
   for (i = 0; i < kNumPackets; ++i) {
     rpc_test_sink_t sink;
-    tvm_framer_t framer;
+    TVMCrtFramer framer;
     rpc_test_bytes_t expected;
     RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
-    TVMFramerInit(&framer, &sink.stream);
+    TVMCrtFramer_Init(&framer, &sink.stream);
     expected.size = 0;
     expected.data[expected.size++] = 0xFE; /* the first packet after reset gets the nop */
     {
@@ -92,44 +93,46 @@ TEST(FramerGoldenPackets) {
       RpcTestAppend(&expected, w.data, w.size);
     }
     EXPECT_EQ(kTvmErrorNoError,
-              TVMFramerWrite(&framer, Payload(&kPackets[i]), kPackets[i].payload_size));
+              TVMCrtFramer_Write(&framer, Payload(&kPackets[i]), kPackets[i].payload_size));
     EXPECT_BYTES_EQ(expected.data, expected.size, sink.wire.data, sink.wire.size);
   }
 }
 
 TEST(FramerValidPacketTrain) {
   rpc_test_sink_t sink;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   rpc_test_bytes_t expected;
   RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
-  TVMFramerInit(&framer, &sink.stream);
+  TVMCrtFramer_Init(&framer, &sink.stream);
   RpcTestHex(&expected,
              "fe ff fd 03 00 00 00 6f 6e 65 58 f4"
              "   ff fd 04 00 00 00 74 77 6f 32 13 11"
              "fe ff fd 05 00 00 00 74 68 72 65 65 63 9f");
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWrite(&framer, (const uint8_t*)"one", 3));
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWrite(&framer, (const uint8_t*)"two2", 4));
-  TVMFramerReset(&framer);
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWrite(&framer, (const uint8_t*)"three", 5));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_Write(&framer, (const uint8_t*)"one", 3));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_Write(&framer, (const uint8_t*)"two2", 4));
+  TVMCrtFramer_Reset(&framer);
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_Write(&framer, (const uint8_t*)"three", 5));
   EXPECT_BYTES_EQ(expected.data, expected.size, sink.wire.data, sink.wire.size);
 }
 
 TEST(FramerChunkedPayloadAndErrors) {
   rpc_test_sink_t sink;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   rpc_test_bytes_t expected;
   RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
-  TVMFramerInit(&framer, &sink.stream);
-  EXPECT_EQ(kTvmErrorFramingInvalidState, TVMFramerWritePayloadChunk(&framer, (const uint8_t*)"x", 1));
-  EXPECT_EQ(kTvmErrorFramingInvalidState, TVMFramerFinishPacket(&framer));
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerStartPacket(&framer, 19));
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWritePayloadChunk(&framer, (const uint8_t*)"es_\xff_", 5));
-  EXPECT_EQ(kTvmErrorFramingPayloadIncomplete, TVMFramerFinishPacket(&framer));
-  EXPECT_EQ(kTvmErrorFramingPayloadOverflow,
-            TVMFramerWritePayloadChunk(&framer, (const uint8_t*)"capeir/^>t@\"hrXX", 16));
+  TVMCrtFramer_Init(&framer, &sink.stream);
+  EXPECT_EQ(kTvmErrorFramingInvalidState,
+            TVMCrtFramer_WritePayloadChunk(&framer, (const uint8_t*)"x", 1));
+  EXPECT_EQ(kTvmErrorFramingInvalidState, TVMCrtFramer_FinishPacket(&framer));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_StartPacket(&framer, 19));
   EXPECT_EQ(kTvmErrorNoError,
-            TVMFramerWritePayloadChunk(&framer, (const uint8_t*)"capeir/^>t@\"hr", 14));
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerFinishPacket(&framer));
+            TVMCrtFramer_WritePayloadChunk(&framer, (const uint8_t*)"es_\xff_", 5));
+  EXPECT_EQ(kTvmErrorFramingPayloadIncomplete, TVMCrtFramer_FinishPacket(&framer));
+  EXPECT_EQ(kTvmErrorFramingPayloadOverflow,
+            TVMCrtFramer_WritePayloadChunk(&framer, (const uint8_t*)"capeir/^>t@\"hrXX", 16));
+  EXPECT_EQ(kTvmErrorNoError,
+            TVMCrtFramer_WritePayloadChunk(&framer, (const uint8_t*)"capeir/^>t@\"hr", 14));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_FinishPacket(&framer));
   RpcTestHex(&expected, "fe");
   {
     rpc_test_bytes_t w;
@@ -142,12 +145,12 @@ TEST(FramerChunkedPayloadAndErrors) {
 TEST(FramerChunksNeverSplitEscapes) {
   static uint8_t payload[600];
   rpc_test_sink_t sink;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   size_t i, pos = 0;
   memset(payload, 0xFF, sizeof(payload));
   RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
-  TVMFramerInit(&framer, &sink.stream);
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWrite(&framer, payload, sizeof(payload)));
+  TVMCrtFramer_Init(&framer, &sink.stream);
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_Write(&framer, payload, sizeof(payload)));
   /* fe ff fd, 4 length bytes (58 02 00 00), then 1200 bytes of FF pairs starting at offset 7. */
   EXPECT_EQ(7u + 1200u + 2u, sink.wire.size);
   for (i = 0; i < sink.num_chunks; ++i) {
@@ -163,17 +166,17 @@ TEST(FramerChunksNeverSplitEscapes) {
 
 TEST(FramerWriteErrorResets) {
   rpc_test_sink_t sink;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   rpc_test_bytes_t expected;
   RpcTestSinkInit(&sink, 5); /* room for 5 bytes only: ShortWrite */
-  TVMFramerInit(&framer, &sink.stream);
-  EXPECT_EQ(kTvmErrorWriteStreamShortWrite, TVMFramerWrite(&framer, (const uint8_t*)"one", 3));
+  TVMCrtFramer_Init(&framer, &sink.stream);
+  EXPECT_EQ(kTvmErrorWriteStreamShortWrite, TVMCrtFramer_Write(&framer, (const uint8_t*)"one", 3));
   RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
   sink.fail_with = kTvmErrorPlatformCheckFailure;
-  EXPECT_EQ(kTvmErrorPlatformCheckFailure, TVMFramerWrite(&framer, (const uint8_t*)"one", 3));
+  EXPECT_EQ(kTvmErrorPlatformCheckFailure, TVMCrtFramer_Write(&framer, (const uint8_t*)"one", 3));
   sink.fail_with = kTvmErrorNoError;
   /* after a write error, the next packet starts with the nop again */
-  EXPECT_EQ(kTvmErrorNoError, TVMFramerWrite(&framer, (const uint8_t*)"one", 3));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtFramer_Write(&framer, (const uint8_t*)"one", 3));
   RpcTestHex(&expected, "fe ff fd 03 00 00 00 6f 6e 65 58 f4");
   EXPECT_BYTES_EQ(expected.data, expected.size, sink.wire.data, sink.wire.size);
 }
@@ -183,7 +186,7 @@ TEST(WriteStreamWriteAll) {
   size_t written = 99;
   RpcTestSinkInit(&sink, 3);
   EXPECT_EQ(kTvmErrorWriteStreamShortWrite,
-            TVMWriteStreamWriteAll(&sink.stream, (const uint8_t*)"hello", 5, &written));
+            TVMCrtWriteStream_WriteAll(&sink.stream, (const uint8_t*)"hello", 5, &written));
   EXPECT_EQ(3u, written);
 }
 
@@ -195,10 +198,10 @@ static tvm_crt_error_t LongWrite(void* ctx, const uint8_t* d, size_t n, size_t* 
 }
 
 TEST(WriteStreamLongWrite) {
-  tvm_write_stream_t s = {LongWrite, NULL, NULL, NULL};
+  TVMCrtWriteStream s = {LongWrite, NULL, NULL, NULL};
   size_t written;
   EXPECT_EQ(kTvmErrorWriteStreamLongWrite,
-            TVMWriteStreamWriteAll(&s, (const uint8_t*)"hello", 5, &written));
+            TVMCrtWriteStream_WriteAll(&s, (const uint8_t*)"hello", 5, &written));
 }
 
 /* ---- Unframer ---------------------------------------------------------------------------- */
@@ -214,13 +217,13 @@ TEST(UnframerFullPacket) {
   size_t i;
   for (i = 0; i < kNumPackets; ++i) {
     rpc_test_sink_t sink;
-    tvm_unframer_t u;
+    TVMCrtUnframer u;
     rpc_test_bytes_t w;
     size_t consumed = 0;
     Wire(&kPackets[i], &w);
     RpcTestSinkInit(&sink, 300);
-    TVMUnframerInit(&u, &sink.stream);
-    EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+    TVMCrtUnframer_Init(&u, &sink.stream);
+    EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
     EXPECT_EQ(w.size, consumed);
     ExpectDecoded(&sink, &kPackets[i]);
   }
@@ -230,14 +233,14 @@ TEST(UnframerByteAtATime) {
   size_t i, j;
   for (i = 0; i < kNumPackets; ++i) {
     rpc_test_sink_t sink;
-    tvm_unframer_t u;
+    TVMCrtUnframer u;
     rpc_test_bytes_t w;
     Wire(&kPackets[i], &w);
     RpcTestSinkInit(&sink, 300);
-    TVMUnframerInit(&u, &sink.stream);
+    TVMCrtUnframer_Init(&u, &sink.stream);
     for (j = 0; j < w.size; ++j) {
       size_t consumed = 0;
-      EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, &w.data[j], 1, &consumed));
+      EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, &w.data[j], 1, &consumed));
       EXPECT_EQ(1u, consumed);
       EXPECT_EQ(j + 1 == w.size ? 1 : 0, sink.packet_done);
     }
@@ -252,14 +255,15 @@ TEST(UnframerArbitraryBoundary) {
     Wire(&kPackets[i], &w);
     for (split = 1; split < w.size; ++split) {
       rpc_test_sink_t sink;
-      tvm_unframer_t u;
+      TVMCrtUnframer u;
       size_t consumed = 0;
       RpcTestSinkInit(&sink, 300);
-      TVMUnframerInit(&u, &sink.stream);
-      EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, split, &consumed));
+      TVMCrtUnframer_Init(&u, &sink.stream);
+      EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, split, &consumed));
       EXPECT_EQ(split, consumed);
       EXPECT_EQ(0, sink.packet_done);
-      EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data + split, w.size - split, &consumed));
+      EXPECT_EQ(kTvmErrorNoError,
+                TVMCrtUnframer_Write(&u, w.data + split, w.size - split, &consumed));
       EXPECT_EQ(w.size - split, consumed);
       ExpectDecoded(&sink, &kPackets[i]);
     }
@@ -283,27 +287,29 @@ TEST(UnframerArbitraryPacketReset) {
       if (k >= 2 && EndsMidEscape(&w, k)) continue;
       for (bytewise = 0; bytewise < 2; ++bytewise) {
         rpc_test_sink_t sink;
-        tvm_unframer_t u;
+        TVMCrtUnframer u;
         size_t consumed = 0;
         RpcTestSinkInit(&sink, 300);
-        TVMUnframerInit(&u, &sink.stream);
-        EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, k, &consumed));
+        TVMCrtUnframer_Init(&u, &sink.stream);
+        EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, k, &consumed));
         EXPECT_EQ(k, consumed);
         if (k == 1) {
           /* only the FF so far: the restarted packet simply resyncs */
-          EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+          EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
           EXPECT_EQ(w.size, consumed);
         } else if (bytewise) {
-          EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, 1, &consumed));
+          EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, 1, &consumed));
           EXPECT_EQ(1u, consumed);
-          EXPECT_EQ(kTvmErrorFramingShortPacket, TVMUnframerWrite(&u, w.data + 1, 1, &consumed));
+          EXPECT_EQ(kTvmErrorFramingShortPacket,
+                    TVMCrtUnframer_Write(&u, w.data + 1, 1, &consumed));
           EXPECT_EQ(0u, consumed);
-          EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data + 1, w.size - 1, &consumed));
+          EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data + 1, w.size - 1, &consumed));
           EXPECT_EQ(w.size - 1, consumed);
         } else {
-          EXPECT_EQ(kTvmErrorFramingShortPacket, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+          EXPECT_EQ(kTvmErrorFramingShortPacket,
+                    TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
           EXPECT_EQ(1u, consumed);
-          EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data + 1, w.size - 1, &consumed));
+          EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data + 1, w.size - 1, &consumed));
           EXPECT_EQ(w.size - 1, consumed);
         }
         ExpectDecoded(&sink, &kPackets[i]);
@@ -315,89 +321,90 @@ TEST(UnframerArbitraryPacketReset) {
 TEST(UnframerPacketTooLong) {
   static uint8_t payload[301];
   rpc_test_sink_t sink;
-  tvm_unframer_t u;
+  TVMCrtUnframer u;
   rpc_test_bytes_t w;
   uint16_t crc;
   uint8_t crc_bytes[2];
   size_t i, consumed = 0;
   RpcTestSinkInit(&sink, 300);
-  TVMUnframerInit(&u, &sink.stream);
+  TVMCrtUnframer_Init(&u, &sink.stream);
   RpcTestHex(&w, "ff fd 2d 01 00 00"); /* length 301 */
   for (i = 0; i < sizeof(payload); ++i) payload[i] = (uint8_t)(i & 0xFF) == 0xFF ? 0 : (uint8_t)i;
-  crc = TVMCrc16Update(TVMCrc16Update(TVM_CRC16_INIT, w.data, w.size), payload, sizeof(payload));
+  crc = TVMCrtCrc16_Update(TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, w.data, w.size), payload,
+                           sizeof(payload));
   crc_bytes[0] = (uint8_t)crc;
   crc_bytes[1] = (uint8_t)(crc >> 8);
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, 2, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, 2, &consumed));
   EXPECT_EQ(2u, consumed);
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data + 2, 4, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data + 2, 4, &consumed));
   EXPECT_EQ(4u, consumed);
   EXPECT_EQ(kTvmErrorWriteStreamShortWrite,
-            TVMUnframerWrite(&u, payload, sizeof(payload), &consumed));
+            TVMCrtUnframer_Write(&u, payload, sizeof(payload), &consumed));
   EXPECT_EQ(300u, consumed);
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, crc_bytes, 2, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, crc_bytes, 2, &consumed));
   EXPECT_EQ(2u, consumed); /* eaten as junk while looking for a packet start */
   EXPECT_EQ(0, sink.packet_done);
   EXPECT_EQ(0, sink.packet_valid);
   /* a following valid packet decodes */
   Wire(&kPackets[0], &w);
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
   ExpectDecoded(&sink, &kPackets[0]);
 }
 
 TEST(UnframerEscapes) {
   rpc_test_sink_t sink;
-  tvm_unframer_t u;
+  TVMCrtUnframer u;
   rpc_test_bytes_t w;
   size_t consumed = 0;
   RpcTestSinkInit(&sink, 300);
-  TVMUnframerInit(&u, &sink.stream);
+  TVMCrtUnframer_Init(&u, &sink.stream);
   /* "one" with an in-packet nop (FF FE) in the payload; the nop's bytes count in the CRC. */
   {
     uint8_t frame[16] = {0xff, 0xfd, 3, 0, 0, 0, 'o', 0xff, 0xfe, 'n', 'e'};
-    uint16_t crc = TVMCrc16Update(TVM_CRC16_INIT, frame, 11);
+    uint16_t crc = TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, frame, 11);
     frame[11] = (uint8_t)crc;
     frame[12] = (uint8_t)(crc >> 8);
-    EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, frame, 13, &consumed));
+    EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, frame, 13, &consumed));
     EXPECT_EQ(13u, consumed);
     ExpectDecoded(&sink, &kPackets[0]);
   }
   /* junk (including a stray FE and FF 00) before a packet is skipped */
   RpcTestHex(&w, "00 fe 11 ff 00 fe ff fd 03 00 00 00 6f 6e 65 58 f4");
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
   EXPECT_EQ(w.size, consumed);
   EXPECT_EQ(1, sink.packet_done);
   /* FF followed by anything but FF/FE/FD inside a packet: both bytes consumed */
   RpcTestHex(&w, "ff fd 03 00 ff 41 00");
-  EXPECT_EQ(kTvmErrorFramingInvalidEscape, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+  EXPECT_EQ(kTvmErrorFramingInvalidEscape, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
   EXPECT_EQ(6u, consumed);
   /* a corrupted CRC is reported as invalid */
   RpcTestHex(&w, "ff fd 03 00 00 00 6f 6e 65 58 f5");
-  EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&u, w.data, w.size, &consumed));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&u, w.data, w.size, &consumed));
   EXPECT_EQ(1, sink.packet_done);
   EXPECT_EQ(0, sink.packet_valid);
 }
 
 TEST(UnframerBytesNeeded) {
   rpc_test_sink_t sink;
-  tvm_unframer_t u;
+  TVMCrtUnframer u;
   rpc_test_bytes_t w;
   size_t consumed;
   RpcTestSinkInit(&sink, 300);
-  TVMUnframerInit(&u, &sink.stream);
+  TVMCrtUnframer_Init(&u, &sink.stream);
   Wire(&kPackets[2], &w); /* three */
-  EXPECT_EQ(1u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data, 2, &consumed);
-  EXPECT_EQ(4u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data + 2, 1, &consumed);
-  EXPECT_EQ(3u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data + 3, 3, &consumed);
-  EXPECT_EQ(5u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data + 6, 5, &consumed);
-  EXPECT_EQ(2u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data + 11, 1, &consumed);
-  EXPECT_EQ(1u, TVMUnframerBytesNeeded(&u));
-  TVMUnframerWrite(&u, w.data + 12, 1, &consumed);
-  EXPECT_EQ(1u, TVMUnframerBytesNeeded(&u));
+  EXPECT_EQ(1u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data, 2, &consumed);
+  EXPECT_EQ(4u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data + 2, 1, &consumed);
+  EXPECT_EQ(3u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data + 3, 3, &consumed);
+  EXPECT_EQ(5u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data + 6, 5, &consumed);
+  EXPECT_EQ(2u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data + 11, 1, &consumed);
+  EXPECT_EQ(1u, TVMCrtUnframer_BytesNeeded(&u));
+  TVMCrtUnframer_Write(&u, w.data + 12, 1, &consumed);
+  EXPECT_EQ(1u, TVMCrtUnframer_BytesNeeded(&u));
   EXPECT_EQ(1, sink.packet_valid);
 }
 

@@ -15,7 +15,7 @@ static int BarFn(TVMValue* a, int* t, int n, TVMValue* r, int* rt, void* h) {
 
 static void check_strcmp(const char* entry, const char* name, int expected, long cursor_advance) {
   const char* cursor = entry;
-  EXPECT_EQ_INT(TVMFuncRegistry_StrCmpCursor(&cursor, name), expected);
+  EXPECT_EQ_INT(TVMCrtFuncRegistry_StrCmpCursor(&cursor, name), expected);
   EXPECT_EQ_INT(cursor - entry, cursor_advance);
   EXPECT_EQ_INT(*cursor, '\0');
 }
@@ -31,13 +31,13 @@ TEST(StrCmpCursorGoldens) {
 TEST(StrCmpCursorScan) {
   static const char kBlob[] = "Foo\0Bar\0Whoops\0";
   const char* cursor = kBlob;
-  EXPECT_TRUE(TVMFuncRegistry_StrCmpCursor(&cursor, "Bar") > 0);
+  EXPECT_TRUE(TVMCrtFuncRegistry_StrCmpCursor(&cursor, "Bar") > 0);
   EXPECT_EQ_PTR(cursor, kBlob + 3);
   cursor++;
-  EXPECT_EQ_INT(TVMFuncRegistry_StrCmpCursor(&cursor, "Bar"), 0);
+  EXPECT_EQ_INT(TVMCrtFuncRegistry_StrCmpCursor(&cursor, "Bar"), 0);
   EXPECT_EQ_PTR(cursor, kBlob + 7);
   cursor++;
-  EXPECT_TRUE(TVMFuncRegistry_StrCmpCursor(&cursor, "Whoopsie") < 0);
+  EXPECT_TRUE(TVMCrtFuncRegistry_StrCmpCursor(&cursor, "Whoopsie") < 0);
   EXPECT_EQ_PTR(cursor, kBlob + 14);
 }
 
@@ -70,9 +70,9 @@ TEST(ConstGlobalRegistry) {
   EXPECT_TRUE(f == BarFn);
   EXPECT_EQ_INT(TVMFuncRegistry_GetByIndex(&reg, 2, &f), kTvmErrorFunctionIndexInvalid);
   const char* name = NULL;
-  EXPECT_EQ_INT(TVMFuncRegistry_GetName(&reg, 1, &name), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtFuncRegistry_GetName(&reg, 1, &name), kTvmErrorNoError);
   EXPECT_EQ_STR(name, "Bar");
-  EXPECT_EQ_INT(TVMFuncRegistry_GetName(&reg, 2, &name), kTvmErrorFunctionIndexInvalid);
+  EXPECT_EQ_INT(TVMCrtFuncRegistry_GetName(&reg, 2, &name), kTvmErrorFunctionIndexInvalid);
 }
 
 static union {

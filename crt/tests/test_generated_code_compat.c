@@ -82,8 +82,8 @@ const TVMModule* TVMSystemLibEntryPoint(void) { return &_tvm_system_lib; }
 static uint8_t g_workspace[256];
 
 TEST(GeneratedOperatorRunsThroughTheRuntime) {
-  ASSERT_EQ_INT(TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMSystemLibSet(TVMSystemLibEntryPoint()), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_Set(TVMSystemLibEntryPoint()), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError);
   TVMFunctionHandle syslib_fn;
   ASSERT_EQ_INT(TVMFuncGetGlobal("runtime.SystemLib", &syslib_fn), 0);

@@ -15,7 +15,7 @@ static char g_out[65536];
 static size_t g_out_len;
 static uint64_t g_micros;
 
-void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   if (g_out_len + size < sizeof(g_out)) {
     memcpy(g_out + g_out_len, data, size);
     g_out_len += size;
@@ -23,15 +23,15 @@ void TVMMlperfTinyPortWrite(const char* data, size_t size) {
   }
 }
 
-uint64_t TVMMlperfTinyPortMicros(void) { return g_micros += 250; }
+uint64_t TVMCrtMlperfTinyPort_Micros(void) { return g_micros += 250; }
 
 static void Clear(void) {
   g_out_len = 0;
   g_out[0] = '\0';
 }
 
-static void Send(TVMMlperfTiny* bench, const char* text) {
-  TVMMlperfTinyReceive(bench, (const uint8_t*)text, strlen(text));
+static void Send(TVMCrtMlperfTiny* bench, const char* text) {
+  TVMCrtMlperfTiny_Receive(bench, (const uint8_t*)text, strlen(text));
 }
 
 /* ---- a fake model: 4 int8 inputs, output = input + 1 ---- */
@@ -45,22 +45,22 @@ static int32_t FakeRun(void* const* inputs, void* const* outputs) {
   g_runs++;
   return 0;
 }
-static const TVMAotTensor kIn = {"x", {kDLInt, 8, 1}, 2, kShape, 4, g_in};
-static const TVMAotTensor kOut = {"y", {kDLInt, 8, 1}, 2, kShape, 4, g_outv};
-static const TVMAotModel kModel = {"default", 1, &kIn, 1, &kOut, 0, FakeRun};
+static const TVMCrtAotTensor kIn = {"x", {kDLInt, 8, 1}, 2, kShape, 4, g_in};
+static const TVMCrtAotTensor kOut = {"y", {kDLInt, 8, 1}, 2, kShape, 4, g_outv};
+static const TVMCrtAotModel kModel = {"default", 1, &kIn, 1, &kOut, 0, FakeRun};
 
-const TVMAotModel* TVMAotModelLookup(const char* name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* name) {
   return strcmp(name, "default") == 0 ? &kModel : NULL;
 }
 
 static uint8_t g_workspace[256];
 static uint8_t g_db[16];
 
-static TVMMlperfTinyAotInfo Info(TVMMlperfTinyScore score) {
-  TVMMlperfTinyAotInfo info;
+static TVMCrtMlperfTinyAotInfo Info(TVMCrtMlperfTinyScore score) {
+  TVMCrtMlperfTinyAotInfo info;
   memset(&info, 0, sizeof(info));
   info.module_name = "default";
-  info.version = score == kTVMMlperfTinyScoreReconstruction ? "ad01" : "kws01";
+  info.version = score == kTvmMlperfTinyScoreReconstruction ? "ad01" : "kws01";
   info.score = score;
   info.input_quantized = 1;
   info.input_scale = 0.5f;
@@ -76,28 +76,28 @@ static TVMMlperfTinyAotInfo Info(TVMMlperfTinyScore score) {
 }
 
 TEST(StartPrintsInitThenReady) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
-  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
   Clear();
   g_micros = 0;
-  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
   EXPECT_TRUE(strcmp(g_out, "m-timestamp-mode-performance\r\nm-lap-us-250\r\nm-init-done\r\n"
                             "m-ready\r\n") == 0);
 }
 
 TEST(CommandsSplitAcrossReadsAndTooLong) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
   char longcmd[100];
-  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
-  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
   Clear();
   Send(&bench, "na");
   EXPECT_EQ_INT(g_out_len, 0);
@@ -125,13 +125,13 @@ TEST(CommandsSplitAcrossReadsAndTooLong) {
 }
 
 TEST(DbLoadInferResults) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
-  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
-  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
   Send(&bench, "db load 17%");
   EXPECT_TRUE(strstr(g_out, "e-[Supplied buffer size 17 exceeds maximum of 16]") != NULL);
   Clear();
@@ -158,15 +158,15 @@ TEST(DbLoadInferResults) {
 }
 
 TEST(Uint8PixelsLess128) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
   info.version = "ic01";
   info.input_uint8 = 1;
-  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
-  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
   Send(&bench, "db load 4%db 00807fff%");
   Clear();
   Send(&bench, "infer 1 0%");
@@ -179,13 +179,13 @@ TEST(Uint8PixelsLess128) {
 }
 
 TEST(ReconstructionScore) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreReconstruction);
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreReconstruction);
   const char* why = "";
-  ASSERT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), 0);
-  TVMMlperfTinyStart(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
   Clear();
   /* inputs 1.0, 1.5, -1.0, 10.0 -> outputs 0.0, 0.25, -1.0, 4.5: MSE = (1+1.5625+0+30.25)/4 */
   Send(&bench, "db load 16%db 0000803f0000c03f000080bf00002041%infer 1 0%");
@@ -193,16 +193,16 @@ TEST(ReconstructionScore) {
 }
 
 TEST(AotInitRefusesAMissingModule) {
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
-  TVMMlperfTinyAotInfo info = Info(kTVMMlperfTinyScoreVector);
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
   info.module_name = "other";
-  EXPECT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), -1);
+  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), -1);
   EXPECT_TRUE(strstr(why, "no model module") != NULL);
-  info = Info(kTVMMlperfTinyScoreVector);
+  info = Info(kTvmMlperfTinyScoreVector);
   info.db_capacity = 8;
-  EXPECT_EQ_INT(TVMMlperfTinyAotInit(&aot, &model, &info, &why), -1);
+  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), -1);
 }
 
 TEST(FormatFixed3MatchesPrintf) {
@@ -213,7 +213,7 @@ TEST(FormatFixed3MatchesPrintf) {
   size_t i;
   uint32_t k;
   for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
-    TVMMlperfTinyFormatFixed3(values[i], mine, sizeof(mine));
+    TVMCrtMlperfTiny_FormatFixed3(values[i], mine, sizeof(mine));
     (void)snprintf(ref, sizeof(ref), "%0.3f", (double)values[i]);
     if (strcmp(mine, ref) != 0) TEST_FAIL_AT("%s != printf's %s", mine, ref);
   }
@@ -221,14 +221,14 @@ TEST(FormatFixed3MatchesPrintf) {
   for (k = 0; k < 256; k++) {
     float v = 0.00390625f * (float)((int32_t)k - 128);
     float w = 0.584702909f * (float)((int32_t)k - 83);
-    TVMMlperfTinyFormatFixed3(v, mine, sizeof(mine));
+    TVMCrtMlperfTiny_FormatFixed3(v, mine, sizeof(mine));
     (void)snprintf(ref, sizeof(ref), "%0.3f", (double)v);
     if (strcmp(mine, ref) != 0) TEST_FAIL_AT("%s != printf's %s", mine, ref);
-    TVMMlperfTinyFormatFixed3(w, mine, sizeof(mine));
+    TVMCrtMlperfTiny_FormatFixed3(w, mine, sizeof(mine));
     (void)snprintf(ref, sizeof(ref), "%0.3f", (double)w);
     if (strcmp(mine, ref) != 0) TEST_FAIL_AT("%s != printf's %s", mine, ref);
   }
-  EXPECT_EQ_INT(TVMMlperfTinyFormatFixed3(NAN, mine, sizeof(mine)), 3);
+  EXPECT_EQ_INT(TVMCrtMlperfTiny_FormatFixed3(NAN, mine, sizeof(mine)), 3);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* TVMNDArray: sizes, owned vs viewed data, allocation failures without leaks. */
+/* TVMCrtNDArray: sizes, owned vs viewed data, allocation failures without leaks. */
 #include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
 #include <string.h>
@@ -16,38 +16,39 @@ TEST(DataSizeBytes) {
   DLDataType i4 = {kDLInt, 4, 1};
   DLDataType u8x4 = {kDLUInt, 8, 4};
   DLDataType b1 = {kDLUInt, 1, 1};
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(3, shape, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(3, shape, f32, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 96);
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(2, shape, i4, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(2, shape, i4, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 6); /* sub-byte elements take a whole byte each */
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, u8x4, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(1, shape, u8x4, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 8);
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, b1, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(1, shape, b1, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 2);
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(0, NULL, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(0, NULL, f32, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 4); /* a scalar */
   int64_t zero[2] = {0, 5};
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(2, zero, f32, &n), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(2, zero, f32, &n), kTvmErrorNoError);
   EXPECT_EQ_INT(n, 0);
   int64_t negative[1] = {-1};
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, negative, f32, &n), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(1, negative, f32, &n), kTvmErrorFunctionCallInvalidArg);
   int64_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 16};
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(3, huge, f32, &n), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(3, huge, f32, &n), kTvmErrorFunctionCallInvalidArg);
   int64_t many[TVM_CRT_MAX_NDIM + 1];
   for (int i = 0; i <= TVM_CRT_MAX_NDIM; i++) many[i] = 1;
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(TVM_CRT_MAX_NDIM + 1, many, f32, &n),
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(TVM_CRT_MAX_NDIM + 1, many, f32, &n),
                 kTvmErrorFunctionCallInvalidArg);
   DLDataType zero_bits = {kDLFloat, 0, 1};
-  EXPECT_EQ_INT(TVMNDArray_DataSizeBytes(1, shape, zero_bits, &n), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtNDArray_DataSizeBytes(1, shape, zero_bits, &n),
+                kTvmErrorFunctionCallInvalidArg);
 }
 
 TEST(EmptyOwnsZeroedData) {
   int live = TestPlatform_LiveAllocations();
   int64_t shape[2] = {3, 4};
   DLDataType i16 = {kDLInt, 16, 1};
-  TVMNDArray* a = NULL;
-  ASSERT_EQ_INT(TVMNDArray_Empty(2, shape, i16, kCpu, &a), kTvmErrorNoError);
-  EXPECT_EQ_PTR(&a->dl_tensor, a); /* a TVMNDArray* is a DLTensor* */
+  TVMCrtNDArray* a = NULL;
+  ASSERT_EQ_INT(TVMCrtNDArray_Empty(2, shape, i16, kCpu, &a), kTvmErrorNoError);
+  EXPECT_EQ_PTR(&a->dl_tensor, a); /* a TVMCrtNDArray* is a DLTensor* */
   EXPECT_EQ_INT(a->dl_tensor.ndim, 2);
   EXPECT_EQ_PTR(a->dl_tensor.shape, a->shape);
   EXPECT_EQ_INT(a->dl_tensor.shape[1], 4);
@@ -60,33 +61,34 @@ TEST(EmptyOwnsZeroedData) {
   for (int i = 0; i < 12; i++) zeros += d[i] == 0;
   EXPECT_EQ_INT(zeros, 12);
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live + 2);
-  EXPECT_EQ_INT(TVMNDArray_Release(a), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_Release(a), kTvmErrorNoError);
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
-  EXPECT_EQ_INT(TVMNDArray_Release(NULL), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtNDArray_Release(NULL), kTvmErrorNoError);
 }
 
 TEST(ViewLeavesDataAlone) {
   static float buffer[6] = {1, 2, 3, 4, 5, 6};
   int64_t shape[1] = {6};
   DLDataType f32 = {kDLFloat, 32, 1};
-  TVMNDArray* v = NULL;
-  ASSERT_EQ_INT(TVMNDArray_CreateView(buffer, 1, shape, f32, kCpu, &v), kTvmErrorNoError);
+  TVMCrtNDArray* v = NULL;
+  ASSERT_EQ_INT(TVMCrtNDArray_CreateView(buffer, 1, shape, f32, kCpu, &v), kTvmErrorNoError);
   EXPECT_EQ_PTR(v->dl_tensor.data, buffer);
   /* Releasing a view must not free the static buffer (ASan would report a bad free). */
   EXPECT_EQ_INT(TVMArrayFree(&v->dl_tensor), 0);
   EXPECT_TRUE(buffer[5] == 6.0f);
-  EXPECT_EQ_INT(TVMNDArray_CreateView(NULL, 1, shape, f32, kCpu, &v), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtNDArray_CreateView(NULL, 1, shape, f32, kCpu, &v),
+                kTvmErrorFunctionCallInvalidArg);
 }
 
 TEST(AllocationFailuresDoNotLeak) {
   int live = TestPlatform_LiveAllocations();
   int64_t shape[1] = {16};
   DLDataType f32 = {kDLFloat, 32, 1};
-  TVMNDArray* a = (TVMNDArray*)&a;
+  TVMCrtNDArray* a = (TVMCrtNDArray*)&a;
   TestPlatform_FailAllocationAfter(0); /* the struct */
-  EXPECT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
+  EXPECT_EQ_INT(TVMCrtNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
   TestPlatform_FailAllocationAfter(1); /* the data */
-  EXPECT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
+  EXPECT_EQ_INT(TVMCrtNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorPlatformNoMemory);
   EXPECT_EQ_PTR(a, &a);
   TestPlatform_FailAllocationAfter(-1);
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
@@ -103,25 +105,25 @@ TEST(OnlyLiveTensorsAreReleased) {
   static float buffer[2];
   int64_t shape[1] = {2};
   DLDataType f32 = {kDLFloat, 32, 1};
-  TVMNDArray *a = NULL, *b = NULL, *c = NULL;
-  ASSERT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMNDArray_CreateView(buffer, 1, shape, f32, kCpu, &b), kTvmErrorNoError);
-  ASSERT_EQ_INT(TVMNDArray_Empty(1, shape, f32, kCpu, &c), kTvmErrorNoError);
-  EXPECT_TRUE(TVMNDArray_IsLive(a) && TVMNDArray_IsLive(b) && TVMNDArray_IsLive(c));
+  TVMCrtNDArray *a = NULL, *b = NULL, *c = NULL;
+  ASSERT_EQ_INT(TVMCrtNDArray_Empty(1, shape, f32, kCpu, &a), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtNDArray_CreateView(buffer, 1, shape, f32, kCpu, &b), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtNDArray_Empty(1, shape, f32, kCpu, &c), kTvmErrorNoError);
+  EXPECT_TRUE(TVMCrtNDArray_IsLive(a) && TVMCrtNDArray_IsLive(b) && TVMCrtNDArray_IsLive(c));
   /* the middle of the list, then a handle that is no longer live: refused, nothing freed */
-  EXPECT_EQ_INT(TVMNDArray_Release(b), kTvmErrorNoError);
-  EXPECT_TRUE(!TVMNDArray_IsLive(b));
-  EXPECT_EQ_INT(TVMNDArray_Release(b), kTvmErrorFunctionCallInvalidArg);
-  TVMNDArray stranger;
+  EXPECT_EQ_INT(TVMCrtNDArray_Release(b), kTvmErrorNoError);
+  EXPECT_TRUE(!TVMCrtNDArray_IsLive(b));
+  EXPECT_EQ_INT(TVMCrtNDArray_Release(b), kTvmErrorFunctionCallInvalidArg);
+  TVMCrtNDArray stranger;
   memset(&stranger, 0, sizeof(stranger));
-  EXPECT_EQ_INT(TVMNDArray_Release(&stranger), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtNDArray_Release(&stranger), kTvmErrorFunctionCallInvalidArg);
   EXPECT_TRUE(TVMArrayFree(&stranger.dl_tensor) != 0);
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live + 4);
   /* the rest at once, as a new RPC session does */
-  EXPECT_EQ_INT((int)TVMNDArray_ReleaseAll(), 2);
-  EXPECT_TRUE(!TVMNDArray_IsLive(a) && !TVMNDArray_IsLive(c));
+  EXPECT_EQ_INT((int)TVMCrtNDArray_ReleaseAll(), 2);
+  EXPECT_TRUE(!TVMCrtNDArray_IsLive(a) && !TVMCrtNDArray_IsLive(c));
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
-  EXPECT_EQ_INT((int)TVMNDArray_ReleaseAll(), 0);
+  EXPECT_EQ_INT((int)TVMCrtNDArray_ReleaseAll(), 0);
 }
 
 int main(void) {

@@ -28,9 +28,9 @@ TEST(UsablePagesGolden) {
   MemoryManagerInterface* mm = make();
   ASSERT_TRUE(mm != NULL);
   if (sizeof(void*) == 8) {
-    EXPECT_EQ_INT(PageMemoryManager_NumPages(mm), 94);
+    EXPECT_EQ_INT(TVMCrtPageAllocator_NumPages(mm), 94);
   } else {
-    EXPECT_TRUE(PageMemoryManager_NumPages(mm) >= 94);
+    EXPECT_TRUE(TVMCrtPageAllocator_NumPages(mm) >= 94);
   }
   EXPECT_EQ_INT(mm->vleak_size, 0);
 }
@@ -38,7 +38,7 @@ TEST(UsablePagesGolden) {
 TEST(AllocFreeFifo) {
   MemoryManagerInterface* mm = make();
   ASSERT_TRUE(mm != NULL);
-  int pages = (int)PageMemoryManager_NumPages(mm);
+  int pages = (int)TVMCrtPageAllocator_NumPages(mm);
   void* ptrs[128];
   for (int i = 0; i < pages; i++) {
     ASSERT_EQ_INT(mm->Allocate(mm, 1, kCpu, &ptrs[i]), kTvmErrorNoError);
@@ -114,7 +114,7 @@ TEST(TooLargeAndInvalidCreate) {
   /* An unaligned pool still works: the metadata is aligned inside it. */
   ASSERT_EQ_INT(PageMemoryManagerCreate(&other, g_pool.bytes + 3, 4096, kPageLog2),
                 kTvmErrorNoError);
-  EXPECT_TRUE(PageMemoryManager_NumPages(other) >= 10);
+  EXPECT_TRUE(TVMCrtPageAllocator_NumPages(other) >= 10);
   ASSERT_EQ_INT(other->Allocate(other, 1, kCpu, &p), kTvmErrorNoError);
   EXPECT_EQ_PTR(p, g_pool.bytes + 3);
 }

@@ -1,8 +1,9 @@
 /*
  * A POSIX implementation of the platform seam for the unit tests: heap memory with a live-block
- * count, a CLOCK_MONOTONIC timer (or a fake clock), /dev/urandom, and lifecycle hooks that
- * record their calls. TVMPlatformFormatMessage comes from the platform library
- * (src/platform/format_message.c). Test-only: the host template ships the real host platform.
+ * count, a CLOCK_MONOTONIC cycle counter in nanoseconds (or a fake one), /dev/urandom, and
+ * lifecycle hooks that record their calls. The timer and TVMPlatformFormatMessage come from the
+ * platform library (src/platform/timer.c, format_message.c), so every test that times something
+ * runs the shipped timer. Test-only: the host template ships the real host platform.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -21,9 +22,8 @@ static int g_live_allocations;
 static int g_fail_allocation_after = -1;
 static tvm_crt_error_t g_hook_error[4];
 static int g_fake_clock;
-static double g_fake_now;
-static int g_timer_running;
-static double g_timer_start;
+static uint64_t g_fake_now_ns;
+static tvm_crt_error_t g_cycle_count_error;
 
 static const char* const kHookNames[4] = {"open", "activate", "deactivate", "close"};
 
@@ -40,8 +40,8 @@ void TestPlatform_Reset(void) {
   g_fail_allocation_after = -1;
   memset(g_hook_error, 0, sizeof(g_hook_error));
   g_fake_clock = 0;
-  g_fake_now = 0;
-  g_timer_running = 0;
+  g_fake_now_ns = 0;
+  g_cycle_count_error = kTvmErrorNoError;
 }
 
 const char* TestPlatform_Trace(void) { return g_trace; }
@@ -63,19 +63,16 @@ void TestPlatform_SetHookError(const char* hook, tvm_crt_error_t err) {
 
 void TestPlatform_UseFakeClock(void) {
   g_fake_clock = 1;
-  g_fake_now = 0;
+  g_fake_now_ns = 1000; /* not 0: a counter need not start there */
 }
 
-void TestPlatform_AdvanceClock(double seconds) { g_fake_now += seconds; }
-
-static double now_seconds(void) {
-  if (g_fake_clock) {
-    return g_fake_now;
-  }
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+void TestPlatform_AdvanceClock(double seconds) {
+  g_fake_now_ns += (uint64_t)(seconds * 1e9 + 0.5);
 }
+
+void TestPlatform_SetClock(uint64_t ns) { g_fake_now_ns = ns; }
+
+void TestPlatform_SetCycleCountError(tvm_crt_error_t err) { g_cycle_count_error = err; }
 
 void TVMPlatformAbort(tvm_crt_error_t error_code) {
   fprintf(stderr, "TVMPlatformAbort(0x%x)\n", (unsigned)error_code);
@@ -108,25 +105,24 @@ tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStart(void) {
-  if (g_timer_running) {
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
+  struct timespec ts;
+  trace("cycles;");
+  if (g_cycle_count_error != kTvmErrorNoError) {
+    return g_cycle_count_error;
+  }
+  if (g_fake_clock) {
+    *out_cycles = g_fake_now_ns;
+    return kTvmErrorNoError;
+  }
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
     return kTvmErrorPlatformTimerBadState;
   }
-  trace("start;");
-  g_timer_running = 1;
-  g_timer_start = now_seconds();
+  *out_cycles = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
-  if (!g_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  trace("stop;");
-  g_timer_running = 0;
-  *elapsed_time_seconds = now_seconds() - g_timer_start;
-  return kTvmErrorNoError;
-}
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return 1000000000u; }
 
 static uint8_t g_random_script[16];
 static size_t g_random_script_size;
@@ -168,10 +164,10 @@ static tvm_crt_error_t hook(int which, DLDevice device) {
   return g_hook_error[which];
 }
 
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) { return hook(0, device); }
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) { return hook(1, device); }
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { return hook(2, device); }
-tvm_crt_error_t TVMDeviceClose(DLDevice device) { return hook(3, device); }
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device) { return hook(0, device); }
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device) { return hook(1, device); }
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device) { return hook(2, device); }
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device) { return hook(3, device); }
 
 tvm_crt_error_t TVMPlatformInitialize(void) {
   TestPlatform_Reset();

@@ -15,7 +15,8 @@ void TestPlatform_Reset(void);
 
 /*!
  * \brief Events recorded so far, each followed by ';': "open(1,0)", "activate(1,0)",
- * "deactivate(1,0)", "close(1,0)", "before", "start", "stop", "after".
+ * "deactivate(1,0)", "close(1,0)", "before", "cycles" (a read of the cycle counter, i.e. a
+ * timer start or stop), "after".
  */
 const char* TestPlatform_Trace(void);
 
@@ -29,13 +30,19 @@ void TestPlatform_FailAllocationAfter(int successes);
 void TestPlatform_SetHookError(const char* hook, tvm_crt_error_t err);
 
 /*!
- * \brief Replace the clock by a fake one that only moves with TestPlatform_AdvanceClock, so
- * measured times are exact.
+ * \brief Replace the cycle counter by a fake one that only moves with TestPlatform_AdvanceClock,
+ * so measured times are exact (to the nanosecond).
  */
 void TestPlatform_UseFakeClock(void);
 
 /*! \brief Move the fake clock forward by seconds. */
 void TestPlatform_AdvanceClock(double seconds);
+
+/*! \brief Set the fake clock to ns nanoseconds (also backwards, to test a broken counter). */
+void TestPlatform_SetClock(uint64_t ns);
+
+/*! \brief Make TVMCrtPlatform_CycleCount fail with err (kTvmErrorNoError clears). */
+void TestPlatform_SetCycleCountError(tvm_crt_error_t err);
 
 /*! \brief The next TVMPlatformGenerateRandom calls return these bytes (at most 16), then /dev/urandom. */
 void TestPlatform_ScriptRandom(const uint8_t* bytes, size_t num_bytes);

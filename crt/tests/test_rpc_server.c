@@ -16,11 +16,12 @@
 
 static float g_a[4], g_b[4], g_out[4];
 static const int64_t kShape[2] = {1, 4};
-static const TVMAotTensor kInputs[2] = {
+static const TVMCrtAotTensor kInputs[2] = {
     {"a", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_a), g_a},
     {"b", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_b), g_b},
 };
-static const TVMAotTensor kOutputs[1] = {{"out", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_out), g_out}};
+static const TVMCrtAotTensor kOutputs[1] = {
+    {"out", {kDLFloat, 32, 1}, 2, kShape, sizeof(g_out), g_out}};
 
 static int32_t RunAdd(void* const* inputs, void* const* outputs) {
   const float* a = (const float*)inputs[0];
@@ -31,9 +32,9 @@ static int32_t RunAdd(void* const* inputs, void* const* outputs) {
   return 0;
 }
 
-static const TVMAotModel kModel = {"default", 2, kInputs, 1, kOutputs, 0, RunAdd};
+static const TVMCrtAotModel kModel = {"default", 2, kInputs, 1, kOutputs, 0, RunAdd};
 
-const TVMAotModel* TVMAotModelLookup(const char* module_name) {
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
   return strcmp(module_name, "default") == 0 ? &kModel : NULL;
 }
 
@@ -41,20 +42,20 @@ const TVMAotModel* TVMAotModelLookup(const char* module_name) {
 
 static rpc_test_bytes_t g_device_out; /* bytes the device wrote, not yet read by the host */
 
-static ssize_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
+static ptrdiff_t DeviceWrite(void* ctx, const uint8_t* data, size_t n) {
   (void)ctx;
   if (g_device_out.size + n > sizeof(g_device_out.data)) return -1;
   RpcTestAppend(&g_device_out, data, n);
-  return (ssize_t)n;
+  return (ptrdiff_t)n;
 }
 
 typedef struct {
   rpc_test_sink_t out;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   uint8_t rx_storage[4096];
-  tvm_frame_buffer_t rx;
-  tvm_session_t session;
-  tvm_unframer_t unframer;
+  TVMCrtFrameBuffer rx;
+  TVMCrtSession session;
+  TVMCrtUnframer unframer;
   int num_normal;
   rpc_test_bytes_t reply; /* body of the last kNormal */
   int num_logs;
@@ -65,18 +66,18 @@ static host_t host;
 static microtvm_rpc_server_t server;
 static tvm_crt_error_t g_last_loop_error;
 
-static void HostOnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+static void HostOnMessage(void* ctx, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buf) {
   host_t* h = (host_t*)ctx;
   if (buf == NULL) return;
   if (type == kTvmSessionNormal) {
     h->num_normal++;
-    h->reply.size = TVMFrameBufferRead(buf, h->reply.data, sizeof(h->reply.data));
+    h->reply.size = TVMCrtFrameBuffer_Read(buf, h->reply.data, sizeof(h->reply.data));
   } else if (type == kTvmSessionLog) {
-    size_t n = TVMFrameBufferRead(buf, (uint8_t*)h->log, sizeof(h->log) - 1);
+    size_t n = TVMCrtFrameBuffer_Read(buf, (uint8_t*)h->log, sizeof(h->log) - 1);
     h->log[n] = '\0';
     h->num_logs++;
   }
-  TVMSessionClearReceiveBuffer(&h->session);
+  TVMCrtSession_ClearReceiveBuffer(&h->session);
 }
 
 /* Hand the device everything the host framed; the device answers synchronously. */
@@ -94,7 +95,7 @@ static void HostToDevice(void) {
 
 static void DeviceToHost(void) {
   size_t consumed;
-  TVMUnframerWrite(&host.unframer, g_device_out.data, g_device_out.size, &consumed);
+  TVMCrtUnframer_Write(&host.unframer, g_device_out.data, g_device_out.size, &consumed);
   g_device_out.size = 0;
 }
 
@@ -105,16 +106,16 @@ static void Connect(void) {
   RpcTestSinkInit(&host.out, RPC_TEST_MAX_WIRE);
   host.out.stream.packet_start = NULL;
   host.out.stream.packet_done = NULL;
-  TVMFramerInit(&host.framer, &host.out.stream);
-  TVMFrameBufferInit(&host.rx, host.rx_storage, sizeof(host.rx_storage));
-  TVMSessionInit(&host.session, &host.framer, &host.rx, HostOnMessage, &host);
-  TVMUnframerInit(&host.unframer, TVMSessionReceiver(&host.session));
+  TVMCrtFramer_Init(&host.framer, &host.out.stream);
+  TVMCrtFrameBuffer_Init(&host.rx, host.rx_storage, sizeof(host.rx_storage));
+  TVMCrtSession_Init(&host.session, &host.framer, &host.rx, HostOnMessage, &host);
+  TVMCrtUnframer_Init(&host.unframer, TVMCrtSession_Receiver(&host.session));
   g_device_out.size = 0;
   TestPlatform_ScriptRandom(&kNonce, 1);
   server = MicroTVMRpcServerInit(DeviceWrite, NULL);
   DeviceToHost();
-  TVMSessionReset(&host.session, 0x3c);
-  TVMSessionStart(&host.session);
+  TVMCrtSession_Reset(&host.session, 0x3c);
+  TVMCrtSession_Start(&host.session);
   HostToDevice();
   DeviceToHost();
 }
@@ -164,7 +165,7 @@ static int Send(packet_t* p) {
   int before = host.num_normal;
   SetLength(p);
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
+            TVMCrtSession_SendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
   HostToDevice();
   DeviceToHost();
   return host.num_normal == before + 1;
@@ -175,7 +176,7 @@ static int Send(packet_t* p) {
 static void ExpectExchange(packet_t* p, const char* request_hex, const char* reply_hex) {
   rpc_test_bytes_t expected;
   SetLength(p);
-  TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size);
+  TVMCrtSession_SendMessage(&host.session, kTvmSessionNormal, p->data, p->size);
   RpcTestHex(&expected, request_hex);
   EXPECT_BYTES_EQ(expected.data, expected.size, host.out.wire.data, host.out.wire.size);
   HostToDevice();
@@ -274,7 +275,7 @@ TEST(BootSendsTerminate) {
 TEST(WorkedExampleBytes) {
   packet_t p;
   Connect();
-  ASSERT_TRUE(TVMSessionIsEstablished(&host.session));
+  ASSERT_TRUE(TVMCrtSession_IsEstablished(&host.session));
   EXPECT_EQ(0x6682, host.session.session_id);
 
   /* Host request kGetGlobalFunc("runtime.SystemLib"): frame length 48 */
@@ -781,13 +782,13 @@ TEST(MalformedPacketsGetExceptions) {
   PutLe(&p, 100, 8);
   PutLe(&p, 9, 4);
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p.data, p.size));
+            TVMCrtSession_SendMessage(&host.session, kTvmSessionNormal, p.data, p.size));
   HostToDevice();
   DeviceToHost();
   EXPECT_CONTAINS(ExceptionMessage(), "length");
   /* a message too short for the length prefix */
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&host.session, kTvmSessionNormal, (const uint8_t*)"\x01", 1));
+            TVMCrtSession_SendMessage(&host.session, kTvmSessionNormal, (const uint8_t*)"\x01", 1));
   HostToDevice();
   DeviceToHost();
   EXPECT_CONTAINS(ExceptionMessage(), "truncated");
@@ -838,15 +839,14 @@ TEST(ShutdownStopsTheLoop) {
   }
 }
 
-
-/* ---- MicroTVMRpcServerFeed ---------------------------------------------------------------- */
+/* ---- TVMCrtRpcServer_Feed ---------------------------------------------------------------- */
 
 /* Frame a request on the host side and append its wire bytes to *wire (the device sees nothing
  * yet). */
 static void AppendFramedRequest(rpc_test_bytes_t* wire, packet_t* p) {
   SetLength(p);
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
+            TVMCrtSession_SendMessage(&host.session, kTvmSessionNormal, p->data, p->size));
   RpcTestAppend(wire, host.out.wire.data, host.out.wire.size);
   host.out.wire.size = 0;
 }
@@ -865,10 +865,10 @@ static uint64_t ReplyHandle(void) {
 
 TEST(FeedAnswersTheWorkedExample) {
   static rpc_test_bytes_t wire, expected;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   Connect();
   RpcTestHex(&wire, kWorkedRequestHex);
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
   RpcTestHex(&expected, kWorkedReplyHex);
   EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
   EXPECT_EQ(wire.size, stats.bytes_consumed);
@@ -881,14 +881,14 @@ TEST(FeedAnswersTheWorkedExample) {
 
 TEST(FeedByteByByte) {
   static rpc_test_bytes_t wire, expected;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   size_t i;
   Connect();
   RpcTestHex(&wire, kWorkedRequestHex);
   for (i = 0; i < wire.size; ++i) {
-    EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, &wire.data[i], 1, &stats));
+    EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, &wire.data[i], 1, &stats));
   }
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, 0, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, 0, &stats));
   RpcTestHex(&expected, kWorkedReplyHex);
   EXPECT_BYTES_EQ(expected.data, expected.size, g_device_out.data, g_device_out.size);
   EXPECT_EQ(wire.size, stats.bytes_consumed);
@@ -897,7 +897,7 @@ TEST(FeedByteByByte) {
 /* Line noise around and between two requests in one buffer: both are answered. */
 TEST(FeedSkipsNoiseBetweenFrames) {
   static rpc_test_bytes_t wire;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   packet_t p;
   uint32_t x = 12345;
   int i;
@@ -918,7 +918,7 @@ TEST(FeedSkipsNoiseBetweenFrames) {
   GetGlobalRequest(&p, "tvm.rpc.server.GetCRTMaxPacketSize");
   AppendFramedRequest(&wire, &p);
   AppendHex(&wire, "00 01 02 fe");
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
   DeviceToHost();
   EXPECT_EQ(2, host.num_normal);
   EXPECT_TRUE(ReplyHandle() != 0);
@@ -926,14 +926,14 @@ TEST(FeedSkipsNoiseBetweenFrames) {
   EXPECT_EQ(0u, stats.bytes_dropped);
   EXPECT_EQ(2u, stats.errors_recovered); /* the invalid escape and the cut-short frame */
   EXPECT_EQ(kTvmErrorFramingShortPacket, stats.last_error);
-  EXPECT_TRUE(TVMSessionIsEstablished(&host.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&host.session));
 }
 
 /* A corrupt request (bad CRC) and a cut-short one are dropped; the good one after them is
  * answered. */
 TEST(FeedRecoversFromCorruptFrame) {
   static rpc_test_bytes_t wire, good;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   packet_t p;
   Connect();
   wire.size = 0;
@@ -947,7 +947,7 @@ TEST(FeedRecoversFromCorruptFrame) {
   GetGlobalRequest(&p, "tvm.rpc.server.GetCRTMaxPacketSize");
   AppendFramedRequest(&good, &p);
   RpcTestAppend(&wire, good.data, good.size);
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
   DeviceToHost();
   EXPECT_EQ(1, host.num_normal);
   EXPECT_TRUE(ReplyHandle() != 0);
@@ -961,7 +961,7 @@ TEST(FeedRecoversFromCorruptFrame) {
  * step that reports the cut-short packet consumes nothing; Feed must not drop the FD. */
 TEST(FeedKeepsRestartAtBufferBoundary) {
   static rpc_test_bytes_t first, frame;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   packet_t p;
   Connect();
   GetGlobalRequest(&p, "runtime.SystemLib");
@@ -970,9 +970,8 @@ TEST(FeedKeepsRestartAtBufferBoundary) {
   first.size = 0;
   RpcTestAppend(&first, frame.data, 12); /* a frame started ... */
   RpcTestAppend(&first, frame.data, 1);  /* ... and cut short by the FF of the next one */
-  EXPECT_EQ(kTvmErrorNoError, MicroTVMRpcServerFeed(server, first.data, first.size, &stats));
-  EXPECT_EQ(kTvmErrorNoError,
-            MicroTVMRpcServerFeed(server, frame.data + 1, frame.size - 1, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, first.data, first.size, &stats));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, frame.data + 1, frame.size - 1, &stats));
   DeviceToHost();
   EXPECT_EQ(1, host.num_normal);
   EXPECT_TRUE(ReplyHandle() != 0);
@@ -985,7 +984,7 @@ TEST(FeedKeepsRestartAtBufferBoundary) {
 /* kShutdown ends the server: nothing after it runs, in this buffer or a later one. */
 TEST(FeedStopsAtShutdown) {
   static rpc_test_bytes_t wire;
-  microtvm_rpc_server_stats_t stats = {0, 0, 0, kTvmErrorNoError};
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
   packet_t p;
   Connect();
   wire.size = 0;
@@ -993,11 +992,11 @@ TEST(FeedStopsAtShutdown) {
   AppendFramedRequest(&wire, &p);
   GetGlobalRequest(&p, "runtime.SystemLib");
   AppendFramedRequest(&wire, &p);
-  EXPECT_EQ(kTvmErrorPlatformShutdown, MicroTVMRpcServerFeed(server, wire.data, wire.size, &stats));
+  EXPECT_EQ(kTvmErrorPlatformShutdown, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
   DeviceToHost();
   EXPECT_EQ(0, host.num_normal);
   EXPECT_EQ(0u, stats.errors_recovered);
-  EXPECT_EQ(kTvmErrorPlatformShutdown, MicroTVMRpcServerFeed(server, wire.data, wire.size, NULL));
+  EXPECT_EQ(kTvmErrorPlatformShutdown, TVMCrtRpcServer_Feed(server, wire.data, wire.size, NULL));
   DeviceToHost();
   EXPECT_EQ(0, host.num_normal);
 }

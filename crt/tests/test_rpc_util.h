@@ -82,7 +82,7 @@ typedef struct {
   int packet_done;
   int packet_valid;
   uint32_t announced_size;
-  tvm_write_stream_t stream;
+  TVMCrtWriteStream stream;
 } rpc_test_sink_t;
 
 static inline tvm_crt_error_t RpcTestSinkWrite(void* ctx, const uint8_t* data, size_t size,

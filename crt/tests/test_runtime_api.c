@@ -2,11 +2,15 @@
 #include <stdint.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/packed_func.h>
+#include <tvm/runtime/crt/random_fill.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
+#include "../src/common/module_table.h"
 #include "test_platform.h"
 #include "test_util.h"
 
@@ -17,7 +21,7 @@ static int AddOne(TVMValue* args, int* type_codes, int num_args, TVMValue* ret, 
                   void* resource_handle) {
   static const int kSig[1] = {kTVMArgInt};
   g_seen_resource = resource_handle;
-  int err = TVMArgs_Check("add_one", type_codes, num_args, kSig, 1);
+  int err = TVMCrtArgs_Check("add_one", type_codes, num_args, kSig, 1);
   if (err != 0) {
     return err;
   }
@@ -52,11 +56,23 @@ static int call_int(TVMFunctionHandle f, int64_t arg, TVMValue* ret, int* tcode)
 }
 
 TEST(GlobalHandlesGolden) {
-  ASSERT_EQ_INT(TVMSystemLibSet(&kSysLib), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_Set(&kSysLib), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError);
   EXPECT_EQ_INT(TVMInitializeRuntime(), kTvmErrorNoError); /* idempotent */
   const char* names[4] = {"runtime.SystemLib", "runtime.RPCTimeEvaluator",
                           "tvm.contrib.random.random_fill", "tvm.aot_executor.create"};
+  /* The core registers only runtime.SystemLib; each module registers its own global. */
+  for (int i = 1; i < 4; i++) {
+    TVMFunctionHandle h = (TVMFunctionHandle)&h;
+    EXPECT_EQ_INT(TVMFuncGetGlobal(names[i], &h), 0);
+    EXPECT_EQ_PTR(h, NULL);
+  }
+  /* MicroTVMRpcServerInit's order, twice: later calls change nothing. */
+  for (int round = 0; round < 2; round++) {
+    ASSERT_EQ_INT(TVMCrtTimeEvaluator_Register(), kTvmErrorNoError);
+    ASSERT_EQ_INT(TVMCrtRandomFill_Register(), kTvmErrorNoError);
+    ASSERT_EQ_INT(TVMAotExecutorModule_Register(), kTvmErrorNoError);
+  }
   for (int i = 0; i < 4; i++) {
     TVMFunctionHandle h = NULL;
     EXPECT_EQ_INT(TVMFuncGetGlobal(names[i], &h), 0);
@@ -79,7 +95,7 @@ TEST(SystemLibModule) {
   TVMModuleHandle mod = ret.v_handle;
   ASSERT_EQ_INT(TVMFuncCall(syslib_fn, NULL, NULL, 0, &ret, &tcode), 0);
   EXPECT_EQ_PTR(ret.v_handle, mod); /* same handle on later calls */
-  EXPECT_EQ_INT(TVMSystemLibSet(&kSysLib), kTvmErrorExecutorModuleAlreadyCreated);
+  EXPECT_EQ_INT(TVMCrtSystemLib_Set(&kSysLib), kTvmErrorExecutorModuleAlreadyCreated);
 
   TVMFunctionHandle add_one = NULL;
   ASSERT_EQ_INT(TVMModGetFunction(mod, "add_one", 0, &add_one), 0);
@@ -102,7 +118,7 @@ TEST(SystemLibModule) {
 
 TEST(CallErrors) {
   TVMModuleHandle mod;
-  ASSERT_EQ_INT(TVMSystemLibGetHandle(&mod), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_GetHandle(&mod), kTvmErrorNoError);
   TVMFunctionHandle f;
   TVMValue ret;
   int tcode = -1;
@@ -133,16 +149,70 @@ TEST(CallErrors) {
   EXPECT_TRUE(TVMFuncFree((TVMFunctionHandle)(uintptr_t)0x1234) != 0);
 }
 
+/* A function space of the test: records the calls the core routes to it. */
+static int g_space_called = -1;
+static int g_space_released = -1;
+
+static int SpaceCall(uint16_t function_index, TVMValue* args, int* type_codes, int num_args,
+                     TVMValue* ret_val, int* ret_tcode) {
+  (void)args;
+  (void)type_codes;
+  g_space_called = function_index;
+  ret_val->v_int64 = num_args;
+  *ret_tcode = kTVMArgInt;
+  return 0;
+}
+
+static int SpaceRelease(uint16_t function_index) {
+  g_space_released = function_index;
+  return 0;
+}
+
+TEST(FunctionSpacesRouteTheirHandles) {
+  static TVMCrtFunctionSpace space = {0x7ffe, SpaceCall, SpaceRelease, NULL};
+  static TVMCrtFunctionSpace rival = {0x7ffe, SpaceCall, NULL, NULL};
+  static TVMCrtFunctionSpace globals = {TVM_CRT_MAX_REGISTERED_MODULES, SpaceCall, NULL, NULL};
+  static TVMCrtFunctionSpace no_call = {0x7ffd, NULL, NULL, NULL};
+  ASSERT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&space), kTvmErrorNoError);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&space), kTvmErrorNoError); /* again: same */
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&rival), kTvmErrorFunctionAlreadyDefined);
+  EXPECT_CONTAINS(TVMGetLastError(), "0x7ffe is already taken");
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&globals), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(&no_call), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_EQ_INT(TVMCrtModule_RegisterFunctionSpace(NULL), kTvmErrorFunctionCallInvalidArg);
+
+  TVMFunctionHandle f = TVMCrtModule_FunctionHandle(0x7ffe, 5);
+  EXPECT_EQ_INT((uintptr_t)f, 0xfffe8005u);
+  TVMValue args[2];
+  int codes[2] = {kTVMArgInt, kTVMArgInt};
+  TVMValue ret;
+  int tcode;
+  args[0].v_int64 = 1;
+  args[1].v_int64 = 2;
+  ASSERT_EQ_INT(TVMFuncCall(f, args, codes, 2, &ret, &tcode), 0);
+  EXPECT_EQ_INT(g_space_called, 5);
+  EXPECT_EQ_INT(tcode, kTVMArgInt);
+  EXPECT_EQ_INT(ret.v_int64, 2);
+  EXPECT_EQ_INT(TVMFuncFree(f), 0);
+  EXPECT_EQ_INT(g_space_released, 5);
+  /* The time evaluator's space (0x7fff) is routed beside it; an unclaimed index is no handle. */
+  EXPECT_EQ_INT(TVMFuncCall(TVMCrtModule_FunctionHandle(0x7fff, 0), NULL, NULL, 0, &ret, &tcode),
+                kTvmErrorTimeEvaluatorBadHandle);
+  EXPECT_EQ_INT(TVMFuncCall(TVMCrtModule_FunctionHandle(0x7ff0, 1), NULL, NULL, 0, &ret, &tcode),
+                kTvmErrorFunctionIndexInvalid);
+}
+
 TEST(RegisterGlobals) {
   TVMFunctionHandle f;
   TVMValue ret;
   int tcode;
-  ASSERT_EQ_INT(TVMRuntimeRegisterGlobal("test.fail", FailWithMessage, 0), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtRuntime_RegisterGlobal("test.fail", FailWithMessage, 0), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMFuncGetGlobal("test.fail", &f), 0);
   EXPECT_EQ_INT((uintptr_t)f, 0x80028004u);
   EXPECT_EQ_INT(TVMFuncCall(f, NULL, NULL, 0, &ret, &tcode), 5);
   EXPECT_EQ_STR(TVMGetLastError(), "specific reason");
-  EXPECT_EQ_INT(TVMRuntimeRegisterGlobal("test.fail", AddOne, 0), kTvmErrorFunctionAlreadyDefined);
+  EXPECT_EQ_INT(TVMCrtRuntime_RegisterGlobal("test.fail", AddOne, 0),
+                kTvmErrorFunctionAlreadyDefined);
   EXPECT_CONTAINS(TVMGetLastError(), "test.fail is already registered");
   /* TVM's void* signature, with override. */
   TVMBackendPackedCFunc fn = AddOne;
@@ -169,7 +239,7 @@ TEST(RegisterGlobals) {
   int err = 0;
   for (int i = 0; i < 100 && err == 0; i++) {
     snprintf(name, sizeof(name), "test.filler_%d", i);
-    err = TVMRuntimeRegisterGlobal(name, AddOne, 0);
+    err = TVMCrtRuntime_RegisterGlobal(name, AddOne, 0);
   }
   EXPECT_EQ_INT(err, kTvmErrorFunctionRegistryFull);
   EXPECT_CONTAINS(TVMGetLastError(), "TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES");
@@ -198,14 +268,14 @@ TEST(PackedFuncHelpers) {
   int tc[TVM_CRT_MAX_ARGS + 1];
   memset(v, 0, sizeof(v));
   memset(tc, 0, sizeof(tc));
-  EXPECT_EQ_INT(TVMArgs_Create(&args, v, tc, TVM_CRT_MAX_ARGS + 1),
+  EXPECT_EQ_INT(TVMCrtArgs_Create(&args, v, tc, TVM_CRT_MAX_ARGS + 1),
                 kTvmErrorFunctionCallNumArguments);
   v[0].v_int64 = 9;
   tc[0] = kTVMArgInt;
-  ASSERT_EQ_INT(TVMArgs_Create(&args, v, tc, 1), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtArgs_Create(&args, v, tc, 1), kTvmErrorNoError);
   TVMPackedFunc pf;
   TVMModuleHandle mod;
-  ASSERT_EQ_INT(TVMSystemLibGetHandle(&mod), kTvmErrorNoError);
+  ASSERT_EQ_INT(TVMCrtSystemLib_GetHandle(&mod), kTvmErrorNoError);
   ASSERT_EQ_INT(TVMPackedFunc_InitModuleFunc(&pf, mod, "add_one", &args), kTvmErrorNoError);
   EXPECT_EQ_INT(TVMPackedFunc_Call(&pf), 0);
   EXPECT_EQ_INT(pf.ret_tcode, kTVMArgInt);
@@ -319,7 +389,7 @@ static void capture(void* ctx, const char* msg, size_t len) {
 
 TEST(LoggingSink) {
   TVMLogf("dropped without a sink %d", 1);
-  TVMLogSetSink(capture, g_logged);
+  TVMCrtLog_SetSink(capture, g_logged);
   TVMLogf("value=%d name=%s", 7, "x");
   EXPECT_EQ_INT(g_log_calls, 1);
   EXPECT_EQ_STR(g_logged, "value=7 name=x");
@@ -330,7 +400,7 @@ TEST(LoggingSink) {
   EXPECT_EQ_INT(strlen(g_logged), TVM_CRT_LOG_MESSAGE_SIZE_BYTES - 1);
   TVM_CRT_LOG_ERROR("error %d", 3);
   EXPECT_EQ_STR(g_logged, "error 3");
-  TVMLogSetSink(NULL, NULL);
+  TVMCrtLog_SetSink(NULL, NULL);
   TVMLogf("gone");
   EXPECT_EQ_INT(g_log_calls, 3);
 }
@@ -340,6 +410,7 @@ int main(void) {
   RUN_TEST(GlobalHandlesGolden);
   RUN_TEST(SystemLibModule);
   RUN_TEST(CallErrors);
+  RUN_TEST(FunctionSpacesRouteTheirHandles);
   RUN_TEST(RegisterGlobals);
   RUN_TEST(ModuleTableFull);
   RUN_TEST(PackedFuncHelpers);

@@ -13,11 +13,11 @@
 typedef struct {
   const char* name;
   rpc_test_sink_t out;
-  tvm_framer_t framer;
+  TVMCrtFramer framer;
   uint8_t rx_storage[64];
-  tvm_frame_buffer_t rx;
-  tvm_session_t session;
-  tvm_unframer_t unframer;
+  TVMCrtFrameBuffer rx;
+  TVMCrtSession session;
+  TVMCrtUnframer unframer;
   int keep_messages; /* don't clear the receive buffer in the callback */
   int num_messages;
   int types[kMaxMessages];
@@ -25,14 +25,14 @@ typedef struct {
   size_t body_sizes[kMaxMessages];
 } peer_t;
 
-static void OnMessage(void* ctx, tvm_session_message_type_t type, tvm_frame_buffer_t* buf) {
+static void OnMessage(void* ctx, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buf) {
   peer_t* p = (peer_t*)ctx;
   int i = p->num_messages < kMaxMessages ? p->num_messages++ : kMaxMessages - 1;
   p->types[i] = type;
   p->body_sizes[i] = 0;
   if (buf != NULL) {
-    p->body_sizes[i] = TVMFrameBufferRead(buf, (uint8_t*)p->bodies[i], sizeof(p->bodies[i]));
-    if (!p->keep_messages) TVMSessionClearReceiveBuffer(&p->session);
+    p->body_sizes[i] = TVMCrtFrameBuffer_Read(buf, (uint8_t*)p->bodies[i], sizeof(p->bodies[i]));
+    if (!p->keep_messages) TVMCrtSession_ClearReceiveBuffer(&p->session);
   }
 }
 
@@ -42,16 +42,16 @@ static void PeerInit(peer_t* p, const char* name) {
   RpcTestSinkInit(&p->out, RPC_TEST_MAX_WIRE);
   p->out.stream.packet_start = NULL;
   p->out.stream.packet_done = NULL;
-  TVMFramerInit(&p->framer, &p->out.stream);
-  TVMFrameBufferInit(&p->rx, p->rx_storage, sizeof(p->rx_storage));
-  TVMSessionInit(&p->session, &p->framer, &p->rx, OnMessage, p);
-  TVMUnframerInit(&p->unframer, TVMSessionReceiver(&p->session));
+  TVMCrtFramer_Init(&p->framer, &p->out.stream);
+  TVMCrtFrameBuffer_Init(&p->rx, p->rx_storage, sizeof(p->rx_storage));
+  TVMCrtSession_Init(&p->session, &p->framer, &p->rx, OnMessage, p);
+  TVMCrtUnframer_Init(&p->unframer, TVMCrtSession_Receiver(&p->session));
 }
 
 /* Feed wire bytes to a peer; returns the unframer's result. */
 static tvm_crt_error_t Feed(peer_t* to, const uint8_t* data, size_t size) {
   size_t consumed = 0;
-  tvm_crt_error_t err = TVMUnframerWrite(&to->unframer, data, size, &consumed);
+  tvm_crt_error_t err = TVMCrtUnframer_Write(&to->unframer, data, size, &consumed);
   return err;
 }
 
@@ -81,53 +81,53 @@ static peer_t alice, bob;
 static void Establish(void) {
   PeerInit(&alice, "alice");
   PeerInit(&bob, "bob");
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionReset(&alice.session, 0x3c));
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionReset(&bob.session, 0xab));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Reset(&alice.session, 0x3c));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Reset(&bob.session, 0xab));
   Deliver(&alice, &bob);
   Deliver(&bob, &alice);
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionStart(&alice.session));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Start(&alice.session));
   Deliver(&alice, &bob);
   Deliver(&bob, &alice);
-  EXPECT_TRUE(TVMSessionIsEstablished(&alice.session));
-  EXPECT_TRUE(TVMSessionIsEstablished(&bob.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&alice.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&bob.session));
   alice.num_messages = bob.num_messages = 0;
 }
 
 TEST(NonceRegeneration) {
-  EXPECT_EQ(0x82, TVMSessionNextNonce(0x3c));
-  EXPECT_EQ(0x66, TVMSessionNextNonce(0xab));
-  EXPECT_EQ(0x45, TVMSessionNextNonce(0x82));
-  EXPECT_EQ(0x01, TVMSessionNextNonce(0x00));
+  EXPECT_EQ(0x82, TVMCrtSession_NextNonce(0x3c));
+  EXPECT_EQ(0x66, TVMCrtSession_NextNonce(0xab));
+  EXPECT_EQ(0x45, TVMCrtSession_NextNonce(0x82));
+  EXPECT_EQ(0x01, TVMCrtSession_NextNonce(0x00));
   {
     int n;
-    for (n = 0; n < 256; ++n) EXPECT_TRUE(TVMSessionNextNonce((uint8_t)n) != 0);
+    for (n = 0; n < 256; ++n) EXPECT_TRUE(TVMCrtSession_NextNonce((uint8_t)n) != 0);
   }
 }
 
 TEST(NormalExchange) {
   PeerInit(&alice, "alice");
   PeerInit(&bob, "bob");
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionReset(&alice.session, 0x3c));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Reset(&alice.session, 0x3c));
   ExpectWire(&alice, "fe ff fd 03 00 00 00 00 00 02 66 77");
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionReset(&bob.session, 0xab));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Reset(&bob.session, 0xab));
   ExpectWire(&bob, "fe ff fd 03 00 00 00 00 00 02 66 77");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   EXPECT_EQ(kTvmErrorNoError, Deliver(&bob, &alice));
   EXPECT_EQ(0, alice.num_messages + bob.num_messages);
 
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionStart(&alice.session));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Start(&alice.session));
   ExpectWire(&alice, "ff fd 04 00 00 00 82 00 00 01 7b e9");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   ExpectWire(&bob, "ff fd 04 00 00 00 82 66 01 01 81 f3");
-  EXPECT_TRUE(TVMSessionIsEstablished(&bob.session));
-  EXPECT_TRUE(!TVMSessionIsEstablished(&alice.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&bob.session));
+  EXPECT_TRUE(!TVMCrtSession_IsEstablished(&alice.session));
   EXPECT_EQ(kTvmErrorNoError, Deliver(&bob, &alice));
-  EXPECT_TRUE(TVMSessionIsEstablished(&alice.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&alice.session));
   EXPECT_EQ(1, alice.num_messages);
   ExpectMessage(&alice, 0, kTvmSessionStartSessionReply, "");
 
-  EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"hello", 5));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal,
+                                                        (const uint8_t*)"hello", 5));
   ExpectWire(&alice, "ff fd 08 00 00 00 82 66 10 68 65 6c 6c 6f 90 28");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   EXPECT_EQ(2, bob.num_messages);
@@ -135,19 +135,19 @@ TEST(NormalExchange) {
   ExpectMessage(&bob, 1, kTvmSessionNormal, "hello");
 
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&bob.session, kTvmSessionNormal, (const uint8_t*)"olleh", 5));
+            TVMCrtSession_SendMessage(&bob.session, kTvmSessionNormal, (const uint8_t*)"olleh", 5));
   ExpectWire(&bob, "ff fd 08 00 00 00 82 66 10 6f 6c 6c 65 68 4c 76");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&bob, &alice));
   ExpectMessage(&alice, 1, kTvmSessionNormal, "olleh");
 
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&alice.session, kTvmSessionLog, (const uint8_t*)"log1", 4));
+            TVMCrtSession_SendMessage(&alice.session, kTvmSessionLog, (const uint8_t*)"log1", 4));
   ExpectWire(&alice, "ff fd 07 00 00 00 00 00 03 6c 6f 67 31 f0 d4");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   ExpectMessage(&bob, 2, kTvmSessionLog, "log1");
 
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&bob.session, kTvmSessionLog, (const uint8_t*)"zero", 4));
+            TVMCrtSession_SendMessage(&bob.session, kTvmSessionLog, (const uint8_t*)"zero", 4));
   ExpectWire(&bob, "ff fd 07 00 00 00 00 00 03 7a 65 72 6f b2 68");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&bob, &alice));
   ExpectMessage(&alice, 2, kTvmSessionLog, "zero");
@@ -157,33 +157,33 @@ TEST(LogBeforeSessionStart) {
   PeerInit(&alice, "alice");
   PeerInit(&bob, "bob");
   EXPECT_EQ(kTvmErrorNoError,
-            TVMSessionSendMessage(&alice.session, kTvmSessionLog, (const uint8_t*)"log1", 4));
+            TVMCrtSession_SendMessage(&alice.session, kTvmSessionLog, (const uint8_t*)"log1", 4));
   ExpectWire(&alice, "fe ff fd 07 00 00 00 00 00 03 6c 6f 67 31 f0 d4");
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   EXPECT_EQ(1, bob.num_messages);
   ExpectMessage(&bob, 0, kTvmSessionLog, "log1");
   /* other messages need a session */
   EXPECT_EQ(kTvmErrorSessionInvalidState,
-            TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"x", 1));
+            TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"x", 1));
   EXPECT_EQ(kTvmErrorSessionInvalidState,
-            TVMSessionStartMessage(&alice.session, kTvmSessionNormal, 1));
+            TVMCrtSession_StartMessage(&alice.session, kTvmSessionNormal, 1));
   /* StartSession before Reset is refused (the reference aborts) */
-  EXPECT_EQ(kTvmErrorSessionInvalidState, TVMSessionStart(&alice.session));
+  EXPECT_EQ(kTvmErrorSessionInvalidState, TVMCrtSession_Start(&alice.session));
 }
 
 TEST(DoubleStart) {
   PeerInit(&alice, "alice");
   PeerInit(&bob, "bob");
-  TVMSessionReset(&alice.session, 0x3c);
-  TVMSessionReset(&bob.session, 0xab);
+  TVMCrtSession_Reset(&alice.session, 0x3c);
+  TVMCrtSession_Reset(&bob.session, 0xab);
   Deliver(&alice, &bob);
   Deliver(&bob, &alice);
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionStart(&alice.session));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Start(&alice.session));
   ExpectWire(&alice, "ff fd 04 00 00 00 82 00 00 01 7b e9");
-  EXPECT_EQ(kTvmErrorNoError, TVMSessionStart(&bob.session));
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtSession_Start(&bob.session));
   ExpectWire(&bob, "ff fd 04 00 00 00 66 00 00 01 60 a7");
-  EXPECT_TRUE(!TVMSessionIsEstablished(&alice.session));
-  EXPECT_TRUE(!TVMSessionIsEstablished(&bob.session));
+  EXPECT_TRUE(!TVMCrtSession_IsEstablished(&alice.session));
+  EXPECT_TRUE(!TVMCrtSession_IsEstablished(&bob.session));
   /* Alice's Init (0x82) is ignored by Bob (0x66 < 0x82): no output */
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, alice.out.wire.data, alice.out.wire.size));
   alice.out.wire.size = 0;
@@ -195,9 +195,9 @@ TEST(DoubleStart) {
   /* Bob's Init is accepted by Alice, who replies with 0x82 -> 0x45 */
   EXPECT_EQ(kTvmErrorNoError, Deliver(&bob, &alice));
   ExpectWire(&alice, "ff fd 04 00 00 00 66 45 01 01 0c 62");
-  EXPECT_TRUE(TVMSessionIsEstablished(&alice.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&alice.session));
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
-  EXPECT_TRUE(TVMSessionIsEstablished(&bob.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&bob.session));
   EXPECT_EQ(1, alice.num_messages);
   EXPECT_EQ(1, bob.num_messages);
 }
@@ -209,11 +209,11 @@ TEST(CorruptFrameLeavesNoStaleBytes) {
   RpcTestHex(&w, "ff fd 08 00 00 00 82 66 10 68 65 6c 6c 6f 90 29");
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, w.data, w.size));
   EXPECT_EQ(0, bob.num_messages);
-  EXPECT_EQ(0u, TVMFrameBufferReadAvailable(&bob.rx));
+  EXPECT_EQ(0u, TVMCrtFrameBuffer_ReadAvailable(&bob.rx));
   /* a packet aborted by a restart leaves nothing either */
   RpcTestHex(&w, "ff fd 08 00 00 00 82 66 10 68");
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, w.data, w.size));
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"hello", 5);
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"hello", 5);
   EXPECT_EQ(kTvmErrorFramingShortPacket, Feed(&bob, alice.out.wire.data, alice.out.wire.size));
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, alice.out.wire.data + 1, alice.out.wire.size - 1));
   alice.out.wire.size = 0;
@@ -223,26 +223,26 @@ TEST(CorruptFrameLeavesNoStaleBytes) {
 
 TEST(ForeignSessionIdDoesNotWedge) {
   rpc_test_bytes_t w;
-  tvm_framer_t other;
+  TVMCrtFramer other;
   rpc_test_sink_t sink;
   Establish();
   /* a kNormal for session 0x1234 */
   RpcTestSinkInit(&sink, RPC_TEST_MAX_WIRE);
-  TVMFramerInit(&other, &sink.stream);
-  TVMFramerWrite(&other, (const uint8_t*)"\x34\x12\x10stale", 8);
+  TVMCrtFramer_Init(&other, &sink.stream);
+  TVMCrtFramer_Write(&other, (const uint8_t*)"\x34\x12\x10stale", 8);
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, sink.wire.data, sink.wire.size));
   EXPECT_EQ(0, bob.num_messages);
   /* a kLog for another session is dropped too */
   RpcTestHex(&w, "ff fd 07 00 00 00 01 02 03 6c 6f 67 31");
   {
-    uint16_t crc = TVMCrc16Update(TVM_CRC16_INIT, w.data, w.size);
+    uint16_t crc = TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, w.data, w.size);
     w.data[w.size++] = (uint8_t)crc;
     w.data[w.size++] = (uint8_t)(crc >> 8);
   }
   EXPECT_EQ(kTvmErrorNoError, Feed(&bob, w.data, w.size));
   EXPECT_EQ(0, bob.num_messages);
   /* the receiver still takes the next message */
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"hello", 5);
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"hello", 5);
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   EXPECT_EQ(1, bob.num_messages);
   ExpectMessage(&bob, 0, kTvmSessionNormal, "hello");
@@ -251,24 +251,24 @@ TEST(ForeignSessionIdDoesNotWedge) {
 TEST(InitWhileEstablishedFiresOnce) {
   Establish();
   /* Alice restarts her side (as a host reconnecting) */
-  TVMSessionReset(&alice.session, 0x10);
+  TVMCrtSession_Reset(&alice.session, 0x10);
   Deliver(&alice, &bob);
-  EXPECT_TRUE(!TVMSessionIsEstablished(&bob.session)); /* Terminate ended Bob's session */
+  EXPECT_TRUE(!TVMCrtSession_IsEstablished(&bob.session)); /* Terminate ended Bob's session */
   EXPECT_EQ(1, bob.num_messages);
   ExpectMessage(&bob, 0, kTvmSessionTerminateSession, "");
   /* Bob re-established, then an Init arrives while established */
-  TVMSessionStart(&alice.session);
+  TVMCrtSession_Start(&alice.session);
   Deliver(&alice, &bob);
   Deliver(&bob, &alice);
   EXPECT_EQ(2, bob.num_messages);
-  TVMSessionStart(&alice.session);
+  TVMCrtSession_Start(&alice.session);
   Deliver(&alice, &bob);
   EXPECT_EQ(3, bob.num_messages); /* exactly one callback for the second Init */
   ExpectMessage(&bob, 2, kTvmSessionStartSessionReply, "");
   Deliver(&bob, &alice);
-  EXPECT_TRUE(TVMSessionIsEstablished(&alice.session));
-  EXPECT_TRUE(TVMSessionIsEstablished(&bob.session));
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"again", 5);
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&alice.session));
+  EXPECT_TRUE(TVMCrtSession_IsEstablished(&bob.session));
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"again", 5);
   Deliver(&alice, &bob);
   ExpectMessage(&bob, 3, kTvmSessionNormal, "again");
 }
@@ -277,31 +277,31 @@ TEST(ReceiverErrorsAreErrorCodes) {
   static uint8_t big[100];
   Establish();
   bob.keep_messages = 1;
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"one", 3);
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"one", 3);
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   /* the first message is still pending: the next one is refused with Busy */
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"two", 3);
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"two", 3);
   EXPECT_EQ(kTvmErrorSessionReceiveBufferBusy, Deliver(&alice, &bob));
-  TVMSessionClearReceiveBuffer(&bob.session);
+  TVMCrtSession_ClearReceiveBuffer(&bob.session);
   bob.keep_messages = 0;
   /* a message larger than the 64-byte receive buffer: ShortWrite, then recovery */
   memset(big, 'x', sizeof(big));
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, big, sizeof(big));
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, big, sizeof(big));
   {
     size_t consumed = 0;
     tvm_crt_error_t err;
     const uint8_t* p = alice.out.wire.data;
     size_t left = alice.out.wire.size;
-    err = TVMUnframerWrite(&bob.unframer, p, left, &consumed);
+    err = TVMCrtUnframer_Write(&bob.unframer, p, left, &consumed);
     EXPECT_EQ(kTvmErrorSessionReceiveBufferShortWrite, err);
     EXPECT_TRUE(consumed < left);
     p += consumed;
     left -= consumed;
-    EXPECT_EQ(kTvmErrorNoError, TVMUnframerWrite(&bob.unframer, p, left, &consumed));
+    EXPECT_EQ(kTvmErrorNoError, TVMCrtUnframer_Write(&bob.unframer, p, left, &consumed));
     alice.out.wire.size = 0;
   }
   EXPECT_EQ(1, bob.num_messages);
-  TVMSessionSendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"fits", 4);
+  TVMCrtSession_SendMessage(&alice.session, kTvmSessionNormal, (const uint8_t*)"fits", 4);
   EXPECT_EQ(kTvmErrorNoError, Deliver(&alice, &bob));
   EXPECT_EQ(2, bob.num_messages);
   ExpectMessage(&bob, 1, kTvmSessionNormal, "fits");

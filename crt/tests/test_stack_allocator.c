@@ -28,7 +28,7 @@ TEST(AllocateGoldenOffsets) {
   uint32_t tag;
   memcpy(&tag, pool + 16, 4);
   EXPECT_EQ_INT(tag, 20u ^ 0xabcd1234u);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 96);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 96);
 }
 
 TEST(AllocateWithoutTagIsAligned) {
@@ -40,10 +40,10 @@ TEST(AllocateWithoutTagIsAligned) {
   ASSERT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 1, &a, 0), kTvmErrorNoError);
   ASSERT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 17, &b, 0), kTvmErrorNoError);
   EXPECT_EQ_INT((uint8_t*)b - (uint8_t*)a, 16);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 48);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 48);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, b, 0), kTvmErrorNoError);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, a, 0), kTvmErrorNoError);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 0);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 0);
 }
 
 TEST(FreeThenReallocateReusesAddress) {
@@ -59,7 +59,7 @@ TEST(FreeThenReallocateReusesAddress) {
   EXPECT_EQ_PTR(c, b);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, c, 1), kTvmErrorNoError);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, a, 1), kTvmErrorNoError);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 0);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 0);
 }
 
 TEST(OverAllocate) {
@@ -70,7 +70,7 @@ TEST(OverAllocate) {
                 kTvmErrorPlatformNoMemory); /* 1024 + 4-byte tag does not fit */
   EXPECT_EQ_PTR(p, &ws);
   EXPECT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, SIZE_MAX, &p, 1), kTvmErrorPlatformNoMemory);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 0);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 0);
   /* Exactly full: 1020 bytes pad to 1024, which leaves no room for the tag... */
   EXPECT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 1020, &p, 1), kTvmErrorPlatformNoMemory);
   /* ... but 1008 + pad 0 + tag 4 = 1012 fits, and then 16 more bytes do not. */
@@ -78,7 +78,7 @@ TEST(OverAllocate) {
   void* q;
   EXPECT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 16, &q, 1), kTvmErrorPlatformNoMemory);
   EXPECT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 0, &q, 1), kTvmErrorNoError);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 1016);
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 1016);
 }
 
 TEST(FreeOutOfOrder) {
@@ -89,7 +89,7 @@ TEST(FreeOutOfOrder) {
   ASSERT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 16, &a, 1), kTvmErrorNoError);
   ASSERT_EQ_INT(StackMemoryManager_Allocate_Body(&ws, 16, &b, 1), kTvmErrorNoError);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, a, 1), kTvmErrorPlatformStackAllocBadFree);
-  EXPECT_EQ_INT(StackMemoryManager_UsedBytes(&ws), 40); /* unchanged */
+  EXPECT_EQ_INT(TVMCrtStackAllocator_UsedBytes(&ws), 40); /* unchanged */
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, (uint8_t*)b + 4, 1),
                 kTvmErrorPlatformStackAllocBadFree);
   EXPECT_EQ_INT(StackMemoryManager_Free_Body(&ws, NULL, 1), kTvmErrorPlatformStackAllocBadFree);

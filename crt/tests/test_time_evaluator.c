@@ -8,6 +8,7 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
 #include "test_platform.h"
 #include "test_util.h"
@@ -70,7 +71,7 @@ static int make_evaluator(const char* name, int64_t number, int64_t repeat, int6
   TVMFunctionHandle create;
   TVMModuleHandle syslib;
   if (TVMFuncGetGlobal("runtime.RPCTimeEvaluator", &create) != 0 || create == NULL ||
-      TVMSystemLibGetHandle(&syslib) != 0) {
+      TVMCrtSystemLib_GetHandle(&syslib) != 0) {
     return -1;
   }
   TVMValue args[12];
@@ -137,7 +138,8 @@ TEST(FixedNumberAndRepeat) {
   EXPECT_EQ_INT(g_calls, 1 + 3 * 5); /* warm-up + 3 batches of 5 */
   EXPECT_EQ_INT(g_last_arg, 77);     /* arguments are passed through */
   EXPECT_EQ_STR(TestPlatform_Trace(),
-                "before;start;stop;after;before;start;stop;after;before;start;stop;after;");
+                "before;cycles;cycles;after;before;cycles;cycles;after;"
+                "before;cycles;cycles;after;");
   EXPECT_EQ_INT(TVMByteArrayFree(r), 0);
   EXPECT_EQ_INT(TVMFuncFree(f), 0);
 }
@@ -151,7 +153,7 @@ TEST(NumberGrowsUntilMinRepeatMs) {
   /* Batch 1: 1 call = 1 ms < 10 ms. Then number = max(10 / 1 + 1, 1 * 1.618) = 11 calls = 11 ms. */
   EXPECT_EQ_INT(g_calls, 1 + 1 + 11);
   EXPECT_NEAR(result_at(r, 0), 0.001, 1e-12);
-  EXPECT_EQ_STR(TestPlatform_Trace(), "before;start;stop;after;before;start;stop;after;");
+  EXPECT_EQ_STR(TestPlatform_Trace(), "before;cycles;cycles;after;before;cycles;cycles;after;");
   TVMByteArrayFree(r);
   /* Number carries over into later repeats: the second round starts at 11 calls. */
   start_fake_clock(0.001);
@@ -221,7 +223,7 @@ TEST(InnerFailurePropagatesWithoutLeaks) {
   EXPECT_EQ_INT(TVMFuncCall(f, NULL, NULL, 0, &ret, &tcode), kTvmErrorFunctionCallInvalidArg);
   EXPECT_CONTAINS(TVMGetLastError(), "failing as planned");
   /* The timer was stopped and AfterMeasurement called despite the failure. */
-  EXPECT_EQ_STR(TestPlatform_Trace(), "before;start;stop;after;");
+  EXPECT_EQ_STR(TestPlatform_Trace(), "before;cycles;cycles;after;");
   EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
   /* Results returned by the timed function are released, not leaked. */
   g_calls = 0;
@@ -245,12 +247,14 @@ TEST(CooldownOnRealClock) {
   TVMByteArrayFree(r);
   /* Each measured round is bracketed by before/after; the cooldown uses bare start/stop pairs. */
   const char* trace = TestPlatform_Trace();
-  EXPECT_TRUE(strncmp(trace, "before;start;stop;after;start;stop;", 35) == 0);
+  EXPECT_TRUE(strncmp(trace, "before;cycles;cycles;after;cycles;cycles;", 41) == 0);
 }
 
 int main(void) {
   TestPlatform_Reset();
-  if (TVMSystemLibSet(&kSysLib) != kTvmErrorNoError || TVMInitializeRuntime() != kTvmErrorNoError) {
+  if (TVMCrtSystemLib_Set(&kSysLib) != kTvmErrorNoError ||
+      TVMInitializeRuntime() != kTvmErrorNoError ||
+      TVMCrtTimeEvaluator_Register() != kTvmErrorNoError) {
     printf("setup failed: %s\n", TVMGetLastError());
     return 1;
   }

@@ -265,7 +265,7 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> 
     for n_iter in CALIBRATION_N:
         lines += [f"  t0 = now(); loop({n_iter}u); ticks = since(t0);",
                   f'  put_u32("cal {n_iter} ", ticks);']
-    lines += ["  if (TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)) != 0) return 2;"]
+    lines += ["  if (TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)) != 0) return 2;"]
     for k, t in enumerate(gen.inputs):
         lines.append(f"  memcpy(g_in{k}, g_in_init{k}, {t.size_bytes});")
     lines.append(f"  struct tvmgen_{n}_inputs in = {{" +

@@ -2,7 +2,7 @@
 
 Used by the parity tests and ``bench/models.py``. The program links the real CRT backend
 library sources (``crt/src/backend/*.c`` and ``crt/src/memory/stack_allocator.c``), hands
-``TVMBackendWorkspaceInit`` a static buffer, reads the inputs' raw bytes from stdin and writes
+``TVMCrtWorkspace_Init`` a static buffer, reads the inputs' raw bytes from stdin and writes
 the outputs' raw bytes to stdout. With ``--time N`` it runs N timed inferences instead and prints
 nanoseconds per inference.
 """
@@ -43,7 +43,7 @@ def harness_source(gen: Generated) -> str:
         "", "int main(int argc, char** argv) {",
         "  long iters = 0;",
         '  if (argc == 3 && strcmp(argv[1], "--time") == 0) iters = atol(argv[2]);',
-        "  if (TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)) != 0) return 2;",
+        "  if (TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)) != 0) return 2;",
     ]
     for k, t in enumerate(gen.inputs):
         lines.append(f"  if (fread(g_in{k}, 1, {t.size_bytes}, stdin) != {t.size_bytes}) return 3;")

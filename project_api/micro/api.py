@@ -42,7 +42,7 @@ _LOG = logging.getLogger(__name__)
 #: How long :meth:`Session.close` waits for each cleanup reply before giving up on the device.
 CLEANUP_WAIT_SEC = 2.0
 
-#: The device time evaluator's limits (crt/src/common/time_evaluator.c; TVM's are alike):
+#: The device time evaluator's limits (crt/src/time_evaluator/time_evaluator.c; TVM's are alike):
 #: runs per round and rounds per :meth:`Session.time` call.
 MAX_TIMING_NUMBER = 1_000_000_000
 MAX_TIMING_REPEAT = 65536

@@ -4,11 +4,11 @@ Any template with a standalone project type uses this module: :func:`prepare` ex
 extra archives beside the project's own ``model/``, renames a module whose name another archive
 already took (its C is rewritten from ``tvmgen_<old>`` to ``tvmgen_<new>`` before anything is
 compiled, so two ``default`` modules link together), and builds the contexts;
-:func:`write_sources` renders ``model_glue.c`` (one ``TVMAotModel`` per module) and the ai_
+:func:`write_sources` renders ``model_glue.c`` (one ``TVMCrtAotModel`` per module) and the ai_
 files from ``jinja/ai_*.j2``:
 
 * ``ai_runtime.h`` / ``ai_runtime.c``: the API, no heap; the model workspace is served from the
-  pool the application passes to ``ai_create`` (``TVMBackendWorkspaceInit`` before each run);
+  pool the application passes to ``ai_create`` (``TVMCrtWorkspace_Init`` before each run);
 * ``ai_models.h`` / ``ai_models.c``: one const ``ai_model_info`` per model (names, version,
   sizes, per-tensor or per-channel quantization) and the table the model iterator walks;
 * ``ai_sample.h`` / ``ai_sample.c``: activation pools (shared or one per model) and known
@@ -408,7 +408,7 @@ def mlperftiny_version(mod: Any, version: str | None) -> str:
 
 def write_mlperftiny_model(project: Any, version: str | None,
                            dest: str = "src/mlperftiny_model.c") -> str:
-    """Render ``src/mlperftiny_model.c`` (the ``TVMMlperfTinyAotInfo`` of the project's one
+    """Render ``src/mlperftiny_model.c`` (the ``TVMCrtMlperfTinyAotInfo`` of the project's one
     module, for ``crt/src/mlperftiny``) from the MLF's quantization; return the model version."""
     modules = list(project.library.modules.values())
     if len(modules) != 1:

@@ -3,7 +3,7 @@
 For each module of a Model Library Format archive, :func:`module_context` gathers what the glue
 needs (entry point and its calling style, every input and output with DLPack dtype, shape and
 size, the workspace), and :func:`render_model_glue` renders ``model_glue.c`` (one static
-``TVMAotModel`` per module plus ``TVMAotModelLookup``; see ``crt/include/tvm/runtime/crt/
+``TVMCrtAotModel`` per module plus ``TVMCrtAotModel_Lookup``; see ``crt/include/tvm/runtime/crt/
 aot_model.h``). :func:`workspace_bytes` sizes the model workspace all modules share, and
 :func:`render_crt_config` writes a ``crt_config.h`` holding only the knobs that differ from the
 runtime's defaults (``crt/include/tvm/runtime/crt/config.h``).
@@ -169,7 +169,7 @@ def workspace_bytes(modules: Iterable[Mapping[str, Any]]) -> int:
 def render_model_glue(env: Environments, modules: list[dict[str, Any]],
                       build_hash: str | None = None) -> str:
     """``model_glue.c`` for the module contexts of :func:`module_context`; with ``build_hash``
-    (hex, from :func:`compute_build_hash`) it defines ``TVMAotModelBuildHash``, which the
+    (hex, from :func:`compute_build_hash`) it defines ``TVMCrtAotModel_BuildHash``, which the
     device answers to the ``project_api.build_hash`` global function."""
     if build_hash is not None and not _BUILD_HASH_RE.fullmatch(build_hash):
         raise ValueError(f"build hash {build_hash!r}: want {BUILD_HASH_DIGITS} hex digits")

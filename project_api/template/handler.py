@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from project_api import server
+from project_api.crt_manifest import CrtManifestError, read_manifest
 from project_api.errors import BuildError, ServerError
 from project_api.template.options import (
     DeclaredOption,
@@ -104,27 +105,27 @@ class NewProject:
                 shutil.copy2(src, dest)
 
     def copy_crt(self, sources: Iterable[str], dest: str = "crt") -> None:
-        """Copy the runtime's ``include/`` and the given sources (paths relative to the runtime
-        directory, e.g. from :mod:`project_api.crt_manifest`), with the private headers beside
-        them, so the project builds without project-api installed."""
+        """Copy the runtime's ``include/``, the given sources (paths relative to the runtime
+        directory, e.g. from :mod:`project_api.crt_manifest`) and the private headers the
+        manifest lists for their libraries, so the project builds without project-api
+        installed."""
         if not (self.crt_dir / "include").is_dir():
             raise ServerError(message=f"standalone_crt_dir {self.crt_dir} holds no include/ "
                                       "directory; reinstall project-api")
+        sources = list(sources)
+        try:
+            headers = read_manifest(self.crt_dir).private_headers(sources)
+        except CrtManifestError as exc:
+            raise ServerError(message=f"{exc}; reinstall project-api") from exc
         root = self.dir / dest
         shutil.copytree(self.crt_dir / "include", root / "include")
-        for rel in sources:
+        for rel in [*sources, *map(str, headers)]:
             src = self.crt_dir / rel
-            if src.is_dir():
-                shutil.copytree(src, root / rel)
-            elif src.is_file():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                for path in (src, *sorted(src.parent.glob("*.h"))):
-                    dest_path = (root / rel).parent / path.name
-                    if not dest_path.exists():
-                        shutil.copy2(path, dest_path)
-            else:
+            if not src.is_file():
                 raise ServerError(message=f"the C runtime at {self.crt_dir} lacks {rel}; "
                                           "reinstall project-api")
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / rel)
 
     def extract_tar(self, archive: str | Path, option: str = "extra_files_tar") -> None:
         """Extract a user's tar archive (the ``option`` that names it) into the project, safely
@@ -148,7 +149,7 @@ class NewProject:
         path.write_text(self.env.get_template(template).render(values))
 
     def write_model_glue(self, dest: str = "src/model_glue.c") -> None:
-        """The model glue (one TVMAotModel per module) at ``dest``, reporting the build hash
+        """The model glue (one TVMCrtAotModel per module) at ``dest``, reporting the build hash
         that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`)."""
         from project_api.template import glue
 
@@ -174,8 +175,8 @@ class NewProject:
         self.write_crt_config({
             "TVM_CRT_MAX_PACKET_SIZE_BYTES": (max_packet_bytes,
                                               "Largest RPC packet, header included."),
-            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
-                                               "Model workspace given to TVMBackendWorkspaceInit."),
+            "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
+                                               "Model workspace given to TVMCrtWorkspace_Init."),
         }, title=title)
 
     def workspace_bytes(self) -> int:

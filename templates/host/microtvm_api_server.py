@@ -94,8 +94,8 @@ class Handler(TransportMixin, TemplateHandler):
             "TVM_CRT_LOG_LEVEL": ("TVM_CRT_LOG_LEVEL_DEBUG", "Device logs reach the host."),
             "TVM_CRT_MAX_PACKET_SIZE_BYTES": (project.options["max_packet_size_bytes"],
                                               "Largest RPC packet, length header included."),
-            "TVM_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
-                                               "Model workspace given to TVMBackendWorkspaceInit."),
+            "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
+                                               "Model workspace given to TVMCrtWorkspace_Init."),
         }, title=f'host template, project type "{kind}"')
         flags = compile_definitions(project.options["compile_definitions"], FAST_DEFINES)
         project.render("Makefile.j2", "Makefile", compile_definition_flags=flags,

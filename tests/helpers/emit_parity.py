@@ -281,8 +281,8 @@ int main(int argc, char** argv) {{
   fout = fopen(argv[2], "wb");
   runs = atoi(argv[3]);
   if (fin == NULL || fout == NULL) return 2;
-  if (TVMBackendWorkspaceInit(g_workspace, sizeof(g_workspace)) != 0) {{
-    fprintf(stderr, "TVMBackendWorkspaceInit failed\\n");
+  if (TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)) != 0) {{
+    fprintf(stderr, "TVMCrtWorkspace_Init failed\\n");
     return 3;
   }}
   for (r = 0; r < runs; ++r) {{

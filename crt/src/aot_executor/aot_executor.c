@@ -1,5 +1,5 @@
 /*
- * The AOT executor: binds a TVMAotModel (static buffers + run function) to a device, drives the
+ * The AOT executor: binds a TVMCrtAotModel (static buffers + run function) to a device, drives the
  * device lifecycle hooks around it, and exposes its tensors as DLTensor views. No allocation.
  */
 #include <stdint.h>
@@ -7,18 +7,19 @@
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/config.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
 
-static int tensors_valid(const TVMAotTensor* tensors, size_t count) {
+#include "../common/compiler.h"
+
+static int tensors_valid(const TVMCrtAotTensor* tensors, size_t count) {
   if (count > 0 && tensors == NULL) {
     return 0;
   }
   for (size_t i = 0; i < count; i++) {
     size_t nbytes;
     if (tensors[i].name == NULL || tensors[i].data == NULL ||
-        TVMNDArray_DataSizeBytes(tensors[i].ndim, tensors[i].shape, tensors[i].dtype, &nbytes) !=
+        TVMCrtNDArray_DataSizeBytes(tensors[i].ndim, tensors[i].shape, tensors[i].dtype, &nbytes) !=
             kTvmErrorNoError ||
         nbytes != tensors[i].size_bytes) {
       return 0;
@@ -27,10 +28,10 @@ static int tensors_valid(const TVMAotTensor* tensors, size_t count) {
   return 1;
 }
 
-tvm_crt_error_t TVMAotExecutor_Create(TVMAotExecutor* executor, const TVMAotModel* model,
-                                      DLDevice device) {
+tvm_crt_error_t TVMCrtAotExecutor_Create(TVMCrtAotExecutor* executor, const TVMCrtAotModel* model,
+                                         DLDevice device) {
   if (executor == NULL || model == NULL) {
-    TVMAPISetLastError("TVMAotExecutor_Create: NULL executor or model");
+    TVMAPISetLastError("TVMCrtAotExecutor_Create: NULL executor or model");
     return kTvmErrorFunctionCallInvalidArg;
   }
   executor->model = NULL;
@@ -43,9 +44,9 @@ tvm_crt_error_t TVMAotExecutor_Create(TVMAotExecutor* executor, const TVMAotMode
                  model->name ? model->name : "(unnamed)", TVM_CRT_MAX_NDIM);
     return kTvmErrorFunctionCallInvalidArg;
   }
-  tvm_crt_error_t err = TVMDeviceOpen(device);
+  tvm_crt_error_t err = TVMCrtDevice_Open(device);
   if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("TVMDeviceOpen(%d, %d) failed (0x%x)", (int)device.device_type,
+    TVMAPIErrorf("TVMCrtDevice_Open(%d, %d) failed (0x%x)", (int)device.device_type,
                  (int)device.device_id, (unsigned)err);
     return err;
   }
@@ -55,42 +56,42 @@ tvm_crt_error_t TVMAotExecutor_Create(TVMAotExecutor* executor, const TVMAotMode
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMAotExecutor_CreateByName(TVMAotExecutor* executor, const char* module_name,
-                                            DLDevice device) {
-  const TVMAotModel* model = module_name != NULL ? TVMAotModelLookup(module_name) : NULL;
+tvm_crt_error_t TVMCrtAotExecutor_CreateByName(TVMCrtAotExecutor* executor, const char* module_name,
+                                               DLDevice device) {
+  const TVMCrtAotModel* model = module_name != NULL ? TVMCrtAotModel_Lookup(module_name) : NULL;
   if (model == NULL) {
     TVMAPIErrorf("no model named '%s' in this firmware", module_name ? module_name : "(null)");
     return kTvmErrorFunctionNameNotFound;
   }
-  return TVMAotExecutor_Create(executor, model, device);
+  return TVMCrtAotExecutor_Create(executor, model, device);
 }
 
-tvm_crt_error_t TVMAotExecutor_Release(TVMAotExecutor* executor) {
+tvm_crt_error_t TVMCrtAotExecutor_Release(TVMCrtAotExecutor* executor) {
   if (executor == NULL || !executor->is_open) {
-    TVMAPISetLastError("TVMAotExecutor_Release: executor is not open");
+    TVMAPISetLastError("TVMCrtAotExecutor_Release: executor is not open");
     return kTvmErrorExecutorModuleBadContext;
   }
   executor->is_open = 0;
   executor->model = NULL;
-  tvm_crt_error_t err = TVMDeviceClose(executor->device);
+  tvm_crt_error_t err = TVMCrtDevice_Close(executor->device);
   if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("TVMDeviceClose(%d, %d) failed (0x%x)", (int)executor->device.device_type,
+    TVMAPIErrorf("TVMCrtDevice_Close(%d, %d) failed (0x%x)", (int)executor->device.device_type,
                  (int)executor->device.device_id, (unsigned)err);
   }
   return err;
 }
 
-int TVMAotExecutor_GetNumInputs(const TVMAotExecutor* executor) {
+int TVMCrtAotExecutor_GetNumInputs(const TVMCrtAotExecutor* executor) {
   return (executor != NULL && executor->is_open) ? (int)executor->model->num_inputs : 0;
 }
 
-int TVMAotExecutor_GetNumOutputs(const TVMAotExecutor* executor) {
+int TVMCrtAotExecutor_GetNumOutputs(const TVMCrtAotExecutor* executor) {
   return (executor != NULL && executor->is_open) ? (int)executor->model->num_outputs : 0;
 }
 
-tvm_crt_error_t TVMAotExecutor_GetInputIndex(const TVMAotExecutor* executor, const char* name,
-                                             int* out_index) {
-  int n = TVMAotExecutor_GetNumInputs(executor);
+tvm_crt_error_t TVMCrtAotExecutor_GetInputIndex(const TVMCrtAotExecutor* executor, const char* name,
+                                                int* out_index) {
+  int n = TVMCrtAotExecutor_GetNumInputs(executor);
   for (int i = 0; name != NULL && i < n; i++) {
     if (strcmp(executor->model->inputs[i].name, name) == 0) {
       *out_index = i;
@@ -102,9 +103,10 @@ tvm_crt_error_t TVMAotExecutor_GetInputIndex(const TVMAotExecutor* executor, con
 }
 
 /* The input (or output) at index, or NULL after setting the last error. */
-static const TVMAotTensor* tensor_at(const TVMAotExecutor* executor, int index, int is_output) {
-  int n = is_output ? TVMAotExecutor_GetNumOutputs(executor)
-                    : TVMAotExecutor_GetNumInputs(executor);
+static const TVMCrtAotTensor* tensor_at(const TVMCrtAotExecutor* executor, int index,
+                                        int is_output) {
+  int n = is_output ? TVMCrtAotExecutor_GetNumOutputs(executor)
+                    : TVMCrtAotExecutor_GetNumInputs(executor);
   if (index < 0 || index >= n) {
     const char* kind = is_output ? "output" : "input";
     TVMAPIErrorf("%s index %d out of range (model has %d %ss)", kind, index, n, kind);
@@ -113,9 +115,9 @@ static const TVMAotTensor* tensor_at(const TVMAotExecutor* executor, int index, 
   return is_output ? &executor->model->outputs[index] : &executor->model->inputs[index];
 }
 
-tvm_crt_error_t TVMAotExecutor_GetInputName(const TVMAotExecutor* executor, int index,
-                                            const char** out_name) {
-  const TVMAotTensor* t = tensor_at(executor, index, 0);
+tvm_crt_error_t TVMCrtAotExecutor_GetInputName(const TVMCrtAotExecutor* executor, int index,
+                                               const char** out_name) {
+  const TVMCrtAotTensor* t = tensor_at(executor, index, 0);
   if (t == NULL) {
     return kTvmErrorExecutorModuleNoSuchInput;
   }
@@ -123,7 +125,7 @@ tvm_crt_error_t TVMAotExecutor_GetInputName(const TVMAotExecutor* executor, int 
   return kTvmErrorNoError;
 }
 
-static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTensor* out) {
+static void view_of(const TVMCrtAotExecutor* executor, const TVMCrtAotTensor* t, DLTensor* out) {
   out->data = t->data;
   out->device = executor->device;
   out->ndim = t->ndim;
@@ -133,9 +135,9 @@ static void view_of(const TVMAotExecutor* executor, const TVMAotTensor* t, DLTen
   out->byte_offset = 0;
 }
 
-TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMAotExecutor* executor, int index,
+TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMCrtAotExecutor* executor, int index,
                                                  int is_output, DLTensor* out_tensor) {
-  const TVMAotTensor* t = tensor_at(executor, index, is_output);
+  const TVMCrtAotTensor* t = tensor_at(executor, index, is_output);
   if (t == NULL) {
     return is_output ? kTvmErrorFunctionCallInvalidArg : kTvmErrorExecutorModuleNoSuchInput;
   }
@@ -143,25 +145,25 @@ TVM_CRT_NOINLINE static tvm_crt_error_t get_view(const TVMAotExecutor* executor,
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMAotExecutor_GetInput(const TVMAotExecutor* executor, int index,
-                                        DLTensor* out_tensor) {
+tvm_crt_error_t TVMCrtAotExecutor_GetInput(const TVMCrtAotExecutor* executor, int index,
+                                           DLTensor* out_tensor) {
   return get_view(executor, index, 0, out_tensor);
 }
 
-tvm_crt_error_t TVMAotExecutor_GetOutput(const TVMAotExecutor* executor, int index,
-                                         DLTensor* out_tensor) {
+tvm_crt_error_t TVMCrtAotExecutor_GetOutput(const TVMCrtAotExecutor* executor, int index,
+                                            DLTensor* out_tensor) {
   return get_view(executor, index, 1, out_tensor);
 }
 
-tvm_crt_error_t TVMAotExecutor_SetInput(const TVMAotExecutor* executor, int index,
-                                        const DLTensor* src) {
-  const TVMAotTensor* dst = tensor_at(executor, index, 0);
+tvm_crt_error_t TVMCrtAotExecutor_SetInput(const TVMCrtAotExecutor* executor, int index,
+                                           const DLTensor* src) {
+  const TVMCrtAotTensor* dst = tensor_at(executor, index, 0);
   if (dst == NULL) {
     return kTvmErrorExecutorModuleNoSuchInput;
   }
   size_t nbytes;
   if (src == NULL || src->data == NULL || src->strides != NULL ||
-      TVMNDArray_DataSizeBytes(src->ndim, src->shape, src->dtype, &nbytes) != kTvmErrorNoError) {
+      TVMCrtNDArray_DataSizeBytes(src->ndim, src->shape, src->dtype, &nbytes) != kTvmErrorNoError) {
     TVMAPIErrorf("set_input %s: source must be a compact tensor with data", dst->name);
     return kTvmErrorFunctionCallInvalidArg;
   }
@@ -181,12 +183,12 @@ tvm_crt_error_t TVMAotExecutor_SetInput(const TVMAotExecutor* executor, int inde
 static void* g_run_inputs[TVM_CRT_MAX_ARGS];
 static void* g_run_outputs[TVM_CRT_MAX_ARGS];
 
-tvm_crt_error_t TVMAotExecutor_Run(TVMAotExecutor* executor) {
+tvm_crt_error_t TVMCrtAotExecutor_Run(TVMCrtAotExecutor* executor) {
   if (executor == NULL || !executor->is_open) {
-    TVMAPISetLastError("TVMAotExecutor_Run: executor is not open");
+    TVMAPISetLastError("TVMCrtAotExecutor_Run: executor is not open");
     return kTvmErrorExecutorModuleBadContext;
   }
-  const TVMAotModel* model = executor->model;
+  const TVMCrtAotModel* model = executor->model;
   if (model->num_inputs > TVM_CRT_MAX_ARGS || model->num_outputs > TVM_CRT_MAX_ARGS) {
     TVMAPIErrorf("model %s has %lu inputs and %lu outputs; raise TVM_CRT_MAX_ARGS (%d)",
                  model->name, (unsigned long)model->num_inputs, (unsigned long)model->num_outputs,
@@ -199,9 +201,10 @@ tvm_crt_error_t TVMAotExecutor_Run(TVMAotExecutor* executor) {
   for (size_t i = 0; i < model->num_outputs; i++) {
     g_run_outputs[i] = model->outputs[i].data;
   }
-  tvm_crt_error_t err = TVMDeviceActivate(executor->device);
+  tvm_crt_error_t err = TVMCrtDevice_Activate(executor->device);
   if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("TVMDeviceActivate failed (0x%x); model %s not run", (unsigned)err, model->name);
+    TVMAPIErrorf("TVMCrtDevice_Activate failed (0x%x); model %s not run", (unsigned)err,
+                 model->name);
     return err;
   }
   TVMAPISetLastError("");
@@ -209,12 +212,12 @@ tvm_crt_error_t TVMAotExecutor_Run(TVMAotExecutor* executor) {
   if (result != 0 && TVMGetLastError()[0] == '\0') {
     TVMAPIErrorf("model %s failed with %ld", model->name, (long)result);
   }
-  tvm_crt_error_t deactivate_err = TVMDeviceDeactivate(executor->device);
+  tvm_crt_error_t deactivate_err = TVMCrtDevice_Deactivate(executor->device);
   if (result != 0) {
     return (tvm_crt_error_t)result;
   }
   if (deactivate_err != kTvmErrorNoError) {
-    TVMAPIErrorf("TVMDeviceDeactivate failed (0x%x)", (unsigned)deactivate_err);
+    TVMAPIErrorf("TVMCrtDevice_Deactivate failed (0x%x)", (unsigned)deactivate_err);
   }
   return deactivate_err;
 }

@@ -1,11 +1,11 @@
 /*
  * The AOT executor as a module the RPC host drives: the global
  * tvm.aot_executor.create(Module syslib, DLDevice dev, str module_name) returns a module whose
- * functions wrap TVMAotExecutor (see aot_executor.h for the list).
+ * functions wrap TVMCrtAotExecutor (see aot_executor.h for the list).
  *
  * One executor exists at a time (static storage). Creating it again for the same model while it
  * is alive returns the same module handle and counts a reference; each TVMModFree drops one and
- * the last releases the executor (TVMDeviceClose) and its module slot. Asking for a different
+ * the last releases the executor (TVMCrtDevice_Close) and its module slot. Asking for a different
  * model while one is alive fails with kTvmErrorExecutorModuleAlreadyCreated.
  */
 #include <stdint.h>
@@ -14,12 +14,14 @@
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/crt.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/packed_func.h>
 
-static TVMAotExecutor g_executor;
+#include "../common/compiler.h"
+#include "../common/module_table.h"
+
+static TVMCrtAotExecutor g_executor;
 static TVMModuleHandle g_executor_handle;
 static int g_executor_refs;
 
@@ -30,7 +32,7 @@ static int index_arg(const char* fn, TVMValue* args, int* type_codes, int num_ar
     return kTvmErrorFunctionCallNumArguments;
   }
   if (is_input && type_codes[0] == kTVMStr) {
-    return TVMAotExecutor_GetInputIndex(&g_executor, args[0].v_str, out_index);
+    return TVMCrtAotExecutor_GetInputIndex(&g_executor, args[0].v_str, out_index);
   }
   if (type_codes[0] != kTVMArgInt && type_codes[0] != kDLUInt) {
     TVMAPIErrorf("%s: argument 0 must be %s (type code %d)", fn,
@@ -43,9 +45,9 @@ static int index_arg(const char* fn, TVMValue* args, int* type_codes, int num_ar
 }
 
 static int return_view(const DLTensor* view, TVMValue* ret_val, int* ret_tcode) {
-  TVMNDArray* array;
-  tvm_crt_error_t err =
-      TVMNDArray_CreateView(view->data, view->ndim, view->shape, view->dtype, view->device, &array);
+  TVMCrtNDArray* array;
+  tvm_crt_error_t err = TVMCrtNDArray_CreateView(view->data, view->ndim, view->shape, view->dtype,
+                                                 view->device, &array);
   if (err != kTvmErrorNoError) {
     TVMAPISetLastError("AOT executor: no memory for a tensor handle");
     return err;
@@ -65,8 +67,8 @@ static int get_tensor(int is_output, TVMValue* args, int* type_codes, int num_ar
     return err;
   }
   DLTensor view;
-  err = is_output ? TVMAotExecutor_GetOutput(&g_executor, index, &view)
-                  : TVMAotExecutor_GetInput(&g_executor, index, &view);
+  err = is_output ? TVMCrtAotExecutor_GetOutput(&g_executor, index, &view)
+                  : TVMCrtAotExecutor_GetInput(&g_executor, index, &view);
   return err != 0 ? err : return_view(&view, ret_val, ret_tcode);
 }
 
@@ -86,10 +88,10 @@ static int GetInputIndex(TVMValue* args, int* type_codes, int num_args, TVMValue
                          int* ret_tcode, void* resource_handle) {
   (void)resource_handle;
   static const int kSig[1] = {kTVMStr};
-  int err = TVMArgs_Check("get_input_index", type_codes, num_args, kSig, 1);
+  int err = TVMCrtArgs_Check("get_input_index", type_codes, num_args, kSig, 1);
   int index = -1;
   if (err == 0) {
-    err = TVMAotExecutor_GetInputIndex(&g_executor, args[0].v_str, &index);
+    err = TVMCrtAotExecutor_GetInputIndex(&g_executor, args[0].v_str, &index);
   }
   if (err == 0) {
     ret_val->v_int64 = index;
@@ -109,7 +111,7 @@ static int GetInputName(TVMValue* args, int* type_codes, int num_args, TVMValue*
     err = kTvmErrorFunctionCallNumArguments;
   }
   if (err == 0) {
-    err = TVMAotExecutor_GetInputName(&g_executor, index, &name);
+    err = TVMCrtAotExecutor_GetInputName(&g_executor, index, &name);
   }
   if (err == 0) {
     ret_val->v_str = name;
@@ -121,11 +123,11 @@ static int GetInputName(TVMValue* args, int* type_codes, int num_args, TVMValue*
 /* get_num_inputs / get_num_outputs: no arguments, an int result. */
 TVM_CRT_NOINLINE static int return_count(int is_output, int* type_codes, int num_args,
                                          TVMValue* ret_val, int* ret_tcode) {
-  int err = TVMArgs_Check(is_output ? "get_num_outputs" : "get_num_inputs", type_codes, num_args,
-                          NULL, 0);
+  int err = TVMCrtArgs_Check(is_output ? "get_num_outputs" : "get_num_inputs", type_codes, num_args,
+                             NULL, 0);
   if (err == 0) {
-    ret_val->v_int64 = is_output ? TVMAotExecutor_GetNumOutputs(&g_executor)
-                                 : TVMAotExecutor_GetNumInputs(&g_executor);
+    ret_val->v_int64 = is_output ? TVMCrtAotExecutor_GetNumOutputs(&g_executor)
+                                 : TVMCrtAotExecutor_GetNumInputs(&g_executor);
     *ret_tcode = kTVMArgInt;
   }
   return err;
@@ -151,8 +153,8 @@ static int Run(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
   (void)ret_val;
   (void)ret_tcode;
   (void)resource_handle;
-  int err = TVMArgs_Check("run", type_codes, num_args, NULL, 0);
-  return err != 0 ? err : TVMAotExecutor_Run(&g_executor);
+  int err = TVMCrtArgs_Check("run", type_codes, num_args, NULL, 0);
+  return err != 0 ? err : TVMCrtAotExecutor_Run(&g_executor);
 }
 
 static int SetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
@@ -170,8 +172,9 @@ static int SetInput(TVMValue* args, int* type_codes, int num_args, TVMValue* ret
   }
   int index;
   int err = index_arg("set_input", args, type_codes, num_args, 1, &index);
-  return err != 0 ? err
-                  : TVMAotExecutor_SetInput(&g_executor, index, (const DLTensor*)args[1].v_handle);
+  return err != 0
+             ? err
+             : TVMCrtAotExecutor_SetInput(&g_executor, index, (const DLTensor*)args[1].v_handle);
 }
 
 static int NotImplemented(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
@@ -221,14 +224,14 @@ static tvm_crt_error_t ExecutorModuleFree(const TVMModule* mod, int* out_unregis
   }
   *out_unregister = 1;
   g_executor_handle = NULL;
-  return TVMAotExecutor_Release(&g_executor);
+  return TVMCrtAotExecutor_Release(&g_executor);
 }
 
 static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                   int* ret_tcode, void* resource_handle) {
   (void)resource_handle;
   static const int kSig[3] = {kTVMModuleHandle, kDLDevice, kTVMStr};
-  int err = TVMArgs_Check("tvm.aot_executor.create", type_codes, num_args, kSig, 3);
+  int err = TVMCrtArgs_Check("tvm.aot_executor.create", type_codes, num_args, kSig, 3);
   if (err != 0) {
     return err;
   }
@@ -243,13 +246,13 @@ static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_v
     }
     g_executor_refs++;
   } else {
-    err = TVMAotExecutor_CreateByName(&g_executor, name, dev);
+    err = TVMCrtAotExecutor_CreateByName(&g_executor, name, dev);
     if (err != 0) {
       return err;
     }
-    err = TVMCrtModuleRegister(&kExecutorModule, ExecutorModuleFree, &g_executor_handle);
+    err = TVMCrtModule_Register(&kExecutorModule, ExecutorModuleFree, &g_executor_handle);
     if (err != 0) {
-      TVMAotExecutor_Release(&g_executor);
+      TVMCrtAotExecutor_Release(&g_executor);
       return err;
     }
     g_executor_refs = 1;
@@ -268,15 +271,20 @@ static int BuildHash(TVMValue* args, int* type_codes, int num_args, TVMValue* re
     TVMAPIErrorf("project_api.build_hash: expected no argument, got %d", num_args);
     return kTvmErrorFunctionCallNumArguments;
   }
-  ret_val->v_int64 = TVMAotModelBuildHash();
+  ret_val->v_int64 = TVMCrtAotModel_BuildHash();
   *ret_tcode = kTVMArgInt;
   return 0;
 }
 
 tvm_crt_error_t TVMAotExecutorModule_Register(void) {
-  tvm_crt_error_t err = TVMRuntimeRegisterGlobal("tvm.aot_executor.create", Create, 0);
-  if (err == kTvmErrorNoError && TVMAotModelBuildHash != NULL) {
-    err = TVMRuntimeRegisterGlobal("project_api.build_hash", BuildHash, 0);
+  static int registered;
+  tvm_crt_error_t err = kTvmErrorNoError;
+  if (!registered) {
+    err = TVMCrtRuntime_RegisterGlobal("tvm.aot_executor.create", Create, 0);
+    if (err == kTvmErrorNoError && TVMCrtAotModel_BuildHash != NULL) {
+      err = TVMCrtRuntime_RegisterGlobal("project_api.build_hash", BuildHash, 0);
+    }
+    registered = err == kTvmErrorNoError;
   }
   return err;
 }

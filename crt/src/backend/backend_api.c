@@ -1,6 +1,6 @@
 /*
  * The backend API generated code calls: workspace allocation over one stack allocator whose
- * memory the application provides with TVMBackendWorkspaceInit, and a serial parallel-launch.
+ * memory the application provides with TVMCrtWorkspace_Init, and a serial parallel-launch.
  */
 #include <stdint.h>
 #include <tvm/runtime/c_backend_api.h>
@@ -10,24 +10,25 @@ static tvm_workspace_t g_workspace;
 static int g_workspace_ready;
 static size_t g_workspace_peak_bytes;
 
-tvm_crt_error_t TVMBackendWorkspaceInit(uint8_t* buffer, size_t size_bytes) {
+tvm_crt_error_t TVMCrtWorkspace_Init(uint8_t* buffer, size_t size_bytes) {
   g_workspace_ready = 0;
   g_workspace_peak_bytes = 0;
   tvm_crt_error_t err = StackMemoryManager_Init(&g_workspace, buffer, size_bytes);
   if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("TVMBackendWorkspaceInit: %s buffer of %lu bytes has no room after aligning "
-                 "to %d bytes; pass a larger buffer",
-                 buffer == NULL ? "NULL" : "a", (unsigned long)size_bytes,
-                 TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES);
+    TVMAPIErrorf(
+        "TVMCrtWorkspace_Init: %s buffer of %lu bytes has no room after aligning "
+        "to %d bytes; pass a larger buffer",
+        buffer == NULL ? "NULL" : "a", (unsigned long)size_bytes,
+        TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES);
     return err;
   }
   g_workspace_ready = 1;
   return kTvmErrorNoError;
 }
 
-void TVMBackendWorkspaceUsage(size_t* in_use_bytes, size_t* peak_bytes) {
+void TVMCrtWorkspace_Usage(size_t* in_use_bytes, size_t* peak_bytes) {
   if (in_use_bytes != NULL) {
-    *in_use_bytes = g_workspace_ready ? StackMemoryManager_UsedBytes(&g_workspace) : 0;
+    *in_use_bytes = g_workspace_ready ? TVMCrtStackAllocator_UsedBytes(&g_workspace) : 0;
   }
   if (peak_bytes != NULL) {
     *peak_bytes = g_workspace_peak_bytes;
@@ -42,7 +43,7 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes,
   (void)dtype_bits_hint;
   if (!g_workspace_ready) {
     TVMAPISetLastError(
-        "TVMBackendAllocWorkspace: no workspace; call TVMBackendWorkspaceInit(buffer, size) "
+        "TVMBackendAllocWorkspace: no workspace; call TVMCrtWorkspace_Init(buffer, size) "
         "before running the model");
     return NULL;
   }
@@ -52,14 +53,15 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes,
     err = StackMemoryManager_Allocate(&g_workspace, (size_t)nbytes, &ptr);
   }
   if (err != kTvmErrorNoError) {
-    size_t used = StackMemoryManager_UsedBytes(&g_workspace);
-    TVMAPIErrorf("TVMBackendAllocWorkspace: %llu bytes requested but only %lu of %lu workspace "
-                 "bytes are free; enlarge the buffer given to TVMBackendWorkspaceInit",
-                 (unsigned long long)nbytes, (unsigned long)(g_workspace.workspace_size - used),
-                 (unsigned long)g_workspace.workspace_size);
+    size_t used = TVMCrtStackAllocator_UsedBytes(&g_workspace);
+    TVMAPIErrorf(
+        "TVMBackendAllocWorkspace: %llu bytes requested but only %lu of %lu workspace "
+        "bytes are free; enlarge the buffer given to TVMCrtWorkspace_Init",
+        (unsigned long long)nbytes, (unsigned long)(g_workspace.workspace_size - used),
+        (unsigned long)g_workspace.workspace_size);
     return NULL;
   }
-  size_t used = StackMemoryManager_UsedBytes(&g_workspace);
+  size_t used = TVMCrtStackAllocator_UsedBytes(&g_workspace);
   if (used > g_workspace_peak_bytes) {
     g_workspace_peak_bytes = used;
   }

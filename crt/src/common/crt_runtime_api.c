@@ -1,24 +1,24 @@
 /*
- * The C runtime API: the global function registry, the module table and handle encoding,
- * TVMFuncCall, device memory and copies, and the built-in global functions.
+ * The core of the C runtime API: the global function registry, the module table and handle
+ * encoding, TVMFuncCall, device memory and copies, and runtime.SystemLib. It knows no module
+ * beyond the system library: executors, the time evaluator and other modules register
+ * themselves through module_table.h (for a host-driven build, MicroTVMRpcServerInit calls their
+ * register functions).
  *
- * Handles (module.h): module = index | 0x8000; function = ((module | 0x8000) << 16) |
- * (function | 0x8000). Globals use module index TVM_CRT_MAX_REGISTERED_MODULES, time-evaluator
- * functions 0x7fff. All state is static; nothing here is thread-safe.
+ * Handles: see module_table.h. All state is static; nothing here is thread-safe.
  */
 #include <stdint.h>
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
-#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/func_registry.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/ndarray.h>
-#include <tvm/runtime/crt/packed_func.h>
 #include <tvm/runtime/crt/platform.h>
+
+#include "module_table.h"
 
 /* Function pointers travel through void* handles (TVMFuncRegisterGlobal); they must fit. */
 typedef char tvm_crt_check_fn_ptr_size[sizeof(TVMBackendPackedCFunc) == sizeof(void*) ? 1 : -1];
@@ -44,13 +44,46 @@ typedef struct {
 
 static ModuleSlot g_modules[TVM_CRT_MAX_REGISTERED_MODULES];
 
+/* ---- Function spaces (module indices above the globals) ---------------------------------- */
+
+static TVMCrtFunctionSpace* g_function_spaces;
+
+static const TVMCrtFunctionSpace* function_space_of(uint16_t module_index) {
+  const TVMCrtFunctionSpace* space = g_function_spaces;
+  while (space != NULL && space->module_index != module_index) {
+    space = space->next;
+  }
+  return space;
+}
+
+tvm_crt_error_t TVMCrtModule_RegisterFunctionSpace(TVMCrtFunctionSpace* space) {
+  if (space == NULL || space->call == NULL || space->module_index <= TVM_CRT_GLOBAL_MODULE_INDEX ||
+      space->module_index > TVM_CRT_MAX_MODULE_INDEX) {
+    TVMAPIErrorf("function space: NULL space or call, or module index not in %u..%u",
+                 (unsigned)TVM_CRT_GLOBAL_MODULE_INDEX + 1u, (unsigned)TVM_CRT_MAX_MODULE_INDEX);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  const TVMCrtFunctionSpace* owner = function_space_of(space->module_index);
+  if (owner == space) {
+    return kTvmErrorNoError;
+  }
+  if (owner != NULL) {
+    TVMAPIErrorf("function space: module index 0x%x is already taken",
+                 (unsigned)space->module_index);
+    return kTvmErrorFunctionAlreadyDefined;
+  }
+  space->next = g_function_spaces;
+  g_function_spaces = space;
+  return kTvmErrorNoError;
+}
+
 static const char kEmptyRegistryNames[] = "\x00\x00"; /* count 0, then the end marker */
 static const TVMFuncRegistry kEmptyRegistry = {kEmptyRegistryNames, NULL};
 static const TVMModule kEmptySystemLib = {&kEmptyRegistry};
 static const TVMModule* g_system_lib = &kEmptySystemLib;
 static int g_system_lib_index = -1;
 
-TVMFunctionHandle TVMCrtEncodeFunctionHandle(uint16_t module_index, uint16_t function_index) {
+TVMFunctionHandle TVMCrtModule_FunctionHandle(uint16_t module_index, uint16_t function_index) {
   uint32_t h = ((uint32_t)(module_index | 0x8000u) << 16) | (uint32_t)(function_index | 0x8000u);
   return (TVMFunctionHandle)(uintptr_t)h;
 }
@@ -79,8 +112,8 @@ static int decode_module_handle(TVMModuleHandle handle, uint16_t* module_index) 
   return 1;
 }
 
-tvm_crt_error_t TVMCrtModuleRegister(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
-                                     TVMModuleHandle* out_handle) {
+tvm_crt_error_t TVMCrtModule_Register(const TVMModule* mod, TVMCrtModuleFreeHook on_free,
+                                      TVMModuleHandle* out_handle) {
   if (mod == NULL || mod->registry == NULL || out_handle == NULL) {
     TVMAPISetLastError("module registration: NULL module, registry or handle pointer");
     return kTvmErrorFunctionCallInvalidArg;
@@ -99,26 +132,26 @@ tvm_crt_error_t TVMCrtModuleRegister(const TVMModule* mod, TVMCrtModuleFreeHook 
 }
 
 tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* out_handle) {
-  return TVMCrtModuleRegister(mod, NULL, out_handle);
+  return TVMCrtModule_Register(mod, NULL, out_handle);
 }
 
-tvm_crt_error_t TVMSystemLibSet(const TVMModule* mod) {
+tvm_crt_error_t TVMCrtSystemLib_Set(const TVMModule* mod) {
   if (mod == NULL || mod->registry == NULL) {
-    TVMAPISetLastError("TVMSystemLibSet: NULL module or registry");
+    TVMAPISetLastError("TVMCrtSystemLib_Set: NULL module or registry");
     return kTvmErrorFunctionCallInvalidArg;
   }
   if (g_system_lib_index >= 0) {
-    TVMAPISetLastError("TVMSystemLibSet: the system library was already handed out");
+    TVMAPISetLastError("TVMCrtSystemLib_Set: the system library was already handed out");
     return kTvmErrorExecutorModuleAlreadyCreated;
   }
   g_system_lib = mod;
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMSystemLibGetHandle(TVMModuleHandle* out_handle) {
+tvm_crt_error_t TVMCrtSystemLib_GetHandle(TVMModuleHandle* out_handle) {
   if (g_system_lib_index < 0) {
     TVMModuleHandle handle;
-    tvm_crt_error_t err = TVMCrtModuleRegister(g_system_lib, NULL, &handle);
+    tvm_crt_error_t err = TVMCrtModule_Register(g_system_lib, NULL, &handle);
     if (err != kTvmErrorNoError) {
       return err;
     }
@@ -140,69 +173,12 @@ static int SystemLibPacked(TVMValue* args, int* type_codes, int num_args, TVMVal
     return kTvmErrorFunctionCallWrongArgType;
   }
   TVMModuleHandle handle;
-  tvm_crt_error_t err = TVMSystemLibGetHandle(&handle);
+  tvm_crt_error_t err = TVMCrtSystemLib_GetHandle(&handle);
   if (err != kTvmErrorNoError) {
     return err;
   }
   ret_val->v_handle = handle;
   *ret_tcode = kTVMModuleHandle;
-  return 0;
-}
-
-static uint32_t random_u32(const uint8_t* bytes) {
-  return (uint32_t)bytes[0] | ((uint32_t)bytes[1] << 8) | ((uint32_t)bytes[2] << 16) |
-         ((uint32_t)bytes[3] << 24);
-}
-
-/*
- * tvm.contrib.random.random_fill(DLTensor): integer tensors get uniform random bits; float32 and
- * float64 tensors get values uniform in [-1, 1) (raw bits would include NaNs and denormals).
- */
-static int RandomFillPacked(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
-                            int* ret_tcode, void* resource_handle) {
-  (void)ret_val;
-  (void)ret_tcode;
-  (void)resource_handle;
-  if (num_args != 1 ||
-      (type_codes[0] != kTVMDLTensorHandle && type_codes[0] != kTVMNDArrayHandle)) {
-    TVMAPISetLastError("tvm.contrib.random.random_fill: expected one tensor argument");
-    return num_args != 1 ? kTvmErrorFunctionCallNumArguments : kTvmErrorFunctionCallWrongArgType;
-  }
-  DLTensor* t = (DLTensor*)args[0].v_handle;
-  size_t nbytes;
-  if (t == NULL || t->data == NULL ||
-      TVMNDArray_DataSizeBytes(t->ndim, t->shape, t->dtype, &nbytes) != kTvmErrorNoError) {
-    TVMAPISetLastError("tvm.contrib.random.random_fill: invalid tensor");
-    return kTvmErrorFunctionCallInvalidArg;
-  }
-  uint8_t* data = (uint8_t*)t->data + t->byte_offset;
-  tvm_crt_error_t err;
-  if (t->dtype.code == kDLInt || t->dtype.code == kDLUInt) {
-    err = TVMPlatformGenerateRandom(data, nbytes);
-  } else if (t->dtype.code == kDLFloat && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
-    err = kTvmErrorNoError;
-    size_t elem = t->dtype.bits / 8;
-    for (size_t off = 0; off + elem <= nbytes && err == kTvmErrorNoError; off += elem) {
-      uint8_t rnd[4];
-      err = TVMPlatformGenerateRandom(rnd, sizeof(rnd));
-      double value = (double)random_u32(rnd) / 2147483648.0 - 1.0;
-      if (elem == 4) {
-        float f = (float)value;
-        memcpy(data + off, &f, sizeof(f));
-      } else {
-        memcpy(data + off, &value, sizeof(value));
-      }
-    }
-  } else {
-    TVMAPIErrorf("tvm.contrib.random.random_fill: dtype code %d bits %d is not supported",
-                 (int)t->dtype.code, (int)t->dtype.bits);
-    return kTvmErrorFunctionCallWrongArgType;
-  }
-  if (err != kTvmErrorNoError) {
-    TVMAPIErrorf("tvm.contrib.random.random_fill: TVMPlatformGenerateRandom failed (0x%x)",
-                 (unsigned)err);
-    return err;
-  }
   return 0;
 }
 
@@ -216,24 +192,17 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
     return err;
   }
   g_runtime_initialized = 1;
-  if ((err = TVMRuntimeRegisterGlobal("runtime.SystemLib", SystemLibPacked, 0)) != 0 ||
-      (err = TVMRuntimeRegisterGlobal("runtime.RPCTimeEvaluator", TVMCrtTimeEvaluatorCreate, 0)) !=
-          0 ||
-      (err = TVMRuntimeRegisterGlobal("tvm.contrib.random.random_fill", RandomFillPacked, 0)) != 0 ||
-      (err = TVMAotExecutorModule_Register()) != 0) {
-    return err;
-  }
-  return kTvmErrorNoError;
+  return TVMCrtRuntime_RegisterGlobal("runtime.SystemLib", SystemLibPacked, 0);
 }
 
-tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func,
-                                         int override) {
+tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func,
+                                             int override) {
   tvm_crt_error_t err = TVMInitializeRuntime();
   if (err != kTvmErrorNoError) {
     return err;
   }
   if (func == NULL) {
-    TVMAPISetLastError("TVMRuntimeRegisterGlobal: NULL function");
+    TVMAPISetLastError("TVMCrtRuntime_RegisterGlobal: NULL function");
     return kTvmErrorFunctionCallInvalidArg;
   }
   err = TVMMutableFuncRegistry_Set(&g_global_registry, name, func, override);
@@ -244,7 +213,7 @@ tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc
   } else if (err == kTvmErrorFunctionAlreadyDefined) {
     TVMAPIErrorf("global function %s is already registered", name);
   } else if (err != kTvmErrorNoError) {
-    TVMAPISetLastError("TVMRuntimeRegisterGlobal: invalid name");
+    TVMAPISetLastError("TVMCrtRuntime_RegisterGlobal: invalid name");
   }
   return err;
 }
@@ -254,7 +223,7 @@ tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc
 int TVMFuncRegisterGlobal(const char* name, TVMFunctionHandle f, int override) {
   TVMBackendPackedCFunc func;
   memcpy(&func, &f, sizeof(func));
-  return TVMRuntimeRegisterGlobal(name, func, override);
+  return TVMCrtRuntime_RegisterGlobal(name, func, override);
 }
 
 int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionHandle* func) {
@@ -285,7 +254,7 @@ int TVMFuncGetGlobal(const char* name, TVMFunctionHandle* out) {
   }
   tvm_function_index_t idx;
   if (TVMFuncRegistry_Lookup(&g_global_registry.registry, name, &idx) == kTvmErrorNoError) {
-    *out = TVMCrtEncodeFunctionHandle(TVM_CRT_GLOBAL_MODULE_INDEX, idx);
+    *out = TVMCrtModule_FunctionHandle(TVM_CRT_GLOBAL_MODULE_INDEX, idx);
   } else {
     *out = NULL;
   }
@@ -306,7 +275,7 @@ int TVMModGetFunction(TVMModuleHandle mod, const char* func_name, int query_impo
   tvm_function_index_t idx;
   if (TVMFuncRegistry_Lookup(g_modules[module_index].module->registry, func_name, &idx) ==
       kTvmErrorNoError) {
-    *out = TVMCrtEncodeFunctionHandle(module_index, idx);
+    *out = TVMCrtModule_FunctionHandle(module_index, idx);
     return 0;
   }
   if (query_imports) {
@@ -366,9 +335,9 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
     TVMAPIErrorf("TVMFuncCall: %p is not a function handle", func);
     return kTvmErrorFunctionIndexInvalid;
   }
-  if (module_index == TVM_CRT_TIME_EVALUATOR_MODULE_INDEX) {
-    return TVMCrtTimeEvaluatorCall(function_index, arg_values, type_codes, num_args, ret_val,
-                                   ret_type_code);
+  const TVMCrtFunctionSpace* space = function_space_of(module_index);
+  if (space != NULL) {
+    return space->call(function_index, arg_values, type_codes, num_args, ret_val, ret_type_code);
   }
   const TVMFuncRegistry* registry = registry_of(module_index);
   TVMBackendPackedCFunc fn = NULL;
@@ -384,7 +353,7 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
   int result = fn(arg_values, type_codes, num_args, ret_val, ret_type_code, resource_handle);
   if (result != 0 && TVMGetLastError()[0] == '\0') {
     const char* name = "?";
-    TVMFuncRegistry_GetName(registry, function_index, &name);
+    TVMCrtFuncRegistry_GetName(registry, function_index, &name);
     TVMAPIErrorf("%s failed with error 0x%x", name, (unsigned)result);
   }
   return result;
@@ -397,8 +366,9 @@ int TVMFuncFree(TVMFunctionHandle func) {
     TVMAPIErrorf("TVMFuncFree: %p is not a function handle", func);
     return kTvmErrorFunctionIndexInvalid;
   }
-  if (module_index == TVM_CRT_TIME_EVALUATOR_MODULE_INDEX) {
-    return TVMCrtTimeEvaluatorFree(function_index);
+  const TVMCrtFunctionSpace* space = function_space_of(module_index);
+  if (space != NULL && space->release != NULL) {
+    return space->release(function_index);
   }
   return 0;
 }
@@ -419,8 +389,8 @@ int TVMArrayAlloc(const tvm_index_t* shape, int ndim, int dtype_code, int dtype_
   DLDevice dev;
   dev.device_type = (DLDeviceType)device_type;
   dev.device_id = device_id;
-  TVMNDArray* array;
-  tvm_crt_error_t err = TVMNDArray_Empty(ndim, shape, dtype, dev, &array);
+  TVMCrtNDArray* array;
+  tvm_crt_error_t err = TVMCrtNDArray_Empty(ndim, shape, dtype, dev, &array);
   if (err != kTvmErrorNoError) {
     TVMAPIErrorf("TVMArrayAlloc: %s", err == kTvmErrorPlatformNoMemory ? "out of memory"
                                                                         : "invalid shape");
@@ -430,7 +400,7 @@ int TVMArrayAlloc(const tvm_index_t* shape, int ndim, int dtype_code, int dtype_
   return 0;
 }
 
-int TVMArrayFree(TVMArrayHandle handle) { return TVMNDArray_Release((TVMNDArray*)handle); }
+int TVMArrayFree(TVMArrayHandle handle) { return TVMCrtNDArray_Release((TVMCrtNDArray*)handle); }
 
 int TVMByteArrayFree(TVMByteArray* arr) {
   if (arr == NULL) {
@@ -471,7 +441,7 @@ int TVMDeviceAllocDataSpaceWithScope(DLDevice dev, int ndim, const int64_t* shap
     return kTvmErrorFunctionCallInvalidArg;
   }
   size_t nbytes;
-  if (TVMNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes) != kTvmErrorNoError) {
+  if (TVMCrtNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes) != kTvmErrorNoError) {
     TVMAPISetLastError("TVMDeviceAllocDataSpaceWithScope: invalid shape or dtype");
     return kTvmErrorFunctionCallInvalidArg;
   }
@@ -491,8 +461,8 @@ int TVMDeviceCopyDataFromTo(DLTensor* from, DLTensor* to, TVMStreamHandle stream
   size_t to_bytes;
   if (from == NULL || to == NULL || from->data == NULL || to->data == NULL ||
       from->strides != NULL || to->strides != NULL ||
-      TVMNDArray_DataSizeBytes(from->ndim, from->shape, from->dtype, &from_bytes) != 0 ||
-      TVMNDArray_DataSizeBytes(to->ndim, to->shape, to->dtype, &to_bytes) != 0) {
+      TVMCrtNDArray_DataSizeBytes(from->ndim, from->shape, from->dtype, &from_bytes) != 0 ||
+      TVMCrtNDArray_DataSizeBytes(to->ndim, to->shape, to->dtype, &to_bytes) != 0) {
     TVMAPISetLastError("TVMDeviceCopyDataFromTo: tensors must be compact with data");
     return kTvmErrorFunctionCallInvalidArg;
   }

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <tvm/runtime/crt/func_registry.h>
 
-int TVMFuncRegistry_StrCmpCursor(const char** cursor, const char* name) {
+int TVMCrtFuncRegistry_StrCmpCursor(const char** cursor, const char* name) {
   const char* c = *cursor;
   int result = 0;
   for (;;) {
@@ -45,7 +45,7 @@ tvm_crt_error_t TVMFuncRegistry_Lookup(const TVMFuncRegistry* reg, const char* n
   uint16_t count = TVMFuncRegistry_GetNumFuncs(reg);
   const char* cursor = reg->names + 2;
   for (uint16_t idx = 0; idx < count; idx++) {
-    if (TVMFuncRegistry_StrCmpCursor(&cursor, name) == 0) {
+    if (TVMCrtFuncRegistry_StrCmpCursor(&cursor, name) == 0) {
       *function_index = idx;
       return kTvmErrorNoError;
     }
@@ -64,8 +64,8 @@ tvm_crt_error_t TVMFuncRegistry_GetByIndex(const TVMFuncRegistry* reg,
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMFuncRegistry_GetName(const TVMFuncRegistry* reg, tvm_function_index_t index,
-                                        const char** out_name) {
+tvm_crt_error_t TVMCrtFuncRegistry_GetName(const TVMFuncRegistry* reg, tvm_function_index_t index,
+                                           const char** out_name) {
   if (index >= TVMFuncRegistry_GetNumFuncs(reg)) {
     return kTvmErrorFunctionIndexInvalid;
   }

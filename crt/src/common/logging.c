@@ -7,12 +7,12 @@
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/platform.h>
 
-static tvm_crt_log_sink_t g_log_sink;
+static TVMCrtLogSink g_log_sink;
 static void* g_log_sink_ctx;
 static char g_log_buffer[TVM_CRT_LOG_MESSAGE_SIZE_BYTES];
 static int g_log_busy; /* a sink that logs would overwrite the buffer: drop nested messages */
 
-void TVMLogSetSink(tvm_crt_log_sink_t sink, void* ctx) {
+void TVMCrtLog_SetSink(TVMCrtLogSink sink, void* ctx) {
   g_log_sink = sink;
   g_log_sink_ctx = ctx;
 }

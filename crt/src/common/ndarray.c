@@ -1,5 +1,5 @@
 /*
- * TVMNDArray: a DLTensor with inline shape storage, either owning its data or viewing someone
+ * TVMCrtNDArray: a DLTensor with inline shape storage, either owning its data or viewing someone
  * else's. Struct and owned data come from TVMPlatformMemoryAllocate.
  */
 #include <stdint.h>
@@ -8,10 +8,10 @@
 #include <tvm/runtime/crt/platform.h>
 
 /* The live tensors, newest first. */
-static TVMNDArray* g_live;
+static TVMCrtNDArray* g_live;
 
-tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
-                                         size_t* out_size_bytes) {
+tvm_crt_error_t TVMCrtNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                            size_t* out_size_bytes) {
   if (ndim < 0 || ndim > TVM_CRT_MAX_NDIM || (ndim > 0 && shape == NULL) || dtype.bits == 0 ||
       dtype.lanes == 0) {
     return kTvmErrorFunctionCallInvalidArg;
@@ -32,21 +32,21 @@ tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLD
 }
 
 static tvm_crt_error_t create(void* data, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                              DLDevice dev, TVMNDArray** out_array) {
+                              DLDevice dev, TVMCrtNDArray** out_array) {
   size_t nbytes;
   if (out_array == NULL) {
     return kTvmErrorFunctionCallInvalidArg;
   }
-  tvm_crt_error_t err = TVMNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes);
+  tvm_crt_error_t err = TVMCrtNDArray_DataSizeBytes(ndim, shape, dtype, &nbytes);
   if (err != kTvmErrorNoError) {
     return err;
   }
   void* mem = NULL;
-  err = TVMPlatformMemoryAllocate(sizeof(TVMNDArray), dev, &mem);
+  err = TVMPlatformMemoryAllocate(sizeof(TVMCrtNDArray), dev, &mem);
   if (err != kTvmErrorNoError) {
     return err;
   }
-  TVMNDArray* array = (TVMNDArray*)mem;
+  TVMCrtNDArray* array = (TVMCrtNDArray*)mem;
   memset(array, 0, sizeof(*array));
   if (ndim > 0) {
     memcpy(array->shape, shape, sizeof(int64_t) * (size_t)ndim);
@@ -81,24 +81,25 @@ static tvm_crt_error_t create(void* data, int32_t ndim, const int64_t* shape, DL
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
-                                 DLDevice dev, TVMNDArray** out_array) {
+tvm_crt_error_t TVMCrtNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                    DLDevice dev, TVMCrtNDArray** out_array) {
   return create(NULL, ndim, shape, dtype, dev, out_array);
 }
 
-tvm_crt_error_t TVMNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
-                                      DLDataType dtype, DLDevice dev, TVMNDArray** out_array) {
+tvm_crt_error_t TVMCrtNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
+                                         DLDataType dtype, DLDevice dev,
+                                         TVMCrtNDArray** out_array) {
   if (data == NULL) {
     return kTvmErrorFunctionCallInvalidArg;
   }
   return create(data, ndim, shape, dtype, dev, out_array);
 }
 
-tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array) {
+tvm_crt_error_t TVMCrtNDArray_Release(TVMCrtNDArray* array) {
   if (array == NULL) {
     return kTvmErrorNoError;
   }
-  if (!TVMNDArray_IsLive(array)) {
+  if (!TVMCrtNDArray_IsLive(array)) {
     return kTvmErrorFunctionCallInvalidArg;
   }
   if (array->prev != NULL) {
@@ -118,8 +119,8 @@ tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array) {
   return err != kTvmErrorNoError ? err : err2;
 }
 
-int TVMNDArray_IsLive(const TVMNDArray* array) {
-  const TVMNDArray* a;
+int TVMCrtNDArray_IsLive(const TVMCrtNDArray* array) {
+  const TVMCrtNDArray* a;
   for (a = g_live; a != NULL; a = a->next) {
     if (a == array) {
       return 1;
@@ -128,10 +129,10 @@ int TVMNDArray_IsLive(const TVMNDArray* array) {
   return 0;
 }
 
-size_t TVMNDArray_ReleaseAll(void) {
+size_t TVMCrtNDArray_ReleaseAll(void) {
   size_t n = 0;
   while (g_live != NULL) {
-    (void)TVMNDArray_Release(g_live);
+    (void)TVMCrtNDArray_Release(g_live);
     n++;
   }
   return n;

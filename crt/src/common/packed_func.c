@@ -3,10 +3,10 @@
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/crt/packed_func.h>
 
-tvm_crt_error_t TVMArgs_Create(TVMArgs* args, const TVMValue* values, const int* tcodes,
-                               uint32_t count) {
+tvm_crt_error_t TVMCrtArgs_Create(TVMArgs* args, const TVMValue* values, const int* tcodes,
+                                  uint32_t count) {
   if (count > TVM_CRT_MAX_ARGS) {
-    TVMAPIErrorf("TVMArgs_Create: %u arguments exceed TVM_CRT_MAX_ARGS (%d)", (unsigned)count,
+    TVMAPIErrorf("TVMCrtArgs_Create: %u arguments exceed TVM_CRT_MAX_ARGS (%d)", (unsigned)count,
                  TVM_CRT_MAX_ARGS);
     return kTvmErrorFunctionCallNumArguments;
   }
@@ -18,8 +18,8 @@ tvm_crt_error_t TVMArgs_Create(TVMArgs* args, const TVMValue* values, const int*
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMArgs_Check(const char* fn_name, const int* type_codes, int num_args,
-                              const int* expected, int num_expected) {
+tvm_crt_error_t TVMCrtArgs_Check(const char* fn_name, const int* type_codes, int num_args,
+                                 const int* expected, int num_expected) {
   if (num_args != num_expected) {
     TVMAPIErrorf("%s: expected %d arguments, got %d", fn_name, num_expected, num_args);
     return kTvmErrorFunctionCallNumArguments;

@@ -158,6 +158,6 @@ tvm_crt_error_t PageMemoryManagerCreate(MemoryManagerInterface** manager, uint8_
   return kTvmErrorNoError;
 }
 
-size_t PageMemoryManager_NumPages(const MemoryManagerInterface* manager) {
+size_t TVMCrtPageAllocator_NumPages(const MemoryManagerInterface* manager) {
   return manager == NULL ? 0 : ((const PageManager*)manager)->max_pages;
 }

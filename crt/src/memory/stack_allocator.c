@@ -90,7 +90,7 @@ tvm_crt_error_t StackMemoryManager_Free(tvm_workspace_t* tvm_workspace, void* pt
   return StackMemoryManager_Free_Body(tvm_workspace, ptr, TVM_CRT_STACK_ALLOCATOR_LIFO_CHECK_ON);
 }
 
-size_t StackMemoryManager_UsedBytes(const tvm_workspace_t* tvm_workspace) {
+size_t TVMCrtStackAllocator_UsedBytes(const tvm_workspace_t* tvm_workspace) {
   if (tvm_workspace == NULL || tvm_workspace->workspace == NULL) {
     return 0;
   }

@@ -1,6 +1,6 @@
 /*
- * The MLPerf Tiny model over a generated TVMAotModel (model_glue.c) and the quantization facts of
- * src/mlperftiny_model.c: db bytes in, dequantized results (or the reconstruction error) out.
+ * The MLPerf Tiny model over a generated TVMCrtAotModel (model_glue.c) and the quantization facts
+ * of src/mlperftiny_model.c: db bytes in, dequantized results (or the reconstruction error) out.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,14 +25,14 @@ static int8_t Quantize(float x, float scale, int32_t zero_point) {
   return (int8_t)(r < -128 ? -128 : r > 127 ? 127 : r);
 }
 
-size_t TVMMlperfTinyAotDbBytes(const TVMAotModel* aot, int input_quantized) {
-  const TVMAotTensor* in = &aot->inputs[0];
+size_t TVMCrtMlperfTinyAot_DbBytes(const TVMCrtAotModel* aot, int input_quantized) {
+  const TVMCrtAotTensor* in = &aot->inputs[0];
   return input_quantized && IsInt8(in->dtype) ? in->size_bytes * 4u : in->size_bytes;
 }
 
 static const char* Load(void* ctx, const uint8_t* data, size_t size) {
-  TVMMlperfTinyAot* s = (TVMMlperfTinyAot*)ctx;
-  const TVMAotTensor* in = &s->aot->inputs[0];
+  TVMCrtMlperfTinyAot* s = (TVMCrtMlperfTinyAot*)ctx;
+  const TVMCrtAotTensor* in = &s->aot->inputs[0];
   size_t i;
   if (size == in->size_bytes && s->info->input_uint8 && IsInt8(in->dtype)) {
     int8_t* q = (int8_t*)in->data;
@@ -65,7 +65,7 @@ static const char* Load(void* ctx, const uint8_t* data, size_t size) {
 }
 
 static int Infer(void* ctx) {
-  TVMMlperfTinyAot* s = (TVMMlperfTinyAot*)ctx;
+  TVMCrtMlperfTinyAot* s = (TVMCrtMlperfTinyAot*)ctx;
   void* inputs[1];
   void* outputs[1];
   inputs[0] = s->aot->inputs[0].data;
@@ -73,8 +73,8 @@ static int Infer(void* ctx) {
   return s->aot->run(inputs, outputs) == 0 ? 0 : -1;
 }
 
-static float OutputValue(const TVMMlperfTinyAot* s, size_t i) {
-  const TVMAotTensor* out = &s->aot->outputs[0];
+static float OutputValue(const TVMCrtMlperfTinyAot* s, size_t i) {
+  const TVMCrtAotTensor* out = &s->aot->outputs[0];
   if (IsInt8(out->dtype)) {
     int32_t q = ((const int8_t*)out->data)[i];
     return s->info->output_quantized
@@ -84,13 +84,13 @@ static float OutputValue(const TVMMlperfTinyAot* s, size_t i) {
   return ((const float*)out->data)[i];
 }
 
-static size_t OutputCount(const TVMMlperfTinyAot* s) {
-  const TVMAotTensor* out = &s->aot->outputs[0];
+static size_t OutputCount(const TVMCrtMlperfTinyAot* s) {
+  const TVMCrtAotTensor* out = &s->aot->outputs[0];
   return IsInt8(out->dtype) ? out->size_bytes : out->size_bytes / 4u;
 }
 
-static float InputValue(const TVMMlperfTinyAot* s, size_t i) {
-  const TVMAotTensor* in = &s->aot->inputs[0];
+static float InputValue(const TVMCrtMlperfTinyAot* s, size_t i) {
+  const TVMCrtAotTensor* in = &s->aot->inputs[0];
   if (s->input != NULL && s->input_size == in->size_bytes * 4u) {
     return ReadFloatLE(s->input + 4u * i);
   }
@@ -103,10 +103,10 @@ static float InputValue(const TVMMlperfTinyAot* s, size_t i) {
 }
 
 static size_t Results(void* ctx, float* out, size_t max) {
-  TVMMlperfTinyAot* s = (TVMMlperfTinyAot*)ctx;
+  TVMCrtMlperfTinyAot* s = (TVMCrtMlperfTinyAot*)ctx;
   size_t n = OutputCount(s);
   size_t i;
-  if (s->info->score == kTVMMlperfTinyScoreReconstruction) {
+  if (s->info->score == kTvmMlperfTinyScoreReconstruction) {
     float sum = 0.0f;
     for (i = 0; i < n; i++) {
       float d = OutputValue(s, i) - InputValue(s, i);
@@ -122,11 +122,11 @@ static size_t Results(void* ctx, float* out, size_t max) {
   return i;
 }
 
-int TVMMlperfTinyAotInit(TVMMlperfTinyAot* state, TVMMlperfTinyModel* model,
-                         const TVMMlperfTinyAotInfo* info, const char** why) {
-  const TVMAotModel* aot = TVMAotModelLookup(info->module_name);
-  const TVMAotTensor* in;
-  const TVMAotTensor* out;
+int TVMCrtMlperfTinyAot_Init(TVMCrtMlperfTinyAot* state, TVMCrtMlperfTinyModel* model,
+                             const TVMCrtMlperfTinyAotInfo* info, const char** why) {
+  const TVMCrtAotModel* aot = TVMCrtAotModel_Lookup(info->module_name);
+  const TVMCrtAotTensor* in;
+  const TVMCrtAotTensor* out;
   memset(state, 0, sizeof(*state));
   memset(model, 0, sizeof(*model));
   if (aot == NULL) {
@@ -144,18 +144,18 @@ int TVMMlperfTinyAotInit(TVMMlperfTinyAot* state, TVMMlperfTinyModel* model,
     *why = "the model's input and output must be int8 or float32";
     return -1;
   }
-  if (info->db_capacity < TVMMlperfTinyAotDbBytes(aot, info->input_quantized)) {
+  if (info->db_capacity < TVMCrtMlperfTinyAot_DbBytes(aot, info->input_quantized)) {
     *why = "the db buffer is smaller than the model's input";
     return -1;
   }
-  if (info->score == kTVMMlperfTinyScoreReconstruction &&
+  if (info->score == kTvmMlperfTinyScoreReconstruction &&
       (IsInt8(out->dtype) ? out->size_bytes : out->size_bytes / 4u) !=
           (IsInt8(in->dtype) ? in->size_bytes : in->size_bytes / 4u)) {
     *why = "a reconstruction score needs an output as large as the input";
     return -1;
   }
-  if (TVMBackendWorkspaceInit(info->workspace, info->workspace_size) != kTvmErrorNoError) {
-    *why = "TVMBackendWorkspaceInit failed";
+  if (TVMCrtWorkspace_Init(info->workspace, info->workspace_size) != kTvmErrorNoError) {
+    *why = "TVMCrtWorkspace_Init failed";
     return -1;
   }
   state->info = info;

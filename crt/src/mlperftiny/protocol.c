@@ -10,7 +10,7 @@
 
 #define BYTES_PER_PRINT_LINE 8u
 
-static void Put(const char* text) { TVMMlperfTinyPortWrite(text, strlen(text)); }
+static void Put(const char* text) { TVMCrtMlperfTinyPort_Write(text, strlen(text)); }
 
 static void PutLine(const char* text) {
   Put(text);
@@ -20,10 +20,10 @@ static void PutLine(const char* text) {
 /* "<head><text><tail>\r\n": text cut to one command's length, bytes outside printable ASCII
  * shown as '?' (a reply is always text, whatever the host sent). */
 static void PutWrapped(const char* head, const char* text, const char* tail) {
-  char line[TVM_MLPERFTINY_CMD_SIZE + 64];
-  char shown[TVM_MLPERFTINY_CMD_SIZE + 1];
+  char line[TVM_CRT_MLPERFTINY_CMD_SIZE + 64];
+  char shown[TVM_CRT_MLPERFTINY_CMD_SIZE + 1];
   size_t i;
-  for (i = 0; i < TVM_MLPERFTINY_CMD_SIZE && text[i] != '\0'; i++) {
+  for (i = 0; i < TVM_CRT_MLPERFTINY_CMD_SIZE && text[i] != '\0'; i++) {
     shown[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
   }
   shown[i] = '\0';
@@ -51,9 +51,9 @@ static void PutNumber(const char* head, uint64_t value, const char* tail) {
   PutLine(tail);
 }
 
-static void Timestamp(void) { PutNumber("m-lap-us-", TVMMlperfTinyPortMicros(), ""); }
+static void Timestamp(void) { PutNumber("m-lap-us-", TVMCrtMlperfTinyPort_Micros(), ""); }
 
-size_t TVMMlperfTinyFormatFixed3(float value, char* out, size_t size) {
+size_t TVMCrtMlperfTiny_FormatFixed3(float value, char* out, size_t size) {
   double x = (double)value;
   double whole;
   double frac;
@@ -90,18 +90,18 @@ size_t TVMMlperfTinyFormatFixed3(float value, char* out, size_t size) {
   return n;
 }
 
-static void Results(TVMMlperfTiny* bench) {
-  float values[TVM_MLPERFTINY_MAX_RESULTS];
-  size_t count = bench->model->results(bench->model->ctx, values, TVM_MLPERFTINY_MAX_RESULTS);
+static void Results(TVMCrtMlperfTiny* bench) {
+  float values[TVM_CRT_MLPERFTINY_MAX_RESULTS];
+  size_t count = bench->model->results(bench->model->ctx, values, TVM_CRT_MLPERFTINY_MAX_RESULTS);
   size_t i;
   char number[40];
   Put("m-results-[");
   for (i = 0; i < count; i++) {
-    size_t n = TVMMlperfTinyFormatFixed3(values[i], number, sizeof(number));
+    size_t n = TVMCrtMlperfTiny_FormatFixed3(values[i], number, sizeof(number));
     if (i > 0) {
       Put(",");
     }
-    TVMMlperfTinyPortWrite(number, n);
+    TVMCrtMlperfTinyPort_Write(number, n);
   }
   PutLine("]");
 }
@@ -146,7 +146,7 @@ static char* NextWord(char** cursor) {
 }
 
 static void Help(void) {
-  PutLine(TVM_MLPERFTINY_FW_VERSION);
+  PutLine(TVM_CRT_MLPERFTINY_FW_VERSION);
   PutLine("");
   PutLine("help         : this list");
   PutLine("name         : the device's name");
@@ -159,7 +159,7 @@ static void Help(void) {
   PutLine("results      : the last inference's results");
 }
 
-static void DbPrint(TVMMlperfTiny* bench, char* cursor) {
+static void DbPrint(TVMCrtMlperfTiny* bench, char* cursor) {
   size_t count = bench->db_size;
   size_t offset = 0;
   char* word = NextWord(&cursor);
@@ -185,12 +185,12 @@ static void DbPrint(TVMMlperfTiny* bench, char* cursor) {
     pair[0] = digits[b >> 4];
     pair[1] = digits[b & 15u];
     pair[2] = '-';
-    TVMMlperfTinyPortWrite(pair, (i + 1) % BYTES_PER_PRINT_LINE == 0 || i + 1 == count ? 2 : 3);
+    TVMCrtMlperfTinyPort_Write(pair, (i + 1) % BYTES_PER_PRINT_LINE == 0 || i + 1 == count ? 2 : 3);
     if ((i + 1) % BYTES_PER_PRINT_LINE == 0 || i + 1 == count) Put("\r\n");
   }
 }
 
-static void Db(TVMMlperfTiny* bench, char* cursor) {
+static void Db(TVMCrtMlperfTiny* bench, char* cursor) {
   char* sub = NextWord(&cursor);
   char line[96];
   size_t n;
@@ -248,7 +248,7 @@ static void Db(TVMMlperfTiny* bench, char* cursor) {
   }
 }
 
-static void Infer(TVMMlperfTiny* bench, char* cursor) {
+static void Infer(TVMCrtMlperfTiny* bench, char* cursor) {
   size_t n = 1;
   size_t warmup = 10;
   size_t k;
@@ -298,17 +298,17 @@ static void Infer(TVMMlperfTiny* bench, char* cursor) {
   Results(bench);
 }
 
-void TVMMlperfTinyCommand(TVMMlperfTiny* bench, char* command) {
+void TVMCrtMlperfTiny_Command(TVMCrtMlperfTiny* bench, char* command) {
   char* cursor = command;
   char* word = NextWord(&cursor);
   if (word == NULL) {
     /* An empty command only asks for m-ready (a host may send '%' to resynchronise). */
   } else if (strcmp(word, "name") == 0) {
-    PutLine("m-name-dut-[" TVM_MLPERFTINY_VENDOR "]");
+    PutLine("m-name-dut-[" TVM_CRT_MLPERFTINY_VENDOR "]");
   } else if (strcmp(word, "timestamp") == 0) {
     Timestamp();
   } else if (strcmp(word, "profile") == 0) {
-    PutLine("m-profile-[" TVM_MLPERFTINY_FW_VERSION "]");
+    PutLine("m-profile-[" TVM_CRT_MLPERFTINY_FW_VERSION "]");
     PutWrapped("m-model-[", bench->model->version, "]");
   } else if (strcmp(word, "help") == 0) {
     Help();
@@ -324,8 +324,8 @@ void TVMMlperfTinyCommand(TVMMlperfTiny* bench, char* command) {
   PutLine("m-ready");
 }
 
-void TVMMlperfTinyStart(TVMMlperfTiny* bench, const TVMMlperfTinyModel* model, uint8_t* db,
-                        size_t db_capacity) {
+void TVMCrtMlperfTiny_Start(TVMCrtMlperfTiny* bench, const TVMCrtMlperfTinyModel* model,
+                            uint8_t* db, size_t db_capacity) {
   memset(bench, 0, sizeof(*bench));
   bench->model = model;
   bench->db = db;
@@ -337,7 +337,7 @@ void TVMMlperfTinyStart(TVMMlperfTiny* bench, const TVMMlperfTinyModel* model, u
   PutLine("m-ready");
 }
 
-void TVMMlperfTinyReceive(TVMMlperfTiny* bench, const uint8_t* data, size_t size) {
+void TVMCrtMlperfTiny_Receive(TVMCrtMlperfTiny* bench, const uint8_t* data, size_t size) {
   size_t i;
   if (!bench->ready) {
     return;
@@ -350,13 +350,13 @@ void TVMMlperfTinyReceive(TVMMlperfTiny* bench, const uint8_t* data, size_t size
         PutLine("e-[Command too long]");
         PutLine("m-ready");
       } else {
-        TVMMlperfTinyCommand(bench, bench->cmd);
+        TVMCrtMlperfTiny_Command(bench, bench->cmd);
       }
       bench->cmd_len = 0;
       bench->cmd_overflow = 0;
     } else if (c == '\r' || c == '\n' || c == '\0') {
       /* line ends and NULs between commands are ignored (terminals send them) */
-    } else if (bench->cmd_len < TVM_MLPERFTINY_CMD_SIZE) {
+    } else if (bench->cmd_len < TVM_CRT_MLPERFTINY_CMD_SIZE) {
       bench->cmd[bench->cmd_len++] = c;
     } else {
       bench->cmd_overflow = 1;

@@ -18,10 +18,10 @@ static tvm_crt_error_t DeviceAlwaysReady(DLDevice device) {
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMDeviceOpen(DLDevice device) { return DeviceAlwaysReady(device); }
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device) { return DeviceAlwaysReady(device); }
 
-tvm_crt_error_t TVMDeviceActivate(DLDevice device) { return DeviceAlwaysReady(device); }
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device) { return DeviceAlwaysReady(device); }
 
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device) { return DeviceAlwaysReady(device); }
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device) { return DeviceAlwaysReady(device); }
 
-tvm_crt_error_t TVMDeviceClose(DLDevice device) { return DeviceAlwaysReady(device); }
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device) { return DeviceAlwaysReady(device); }

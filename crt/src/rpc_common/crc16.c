@@ -376,7 +376,7 @@ static uint16_t Crc16Step8(uint16_t crc, const uint8_t* d) {
                     kCrc16Slices[0][d[6]] ^ kCrc16Table[d[7]]);
 }
 
-uint16_t TVMCrc16Update(uint16_t crc, const uint8_t* data, size_t size_bytes) {
+uint16_t TVMCrtCrc16_Update(uint16_t crc, const uint8_t* data, size_t size_bytes) {
   const uint8_t* end = data + size_bytes;
   /* Two independent lanes per block keep twice the lookups in flight. */
   while (end - data >= 2 * kCrc16LaneBytes) {
@@ -400,7 +400,7 @@ uint16_t TVMCrc16Update(uint16_t crc, const uint8_t* data, size_t size_bytes) {
   return crc;
 }
 #else
-uint16_t TVMCrc16Update(uint16_t crc, const uint8_t* data, size_t size_bytes) {
+uint16_t TVMCrtCrc16_Update(uint16_t crc, const uint8_t* data, size_t size_bytes) {
   const uint8_t* end = data + size_bytes;
   while (data != end) {
     crc = (uint16_t)((crc << 8) ^ kCrc16Table[(uint8_t)((crc >> 8) ^ *data++)]);

@@ -5,13 +5,13 @@
 #include <string.h>
 #include <tvm/runtime/crt/rpc_common/frame_buffer.h>
 
-void TVMFrameBufferInit(tvm_frame_buffer_t* buffer, uint8_t* data, size_t capacity_bytes) {
+void TVMCrtFrameBuffer_Init(TVMCrtFrameBuffer* buffer, uint8_t* data, size_t capacity_bytes) {
   buffer->data = data;
   buffer->capacity_bytes = capacity_bytes;
-  TVMFrameBufferClear(buffer);
+  TVMCrtFrameBuffer_Clear(buffer);
 }
 
-size_t TVMFrameBufferWrite(tvm_frame_buffer_t* buffer, const uint8_t* data, size_t size_bytes) {
+size_t TVMCrtFrameBuffer_Write(TVMCrtFrameBuffer* buffer, const uint8_t* data, size_t size_bytes) {
   size_t room = buffer->capacity_bytes - buffer->num_valid_bytes;
   if (size_bytes > room) {
     size_bytes = room;
@@ -23,8 +23,8 @@ size_t TVMFrameBufferWrite(tvm_frame_buffer_t* buffer, const uint8_t* data, size
   return size_bytes;
 }
 
-size_t TVMFrameBufferRead(tvm_frame_buffer_t* buffer, uint8_t* out, size_t size_bytes) {
-  size_t available = TVMFrameBufferReadAvailable(buffer);
+size_t TVMCrtFrameBuffer_Read(TVMCrtFrameBuffer* buffer, uint8_t* out, size_t size_bytes) {
+  size_t available = TVMCrtFrameBuffer_ReadAvailable(buffer);
   if (size_bytes > available) {
     size_bytes = available;
   }
@@ -35,16 +35,16 @@ size_t TVMFrameBufferRead(tvm_frame_buffer_t* buffer, uint8_t* out, size_t size_
   return size_bytes;
 }
 
-size_t TVMFrameBufferPeek(const tvm_frame_buffer_t* buffer, const uint8_t** out_data) {
+size_t TVMCrtFrameBuffer_Peek(const TVMCrtFrameBuffer* buffer, const uint8_t** out_data) {
   *out_data = buffer->data + buffer->read_position;
-  return TVMFrameBufferReadAvailable(buffer);
+  return TVMCrtFrameBuffer_ReadAvailable(buffer);
 }
 
-size_t TVMFrameBufferReadAvailable(const tvm_frame_buffer_t* buffer) {
+size_t TVMCrtFrameBuffer_ReadAvailable(const TVMCrtFrameBuffer* buffer) {
   return buffer->num_valid_bytes - buffer->read_position;
 }
 
-void TVMFrameBufferClear(tvm_frame_buffer_t* buffer) {
+void TVMCrtFrameBuffer_Clear(TVMCrtFrameBuffer* buffer) {
   buffer->num_valid_bytes = 0;
   buffer->read_position = 0;
 }

@@ -3,19 +3,20 @@
  * \brief Framer (payload -> wire bytes) and unframer (wire bytes -> payload), spec §4.1-4.2.
  */
 #include <string.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/crc16.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
 
+#include "../common/compiler.h" /* TVM_CRT_NOINLINE */
+
 #define kChunkBytes TVM_CRT_FRAMING_CHUNK_SIZE_BYTES
 
-static const uint8_t kPacketStartSequence[2] = {TVM_FRAMING_ESCAPE_START,
-                                                TVM_FRAMING_PACKET_START};
+static const uint8_t kPacketStartSequence[2] = {TVM_CRT_FRAMING_ESCAPE_START,
+                                                TVM_CRT_FRAMING_PACKET_START};
 
 /* ------------------------------------------------------------------------------------------ */
 /* Unframer                                                                                   */
 
-void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream) {
+void TVMCrtUnframer_Init(TVMCrtUnframer* unframer, TVMCrtWriteStream* stream) {
   memset(unframer, 0, sizeof(*unframer));
   unframer->stream = stream;
   unframer->state = kTvmUnframerFindPacketStart;
@@ -23,12 +24,13 @@ void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream) {
 
 /* Scan for FF FD; everything before it is discarded. Outside a packet only FF matters, so the
  * scan jumps from one FF to the next with memchr (noise and idle-line bytes cost no loop). */
-static void UnframerFindPacketStart(tvm_unframer_t* u) {
+static void UnframerFindPacketStart(TVMCrtUnframer* u) {
   const uint8_t* p = u->input;
   const uint8_t* end = p + u->input_size_bytes;
   while (p < end) {
     if (!u->saw_escape_start) {
-      const uint8_t* ff = (const uint8_t*)memchr(p, TVM_FRAMING_ESCAPE_START, (size_t)(end - p));
+      const uint8_t* ff =
+          (const uint8_t*)memchr(p, TVM_CRT_FRAMING_ESCAPE_START, (size_t)(end - p));
       if (ff == NULL) {
         p = end;
         break;
@@ -37,14 +39,15 @@ static void UnframerFindPacketStart(tvm_unframer_t* u) {
       u->saw_escape_start = 1;
       continue;
     }
-    if (*p == TVM_FRAMING_PACKET_START) {
+    if (*p == TVM_CRT_FRAMING_PACKET_START) {
       ++p;
-      u->crc = TVMCrc16Update(TVM_CRC16_INIT, kPacketStartSequence, sizeof(kPacketStartSequence));
+      u->crc = TVMCrtCrc16_Update(TVM_CRT_CRC16_INIT, kPacketStartSequence,
+                                  sizeof(kPacketStartSequence));
       u->saw_escape_start = 0;
       u->state = kTvmUnframerFindPacketLength;
       break;
     }
-    u->saw_escape_start = (*p++ == TVM_FRAMING_ESCAPE_START);
+    u->saw_escape_start = (*p++ == TVM_CRT_FRAMING_ESCAPE_START);
   }
   u->input_size_bytes -= (size_t)(p - u->input);
   u->input = p;
@@ -55,29 +58,29 @@ static void UnframerFindPacketStart(tvm_unframer_t* u) {
  * eaten are added to the CRC when update_crc is set. FF FD leaves the FD unconsumed with the
  * escape flag set, so the next call starts a new packet from it.
  */
-static tvm_crt_error_t UnframerConsumeInput(tvm_unframer_t* u, size_t fill_to, int update_crc) {
+static tvm_crt_error_t UnframerConsumeInput(TVMCrtUnframer* u, size_t fill_to, int update_crc) {
   tvm_crt_error_t err = kTvmErrorNoError;
   const uint8_t* in = u->input;
   size_t i = 0;
   while (i < u->input_size_bytes && u->num_buffer_bytes_valid < fill_to) {
     uint8_t c = in[i];
     if (u->saw_escape_start) {
-      if (c == TVM_FRAMING_PACKET_START) {
+      if (c == TVM_CRT_FRAMING_PACKET_START) {
         err = kTvmErrorFramingShortPacket;
         break;
       }
       u->saw_escape_start = 0;
       ++i;
-      if (c == TVM_FRAMING_ESCAPE_NOP) {
+      if (c == TVM_CRT_FRAMING_ESCAPE_NOP) {
         continue;
       }
-      if (c != TVM_FRAMING_ESCAPE_START) {
+      if (c != TVM_CRT_FRAMING_ESCAPE_START) {
         err = kTvmErrorFramingInvalidEscape;
         break;
       }
     } else {
       ++i;
-      if (c == TVM_FRAMING_ESCAPE_START) {
+      if (c == TVM_CRT_FRAMING_ESCAPE_START) {
         u->saw_escape_start = 1;
         continue;
       }
@@ -85,7 +88,7 @@ static tvm_crt_error_t UnframerConsumeInput(tvm_unframer_t* u, size_t fill_to, i
     u->buffer[u->num_buffer_bytes_valid++] = c;
   }
   if (update_crc) {
-    u->crc = TVMCrc16Update(u->crc, in, i);
+    u->crc = TVMCrtCrc16_Update(u->crc, in, i);
   }
   u->input += i;
   u->input_size_bytes -= i;
@@ -96,7 +99,7 @@ static tvm_crt_error_t UnframerConsumeInput(tvm_unframer_t* u, size_t fill_to, i
  * The little-endian fields around the payload: the length (4 bytes, covered by the CRC) in
  * kTvmUnframerFindPacketLength, the CRC itself (2 bytes) in kTvmUnframerFindCrcEnd.
  */
-static tvm_crt_error_t UnframerFindField(tvm_unframer_t* u) {
+static tvm_crt_error_t UnframerFindField(TVMCrtUnframer* u) {
   int is_length = u->state == kTvmUnframerFindPacketLength;
   size_t size = is_length ? 4u : 2u;
   tvm_crt_error_t err = UnframerConsumeInput(u, size, is_length);
@@ -128,7 +131,7 @@ static tvm_crt_error_t UnframerFindField(tvm_unframer_t* u) {
  * goes through the work buffer, one unescaped byte at a time. On a stream error the input is
  * rewound to just after the bytes the stream accepted.
  */
-static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
+static tvm_crt_error_t UnframerFindPacketCrc(TVMCrtUnframer* u) {
   while (u->num_payload_bytes_remaining > 0 && u->input_size_bytes > 0) {
     const uint8_t* start = u->input;
     size_t start_size = u->input_size_bytes;
@@ -140,13 +143,13 @@ static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
       const uint8_t* ff;
       run = start_size < u->num_payload_bytes_remaining ? start_size
                                                         : (size_t)u->num_payload_bytes_remaining;
-      ff = (const uint8_t*)memchr(start, TVM_FRAMING_ESCAPE_START, run);
+      ff = (const uint8_t*)memchr(start, TVM_CRT_FRAMING_ESCAPE_START, run);
       if (ff != NULL) {
         run = (size_t)(ff - start);
       }
     }
     if (run > 0) {
-      u->crc = TVMCrc16Update(u->crc, start, run);
+      u->crc = TVMCrtCrc16_Update(u->crc, start, run);
       u->input += run;
       u->input_size_bytes -= run;
     } else {
@@ -161,7 +164,7 @@ static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
       run = 1;
       u->num_buffer_bytes_valid = 0;
     }
-    err = TVMWriteStreamWriteAll(u->stream, data, run, &written);
+    err = TVMCrtWriteStream_WriteAll(u->stream, data, run, &written);
     u->num_payload_bytes_remaining -= (uint32_t)written;
     if (err != kTvmErrorNoError) {
       if (written < run) { /* an unaccepted escape leaves its raw bytes unconsumed too */
@@ -178,8 +181,8 @@ static tvm_crt_error_t UnframerFindPacketCrc(tvm_unframer_t* u) {
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, size_t size_bytes,
-                                 size_t* out_consumed_bytes) {
+tvm_crt_error_t TVMCrtUnframer_Write(TVMCrtUnframer* unframer, const uint8_t* data,
+                                     size_t size_bytes, size_t* out_consumed_bytes) {
   tvm_crt_error_t err = kTvmErrorNoError;
   unframer->input = data;
   unframer->input_size_bytes = size_bytes;
@@ -206,7 +209,7 @@ tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, 
   return err;
 }
 
-size_t TVMUnframerBytesNeeded(const tvm_unframer_t* unframer) {
+size_t TVMCrtUnframer_BytesNeeded(const TVMCrtUnframer* unframer) {
   switch (unframer->state) {
     case kTvmUnframerFindPacketLength:
       return 4u - unframer->num_buffer_bytes_valid;
@@ -224,12 +227,12 @@ size_t TVMUnframerBytesNeeded(const tvm_unframer_t* unframer) {
 /* ------------------------------------------------------------------------------------------ */
 /* Framer                                                                                     */
 
-void TVMFramerInit(tvm_framer_t* framer, tvm_write_stream_t* stream) {
+void TVMCrtFramer_Init(TVMCrtFramer* framer, TVMCrtWriteStream* stream) {
   framer->stream = stream;
-  TVMFramerReset(framer);
+  TVMCrtFramer_Reset(framer);
 }
 
-void TVMFramerReset(tvm_framer_t* framer) {
+void TVMCrtFramer_Reset(TVMCrtFramer* framer) {
   framer->state = kTvmFramerReset;
   framer->num_payload_bytes_remaining = 0;
   framer->chunk_size_bytes = 0;
@@ -237,19 +240,19 @@ void TVMFramerReset(tvm_framer_t* framer) {
 }
 
 /* Add the not yet covered chunk bytes to the CRC. Out of line: it has two callers. */
-TVM_CRT_NOINLINE static void FramerCrcSync(tvm_framer_t* f) {
-  f->crc = TVMCrc16Update(f->crc, f->chunk + f->chunk_crc_start,
-                          (size_t)(f->chunk_size_bytes - f->chunk_crc_start));
+TVM_CRT_NOINLINE static void FramerCrcSync(TVMCrtFramer* f) {
+  f->crc = TVMCrtCrc16_Update(f->crc, f->chunk + f->chunk_crc_start,
+                              (size_t)(f->chunk_size_bytes - f->chunk_crc_start));
   f->chunk_crc_start = f->chunk_size_bytes;
 }
 
-static tvm_crt_error_t FramerFlush(tvm_framer_t* f) {
+static tvm_crt_error_t FramerFlush(TVMCrtFramer* f) {
   size_t written;
   tvm_crt_error_t err;
   if (f->state == kTvmFramerTransmitting) {
     FramerCrcSync(f);
   }
-  err = TVMWriteStreamWriteAll(f->stream, f->chunk, f->chunk_size_bytes, &written);
+  err = TVMCrtWriteStream_WriteAll(f->stream, f->chunk, f->chunk_size_bytes, &written);
   f->chunk_size_bytes = 0;
   f->chunk_crc_start = 0;
   if (err != kTvmErrorNoError) {
@@ -263,19 +266,20 @@ static tvm_crt_error_t FramerFlush(tvm_framer_t* f) {
  * of at least a chunk's worth of bytes without 0xFF skips the chunk: it is CRC'd and handed to
  * the stream straight from the caller's buffer, so a large payload goes out in large writes.
  */
-static tvm_crt_error_t FramerPutEscaped(tvm_framer_t* f, const uint8_t* data, size_t size_bytes) {
+static tvm_crt_error_t FramerPutEscaped(TVMCrtFramer* f, const uint8_t* data, size_t size_bytes) {
   const uint8_t* end = data + size_bytes;
   tvm_crt_error_t err;
   while (data != end) {
-    const uint8_t* ff = (const uint8_t*)memchr(data, TVM_FRAMING_ESCAPE_START, (size_t)(end - data));
+    const uint8_t* ff =
+        (const uint8_t*)memchr(data, TVM_CRT_FRAMING_ESCAPE_START, (size_t)(end - data));
     const uint8_t* stop = ff != NULL ? ff + 1 : end;
     if (f->state == kTvmFramerTransmitting && (ff != NULL ? ff : end) - data >= kChunkBytes) {
       size_t run = (size_t)((ff != NULL ? ff : end) - data);
       size_t written;
       err = FramerFlush(f);
       if (err == kTvmErrorNoError) {
-        f->crc = TVMCrc16Update(f->crc, data, run);
-        err = TVMWriteStreamWriteAll(f->stream, data, run, &written);
+        f->crc = TVMCrtCrc16_Update(f->crc, data, run);
+        err = TVMCrtWriteStream_WriteAll(f->stream, data, run, &written);
       }
       if (err != kTvmErrorNoError) {
         f->state = kTvmFramerReset;
@@ -286,7 +290,7 @@ static tvm_crt_error_t FramerPutEscaped(tvm_framer_t* f, const uint8_t* data, si
     }
     for (; data != stop; ++data) {
       uint8_t c = *data;
-      size_t need = c == TVM_FRAMING_ESCAPE_START ? 2u : 1u;
+      size_t need = c == TVM_CRT_FRAMING_ESCAPE_START ? 2u : 1u;
       if (f->chunk_size_bytes + need > kChunkBytes) {
         err = FramerFlush(f);
         if (err != kTvmErrorNoError) {
@@ -309,26 +313,26 @@ static void PutLe(uint8_t* out, uint32_t value, size_t size_bytes) {
   }
 }
 
-tvm_crt_error_t TVMFramerStartPacket(tvm_framer_t* framer, uint32_t payload_size_bytes) {
+tvm_crt_error_t TVMCrtFramer_StartPacket(TVMCrtFramer* framer, uint32_t payload_size_bytes) {
   uint8_t length[4];
   /* A packet left unfinished is abandoned: the receiver resyncs on the new FF FD. */
   framer->chunk_size_bytes = 0;
   framer->chunk_crc_start = 0;
   if (framer->state == kTvmFramerReset) {
-    framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_ESCAPE_NOP;
+    framer->chunk[framer->chunk_size_bytes++] = TVM_CRT_FRAMING_ESCAPE_NOP;
     framer->chunk_crc_start = 1; /* the nop is outside the CRC */
   }
-  framer->crc = TVM_CRC16_INIT;
-  framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_ESCAPE_START;
-  framer->chunk[framer->chunk_size_bytes++] = TVM_FRAMING_PACKET_START;
+  framer->crc = TVM_CRT_CRC16_INIT;
+  framer->chunk[framer->chunk_size_bytes++] = TVM_CRT_FRAMING_ESCAPE_START;
+  framer->chunk[framer->chunk_size_bytes++] = TVM_CRT_FRAMING_PACKET_START;
   framer->state = kTvmFramerTransmitting;
   PutLe(length, payload_size_bytes, sizeof(length));
   framer->num_payload_bytes_remaining = payload_size_bytes;
   return FramerPutEscaped(framer, length, sizeof(length));
 }
 
-tvm_crt_error_t TVMFramerWritePayloadChunk(tvm_framer_t* framer, const uint8_t* data,
-                                           size_t size_bytes) {
+tvm_crt_error_t TVMCrtFramer_WritePayloadChunk(TVMCrtFramer* framer, const uint8_t* data,
+                                               size_t size_bytes) {
   tvm_crt_error_t err;
   if (framer->state != kTvmFramerTransmitting) {
     return kTvmErrorFramingInvalidState;
@@ -343,7 +347,7 @@ tvm_crt_error_t TVMFramerWritePayloadChunk(tvm_framer_t* framer, const uint8_t* 
   return err;
 }
 
-tvm_crt_error_t TVMFramerFinishPacket(tvm_framer_t* framer) {
+tvm_crt_error_t TVMCrtFramer_FinishPacket(TVMCrtFramer* framer) {
   uint8_t crc[2];
   tvm_crt_error_t err;
   if (framer->state != kTvmFramerTransmitting) {
@@ -362,17 +366,18 @@ tvm_crt_error_t TVMFramerFinishPacket(tvm_framer_t* framer) {
   return FramerFlush(framer);
 }
 
-tvm_crt_error_t TVMFramerWrite(tvm_framer_t* framer, const uint8_t* payload, size_t size_bytes) {
+tvm_crt_error_t TVMCrtFramer_Write(TVMCrtFramer* framer, const uint8_t* payload,
+                                   size_t size_bytes) {
   tvm_crt_error_t err;
   if (size_bytes != (size_t)(uint32_t)size_bytes) {
     return kTvmErrorFramingPayloadOverflow;
   }
-  err = TVMFramerStartPacket(framer, (uint32_t)size_bytes);
+  err = TVMCrtFramer_StartPacket(framer, (uint32_t)size_bytes);
   if (err == kTvmErrorNoError) {
-    err = TVMFramerWritePayloadChunk(framer, payload, size_bytes);
+    err = TVMCrtFramer_WritePayloadChunk(framer, payload, size_bytes);
   }
   if (err == kTvmErrorNoError) {
-    err = TVMFramerFinishPacket(framer);
+    err = TVMCrtFramer_FinishPacket(framer);
   }
   return err;
 }

@@ -1,11 +1,11 @@
 /*!
  * \file rpc_common/write_stream.c
- * \brief Write-everything loop over a tvm_write_stream_t.
+ * \brief Write-everything loop over a TVMCrtWriteStream.
  */
 #include <tvm/runtime/crt/rpc_common/write_stream.h>
 
-tvm_crt_error_t TVMWriteStreamWriteAll(tvm_write_stream_t* stream, const uint8_t* data,
-                                       size_t size_bytes, size_t* out_written_bytes) {
+tvm_crt_error_t TVMCrtWriteStream_WriteAll(TVMCrtWriteStream* stream, const uint8_t* data,
+                                           size_t size_bytes, size_t* out_written_bytes) {
   size_t done = 0;
   tvm_crt_error_t err = kTvmErrorNoError;
   while (done < size_bytes) {

@@ -17,7 +17,7 @@ static const char kTruncated[] = "packet truncated";
 static const char kNoMemory[] = "RPC arena exhausted (TVM_CRT_RPC_ARENA_SIZE_BYTES)";
 
 /* size_bytes from the arena (8-aligned), or NULL with kNoMemory as the reader's first error. */
-static void* ArenaAlloc(rpc_reader_t* r, tvm_rpc_arena_t* arena, size_t size_bytes) {
+static void* ArenaAlloc(rpc_reader_t* r, TVMCrtRpcArena* arena, size_t size_bytes) {
   size_t start = (arena->used_bytes + 7u) & ~(size_t)7u;
   void* out;
   if (start > arena->size_bytes || size_bytes > arena->size_bytes - start) {
@@ -83,7 +83,7 @@ static DLDevice ReadDevice(rpc_reader_t* r) {
   return d;
 }
 
-uint64_t TVMRpcTensorNumBytes(const DLTensor* tensor, int* ok) {
+uint64_t TVMCrtRpcPacket_TensorNumBytes(const DLTensor* tensor, int* ok) {
   /* bits * lanes + 7 fits 32 bits: no 64-bit multiply needed for the element size. */
   uint64_t n = ((uint32_t)tensor->dtype.bits * tensor->dtype.lanes + 7u) / 8u;
   int32_t i;
@@ -99,7 +99,7 @@ uint64_t TVMRpcTensorNumBytes(const DLTensor* tensor, int* ok) {
   return n;
 }
 
-static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
+static DLTensor* ReadTensor(rpc_reader_t* r, TVMCrtRpcArena* arena) {
   DLTensor* t = (DLTensor*)ArenaAlloc(r, arena, sizeof(DLTensor));
   int32_t i;
   int ok;
@@ -126,14 +126,14 @@ static DLTensor* ReadTensor(rpc_reader_t* r, tvm_rpc_arena_t* arena) {
     t->shape[i] = (int64_t)ReadLe(r, 8);
   }
   t->byte_offset = ReadLe(r, 8);
-  if (r->error == NULL && (t->dtype.lanes == 0 || (TVMRpcTensorNumBytes(t, &ok), !ok))) {
+  if (r->error == NULL && (t->dtype.lanes == 0 || (TVMCrtRpcPacket_TensorNumBytes(t, &ok), !ok))) {
     r->error = "bad tensor shape or dtype";
   }
   return r->error == NULL ? t : NULL;
 }
 
 /* The packed sequence: i32 n, i32 type_codes[n], values. */
-static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_request_t* out) {
+static void ReadPackedSeq(rpc_reader_t* r, TVMCrtRpcArena* arena, TVMCrtRpcRequest* out) {
   int32_t n = ReadI32(r);
   int32_t i;
   if (r->error != NULL) {
@@ -207,8 +207,8 @@ static void ReadPackedSeq(rpc_reader_t* r, tvm_rpc_arena_t* arena, tvm_rpc_reque
   }
 }
 
-const char* TVMRpcDecodeRequest(const uint8_t* message, size_t size_bytes, tvm_rpc_arena_t* arena,
-                                tvm_rpc_request_t* out) {
+const char* TVMCrtRpcPacket_DecodeRequest(const uint8_t* message, size_t size_bytes,
+                                          TVMCrtRpcArena* arena, TVMCrtRpcRequest* out) {
   rpc_reader_t r;
   uint64_t packet_nbytes;
   r.pos = message;

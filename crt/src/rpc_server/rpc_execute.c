@@ -14,7 +14,7 @@
 
 /* Replies are encoded twice: once to count their size (for the headers), once to send. */
 typedef struct {
-  tvm_session_t* session;
+  TVMCrtSession* session;
   size_t size_bytes;
   tvm_crt_error_t error;
   int counting;
@@ -24,7 +24,7 @@ static void WriteBytes(rpc_writer_t* w, const void* data, size_t size_bytes) {
   if (w->counting) {
     w->size_bytes += size_bytes;
   } else if (w->error == kTvmErrorNoError && size_bytes > 0) {
-    w->error = TVMSessionSendBodyChunk(w->session, (const uint8_t*)data, size_bytes);
+    w->error = TVMCrtSession_SendBodyChunk(w->session, (const uint8_t*)data, size_bytes);
   }
 }
 
@@ -118,7 +118,7 @@ static void EncodeReply(rpc_writer_t* w, const rpc_reply_t* r) {
   }
 }
 
-static void SendReply(tvm_session_t* session, const rpc_reply_t* reply) {
+static void SendReply(TVMCrtSession* session, const rpc_reply_t* reply) {
   rpc_writer_t w;
   w.session = session;
   w.size_bytes = 0;
@@ -126,13 +126,14 @@ static void SendReply(tvm_session_t* session, const rpc_reply_t* reply) {
   w.counting = 1;
   EncodeReply(&w, reply);
   w.counting = 0;
-  if (TVMSessionStartMessage(session, kTvmSessionNormal, w.size_bytes + 8u) != kTvmErrorNoError) {
+  if (TVMCrtSession_StartMessage(session, kTvmSessionNormal, w.size_bytes + 8u) !=
+      kTvmErrorNoError) {
     return;
   }
   WriteLe(&w, 8, w.size_bytes);
   EncodeReply(&w, reply);
   if (w.error == kTvmErrorNoError) {
-    (void)TVMSessionFinishMessage(session);
+    (void)TVMCrtSession_FinishMessage(session);
   }
 }
 
@@ -143,7 +144,7 @@ static void SetReply1(rpc_reply_t* r, int32_t code, int type_code) {
   r->type_codes[0] = type_code;
 }
 
-void TVMRpcSendException(tvm_session_t* session, const char* message) {
+void TVMCrtRpcPacket_SendException(TVMCrtSession* session, const char* message) {
   rpc_reply_t r;
   SetReply1(&r, kTvmRpcException, kTVMStr);
   r.values[0].v_str = message;
@@ -165,7 +166,7 @@ void TVMRpcSendException(tvm_session_t* session, const char* message) {
 #define kArgStrOrNull ((1u << kTVMStr) | (1u << kTVMNullptr))
 #define kMaxSignatureArgs 4
 
-static int ArgsMatch(const tvm_rpc_request_t* q, const uint16_t* sig) {
+static int ArgsMatch(const TVMCrtRpcRequest* q, const uint16_t* sig) {
   int32_t i;
   for (i = 0; i < kMaxSignatureArgs && sig[i] != 0; ++i) {
     if (i >= q->num_args || (unsigned)q->type_codes[i] >= 16u ||
@@ -179,7 +180,7 @@ static int ArgsMatch(const tvm_rpc_request_t* q, const uint16_t* sig) {
 /* Address of [byte_offset, byte_offset + num_bytes) of a CPU tensor, or NULL if out of range. */
 static uint8_t* TensorRange(const DLTensor* t, uint64_t num_bytes) {
   int ok;
-  uint64_t size = TVMRpcTensorNumBytes(t, &ok);
+  uint64_t size = TVMCrtRpcPacket_TensorNumBytes(t, &ok);
   if (!ok || (uint64_t)(uintptr_t)size != size || t->data == NULL ||
       t->device.device_type != kDLCPU || t->byte_offset > size || num_bytes > size - t->byte_offset) {
     return NULL;
@@ -205,9 +206,10 @@ static const uint16_t kSyscallSignatures[][kMaxSignatureArgs] = {
 
 /*
  * r arrives as a Return of kTVMNullptr, which syscalls without a result send as it is. Kept out
- * of TVMRpcExecuteRequest: inlined there, it makes the whole function spill more registers.
+ * of TVMCrtRpcPacket_ExecuteRequest: inlined there, it makes the whole function spill more
+ * registers.
  */
-TVM_CRT_NOINLINE static const char* ExecuteSyscall(const tvm_rpc_request_t* q, rpc_reply_t* r) {
+TVM_CRT_NOINLINE static const char* ExecuteSyscall(const TVMCrtRpcRequest* q, rpc_reply_t* r) {
   const TVMValue* a = q->values;
   void* handle = NULL;
   int err = 0;
@@ -265,7 +267,7 @@ TVM_CRT_NOINLINE static const char* ExecuteSyscall(const tvm_rpc_request_t* q, r
       const DLTensor* from = (const DLTensor*)a[0].v_handle;
       const DLTensor* to = (const DLTensor*)a[1].v_handle;
       int ok;
-      uint64_t size = TVMRpcTensorNumBytes(from, &ok);
+      uint64_t size = TVMCrtRpcPacket_TensorNumBytes(from, &ok);
       uint8_t* src = TensorRange(from, size);
       uint8_t* dst = TensorRange(to, size);
       if (src == NULL || dst == NULL) {
@@ -290,7 +292,7 @@ TVM_CRT_NOINLINE static const char* ExecuteSyscall(const tvm_rpc_request_t* q, r
 }
 
 /* kCallFunc: reply [kDLInt type_code][value...] (spec §4.6 return-value convention). */
-static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, TVMValue* ret,
+static const char* ExecuteCallFunc(const TVMCrtRpcRequest* q, rpc_reply_t* r, TVMValue* ret,
                                    int* ret_tcode) {
   void* func = (void*)(uintptr_t)q->func_handle;
   if ((uint64_t)(uintptr_t)func != q->func_handle) {
@@ -341,7 +343,7 @@ static const char* ExecuteCallFunc(const tvm_rpc_request_t* q, rpc_reply_t* r, T
   return NULL;
 }
 
-int TVMRpcExecuteRequest(const tvm_rpc_request_t* q, tvm_session_t* session) {
+int TVMCrtRpcPacket_ExecuteRequest(const TVMCrtRpcRequest* q, TVMCrtSession* session) {
   rpc_reply_t r;
   TVMValue ret;
   int ret_tcode = kTVMNullptr;
@@ -376,7 +378,7 @@ int TVMRpcExecuteRequest(const tvm_rpc_request_t* q, tvm_session_t* session) {
       break;
   }
   if (error != NULL) {
-    TVMRpcSendException(session, error);
+    TVMCrtRpcPacket_SendException(session, error);
   } else {
     SendReply(session, &r);
   }

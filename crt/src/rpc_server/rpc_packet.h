@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h> /* TVM_CRT_NOINLINE */
 #include <tvm/runtime/crt/rpc_common/session.h>
+
+#include "../common/compiler.h" /* TVM_CRT_NOINLINE */
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,14 +45,14 @@ enum {
 };
 
 /*! \brief Bump allocator over caller-owned memory; reset once per packet. */
-typedef struct tvm_rpc_arena {
+typedef struct TVMCrtRpcArena {
   uint8_t* base;
   size_t size_bytes;
   size_t used_bytes;
-} tvm_rpc_arena_t;
+} TVMCrtRpcArena;
 
 /*! \brief One decoded request; pointers refer to the message or the arena. */
-typedef struct tvm_rpc_request {
+typedef struct TVMCrtRpcRequest {
   int32_t code;            /*!< kTvmRpcNone: empty packet, nothing to do */
   uint64_t func_handle;    /*!< kCallFunc */
   int32_t num_args;        /*!< packed sequence (kCallFunc, kInitServer, syscalls) */
@@ -60,26 +61,26 @@ typedef struct tvm_rpc_request {
   DLTensor* tensor;        /*!< kCopyFromRemote / kCopyToRemote */
   uint64_t num_bytes;      /*!< kCopyFromRemote / kCopyToRemote */
   const uint8_t* data;     /*!< kCopyToRemote: the num_bytes payload */
-} tvm_rpc_request_t;
+} TVMCrtRpcRequest;
 
 /*!
  * \brief Decode the packet in message[size_bytes] ([u64 packet_nbytes][i32 code][body]).
  * \return NULL on success, else a static message naming the problem.
  */
-const char* TVMRpcDecodeRequest(const uint8_t* message, size_t size_bytes, tvm_rpc_arena_t* arena,
-                                tvm_rpc_request_t* out);
+const char* TVMCrtRpcPacket_DecodeRequest(const uint8_t* message, size_t size_bytes,
+                                          TVMCrtRpcArena* arena, TVMCrtRpcRequest* out);
 
 /*! \brief Bytes of a compact tensor (0 with *ok = 0 on overflow or a bad shape). */
-uint64_t TVMRpcTensorNumBytes(const DLTensor* tensor, int* ok);
+uint64_t TVMCrtRpcPacket_TensorNumBytes(const DLTensor* tensor, int* ok);
 
 /*!
  * \brief Execute a decoded request and send its reply (kNormal) through session.
  * \return 1 when the request was kShutdown (no reply is sent), else 0.
  */
-int TVMRpcExecuteRequest(const tvm_rpc_request_t* request, tvm_session_t* session);
+int TVMCrtRpcPacket_ExecuteRequest(const TVMCrtRpcRequest* request, TVMCrtSession* session);
 
 /*! \brief Send a ReturnException reply carrying message. */
-void TVMRpcSendException(tvm_session_t* session, const char* message);
+void TVMCrtRpcPacket_SendException(TVMCrtSession* session, const char* message);
 
 #ifdef __cplusplus
 }

@@ -10,38 +10,41 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
+#include <tvm/runtime/crt/aot_executor.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/random_fill.h>
 #include <tvm/runtime/crt/rpc_common/frame_buffer.h>
 #include <tvm/runtime/crt/rpc_common/framing.h>
 #include <tvm/runtime/crt/rpc_common/session.h>
+#include <tvm/runtime/crt/time_evaluator.h>
 
 #include "rpc_packet.h"
 
 /* The 11 bytes a frame adds around an RPC packet: start 2 + length 4 + session header 3 + CRC 2. */
 #define TVM_CRT_FRAME_OVERHEAD_BYTES 11
 
-struct microtvm_rpc_server {
+struct TVMCrtRpcServer {
   microtvm_rpc_channel_write_t write_func;
   void* write_func_ctx;
-  tvm_write_stream_t channel;
-  tvm_framer_t framer;
-  tvm_unframer_t unframer;
-  tvm_session_t session;
-  tvm_frame_buffer_t receive_buffer;
-  tvm_rpc_arena_t arena;
+  TVMCrtWriteStream channel;
+  TVMCrtFramer framer;
+  TVMCrtUnframer unframer;
+  TVMCrtSession session;
+  TVMCrtFrameBuffer receive_buffer;
+  TVMCrtRpcArena arena;
   int is_shutdown;
 };
 
-static struct microtvm_rpc_server g_server;
+static struct TVMCrtRpcServer g_server;
 static uint8_t g_receive_storage[TVM_CRT_MAX_PACKET_SIZE_BYTES];
 /* uint64_t elements keep the arena 8-byte aligned. */
 static uint64_t g_arena_storage[(TVM_CRT_RPC_ARENA_SIZE_BYTES + 7) / 8];
 
 static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t size_bytes,
                                     size_t* out_written_bytes) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
-  ssize_t n = s->write_func(s->write_func_ctx, data, size_bytes);
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
+  ptrdiff_t n = s->write_func(s->write_func_ctx, data, size_bytes);
   if (n < 0) {
     *out_written_bytes = 0;
     return (tvm_crt_error_t)n;
@@ -50,14 +53,13 @@ static tvm_crt_error_t ChannelWrite(void* context, const uint8_t* data, size_t s
   return kTvmErrorNoError;
 }
 
-static void HandleMessage(void* context, tvm_session_message_type_t type,
-                          tvm_frame_buffer_t* buffer) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+static void HandleMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
   if (buffer == NULL) {
     if (type == kTvmSessionStartSessionReply) {
       /* A new session: the host of any earlier one is gone (it timed out or was killed) and
        * will never free its handles, so its tensors would otherwise stay until the next boot. */
-      size_t stale = TVMNDArray_ReleaseAll();
+      size_t stale = TVMCrtNDArray_ReleaseAll();
       if (stale > 0) {
         TVMLogf("released %u tensors of the previous session", (unsigned)stale);
       }
@@ -66,16 +68,16 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
   }
   if (type == kTvmSessionNormal && !s->is_shutdown) { /* nothing runs after kShutdown */
     const uint8_t* message;
-    size_t size = TVMFrameBufferPeek(buffer, &message);
-    tvm_rpc_request_t request;
-    const char* error = TVMRpcDecodeRequest(message, size, &s->arena, &request);
+    size_t size = TVMCrtFrameBuffer_Peek(buffer, &message);
+    TVMCrtRpcRequest request;
+    const char* error = TVMCrtRpcPacket_DecodeRequest(message, size, &s->arena, &request);
     if (error != NULL) {
-      TVMRpcSendException(&s->session, error);
-    } else if (TVMRpcExecuteRequest(&request, &s->session)) {
+      TVMCrtRpcPacket_SendException(&s->session, error);
+    } else if (TVMCrtRpcPacket_ExecuteRequest(&request, &s->session)) {
       s->is_shutdown = 1;
     }
   }
-  TVMSessionClearReceiveBuffer(&s->session);
+  TVMCrtSession_ClearReceiveBuffer(&s->session);
 }
 
 /*
@@ -83,27 +85,28 @@ static void HandleMessage(void* context, tvm_session_message_type_t type,
  * forever. If its header shows a request of our session, answer it with an exception;
  * otherwise say so in a log line. The rest of the packet is skipped by the unframer.
  */
-static void RefuseOversizedPacket(struct microtvm_rpc_server* s) {
+static void RefuseOversizedPacket(struct TVMCrtRpcServer* s) {
   const uint8_t* header;
-  size_t size = TVMFrameBufferPeek(&s->receive_buffer, &header);
-  int ours = size >= TVM_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
+  size_t size = TVMCrtFrameBuffer_Peek(&s->receive_buffer, &header);
+  int ours = size >= TVM_CRT_SESSION_HEADER_SIZE_BYTES && header[2] == kTvmSessionNormal &&
              (uint16_t)(header[0] | (header[1] << 8)) == s->session.session_id &&
-             TVMSessionIsEstablished(&s->session);
-  TVMSessionClearReceiveBuffer(&s->session);
+             TVMCrtSession_IsEstablished(&s->session);
+  TVMCrtSession_ClearReceiveBuffer(&s->session);
   if (ours) {
-    TVMRpcSendException(&s->session,
-                        "RPC packet larger than the device receive buffer "
-                        "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
+    TVMCrtRpcPacket_SendException(&s->session,
+                                  "RPC packet larger than the device receive buffer "
+                                  "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
   } else {
     TVMLogf("dropped a frame larger than the receive buffer");
   }
 }
 
 static void LogSink(void* context, const char* message, size_t size_bytes) {
-  struct microtvm_rpc_server* s = (struct microtvm_rpc_server*)context;
+  struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
   /* Never interleave with a reply being framed. */
   if (s->framer.state != kTvmFramerTransmitting) {
-    (void)TVMSessionSendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message, size_bytes);
+    (void)TVMCrtSession_SendMessage(&s->session, kTvmSessionLog, (const uint8_t*)message,
+                                    size_bytes);
   }
 }
 
@@ -137,6 +140,19 @@ static int ModuleGetFunction(TVMValue* args, int* type_codes, int num_args, TVMV
   return 0;
 }
 
+/*
+ * What the host reaches besides the server's own globals: the core, then each module, which
+ * registers its globals itself. A table of calls rather than constructor attributes, which a
+ * linker drops along with an object nothing else refers to. The order fixes the handles of the
+ * globals (0x80028000 + registration index), which stay those of earlier releases.
+ */
+static tvm_crt_error_t (*const kRuntimeModules[])(void) = {
+    TVMInitializeRuntime,
+    TVMCrtTimeEvaluator_Register,
+    TVMCrtRandomFill_Register,
+    TVMAotExecutorModule_Register,
+};
+
 static void CheckOrAbort(tvm_crt_error_t err) {
   if (err != kTvmErrorNoError) {
     TVMLogf("MicroTVMRpcServerInit failed: error 0x%x", (unsigned)err);
@@ -146,7 +162,7 @@ static void CheckOrAbort(tvm_crt_error_t err) {
 
 microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_func,
                                             void* write_func_ctx) {
-  struct microtvm_rpc_server* s = &g_server;
+  struct TVMCrtRpcServer* s = &g_server;
   uint8_t nonce = 0;
   memset(s, 0, sizeof(*s));
   s->write_func = write_func;
@@ -156,31 +172,34 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   s->arena.base = (uint8_t*)g_arena_storage;
   s->arena.size_bytes = sizeof(g_arena_storage);
 
-  TVMFrameBufferInit(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
-  TVMFramerInit(&s->framer, &s->channel);
-  TVMSessionInit(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
-  TVMUnframerInit(&s->unframer, TVMSessionReceiver(&s->session));
+  TVMCrtFrameBuffer_Init(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
+  TVMCrtFramer_Init(&s->framer, &s->channel);
+  TVMCrtSession_Init(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
+  TVMCrtUnframer_Init(&s->unframer, TVMCrtSession_Receiver(&s->session));
   /* From here on TVMLogf reaches the host, also while the runtime starts. */
-  TVMLogSetSink(LogSink, s);
+  TVMCrtLog_SetSink(LogSink, s);
 
-  CheckOrAbort(TVMInitializeRuntime());
-  CheckOrAbort(TVMRuntimeRegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
+  for (size_t i = 0; i < sizeof(kRuntimeModules) / sizeof(kRuntimeModules[0]); i++) {
+    CheckOrAbort(kRuntimeModules[i]());
+  }
   CheckOrAbort(
-      TVMRuntimeRegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
+      TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
+  CheckOrAbort(
+      TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
   CheckOrAbort(TVMPlatformGenerateRandom(&nonce, 1));
-  CheckOrAbort(TVMSessionReset(&s->session, nonce));
+  CheckOrAbort(TVMCrtSession_Reset(&s->session, nonce));
   return s;
 }
 
 /* One step: hand bytes to the unframer; *consumed says how many it took. */
-static tvm_crt_error_t ServerReceive(struct microtvm_rpc_server* s, const uint8_t* data,
+static tvm_crt_error_t ServerReceive(struct TVMCrtRpcServer* s, const uint8_t* data,
                                      size_t size_bytes, size_t* consumed) {
   tvm_crt_error_t err;
   *consumed = 0;
   if (s->is_shutdown) {
     return kTvmErrorPlatformShutdown;
   }
-  err = TVMUnframerWrite(&s->unframer, data, size_bytes, consumed);
+  err = TVMCrtUnframer_Write(&s->unframer, data, size_bytes, consumed);
   if (err == kTvmErrorSessionReceiveBufferShortWrite) {
     RefuseOversizedPacket(s);
   }
@@ -202,9 +221,9 @@ static int IsLineError(tvm_crt_error_t err) {
   return err > 0 && (category == kTvmErrorCategoryFraming || category == kTvmErrorCategorySession);
 }
 
-tvm_crt_error_t MicroTVMRpcServerFeed(microtvm_rpc_server_t server, const uint8_t* data,
-                                      size_t size_bytes, microtvm_rpc_server_stats_t* stats) {
-  microtvm_rpc_server_stats_t unused = {0, 0, 0, kTvmErrorNoError};
+tvm_crt_error_t TVMCrtRpcServer_Feed(microtvm_rpc_server_t server, const uint8_t* data,
+                                     size_t size_bytes, TVMCrtRpcServerStats* stats) {
+  TVMCrtRpcServerStats unused = {0, 0, 0, kTvmErrorNoError};
   int stalled = 0;
   if (stats == NULL) {
     stats = &unused;

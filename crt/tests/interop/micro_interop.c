@@ -6,7 +6,7 @@
  * Usage:
  *   micro_interop frame     stdin: records [u8 op][u32 LE n][n bytes]; op 'F' frames the bytes,
  *                           op 'R' resets the framer. stdout: the wire bytes.
- *   micro_interop unframe   stdin: records [u32 LE n][n bytes], each fed to TVMUnframerWrite
+ *   micro_interop unframe   stdin: records [u32 LE n][n bytes], each fed to TVMCrtUnframer_Write
  *                           as one buffer. stdout: records [u8 kind][u32 LE n][n bytes]:
  *                           'P' a valid packet's payload, 'C' a packet with a bad CRC (n = 0),
  *                           'E' an unframer error (n = 4, the error code).
@@ -82,18 +82,18 @@ static tvm_crt_error_t StdoutWrite(void* context, const uint8_t* data, size_t si
 
 static int RunFrame(void) {
   static uint8_t data[kMaxPayloadBytes];
-  tvm_write_stream_t stream = {StdoutWrite, NULL, NULL, NULL};
-  tvm_framer_t framer;
+  TVMCrtWriteStream stream = {StdoutWrite, NULL, NULL, NULL};
+  TVMCrtFramer framer;
   uint8_t head[5];
-  TVMFramerInit(&framer, &stream);
+  TVMCrtFramer_Init(&framer, &stream);
   while (ReadFully(stdin, head, sizeof(head)) == 0) {
     uint32_t n = ReadU32(&head[1]);
     if (n > sizeof(data) || ReadFully(stdin, data, n) != 0) {
       return 2;
     }
     if (head[0] == 'R') {
-      TVMFramerReset(&framer);
-    } else if (TVMFramerWrite(&framer, data, n) != kTvmErrorNoError) {
+      TVMCrtFramer_Reset(&framer);
+    } else if (TVMCrtFramer_Write(&framer, data, n) != kTvmErrorNoError) {
       return 1;
     }
   }
@@ -131,10 +131,10 @@ static void CollectDone(void* context, bool is_valid) {
 
 static int RunUnframe(void) {
   static uint8_t data[1 << 16];
-  tvm_write_stream_t stream = {CollectWrite, CollectStart, CollectDone, NULL};
-  tvm_unframer_t unframer;
+  TVMCrtWriteStream stream = {CollectWrite, CollectStart, CollectDone, NULL};
+  TVMCrtUnframer unframer;
   uint8_t head[4];
-  TVMUnframerInit(&unframer, &stream);
+  TVMCrtUnframer_Init(&unframer, &stream);
   while (ReadFully(stdin, head, sizeof(head)) == 0) {
     uint32_t n = ReadU32(head);
     const uint8_t* p = data;
@@ -143,7 +143,7 @@ static int RunUnframe(void) {
     }
     while (n > 0) {
       size_t consumed = 0;
-      tvm_crt_error_t err = TVMUnframerWrite(&unframer, p, n, &consumed);
+      tvm_crt_error_t err = TVMCrtUnframer_Write(&unframer, p, n, &consumed);
       if (consumed > n) {
         return 4;
       }
@@ -166,10 +166,10 @@ static int RunUnframe(void) {
 
 /* --- session ----------------------------------------------------------------------------- */
 
-static tvm_session_t g_session;
-static tvm_framer_t g_framer;
+static TVMCrtSession g_session;
+static TVMCrtFramer g_framer;
 
-static void OnMessage(void* context, tvm_session_message_type_t type, tvm_frame_buffer_t* buffer) {
+static void OnMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buffer) {
   static uint8_t body[kMaxPayloadBytes];
   char log_text[64];
   size_t n;
@@ -177,41 +177,41 @@ static void OnMessage(void* context, tvm_session_message_type_t type, tvm_frame_
   (void)context;
   if (type != kTvmSessionNormal || buffer == NULL) {
     if (buffer != NULL) {
-      TVMSessionClearReceiveBuffer(&g_session);
+      TVMCrtSession_ClearReceiveBuffer(&g_session);
     }
     return;
   }
-  n = TVMFrameBufferRead(buffer, body, sizeof(body));
-  TVMSessionClearReceiveBuffer(&g_session);
+  n = TVMCrtFrameBuffer_Read(buffer, body, sizeof(body));
+  TVMCrtSession_ClearReceiveBuffer(&g_session);
   if (n == 6 && memcmp(body, "reboot", 6) == 0) {
     /* What a device does at boot: a fresh framer (FE prefix) and TerminateSession. */
-    TVMFramerReset(&g_framer);
-    (void)TVMSessionReset(&g_session, 0x77);
+    TVMCrtFramer_Reset(&g_framer);
+    (void)TVMCrtSession_Reset(&g_session, 0x77);
     return;
   }
   snprintf(log_text, sizeof(log_text), "got %u bytes", (unsigned)n);
-  (void)TVMSessionSendMessage(&g_session, kTvmSessionLog, (const uint8_t*)log_text,
-                              strlen(log_text));
+  (void)TVMCrtSession_SendMessage(&g_session, kTvmSessionLog, (const uint8_t*)log_text,
+                                  strlen(log_text));
   for (i = 0; i < n / 2; ++i) {
     uint8_t t = body[i];
     body[i] = body[n - 1 - i];
     body[n - 1 - i] = t;
   }
-  (void)TVMSessionSendMessage(&g_session, kTvmSessionNormal, body, n);
+  (void)TVMCrtSession_SendMessage(&g_session, kTvmSessionNormal, body, n);
 }
 
 static int RunSession(uint8_t nonce) {
   static uint8_t receive_storage[kMaxPayloadBytes];
   static uint8_t data[4096];
-  tvm_write_stream_t out = {StdoutWrite, NULL, NULL, NULL};
-  tvm_frame_buffer_t receive_buffer;
-  tvm_unframer_t unframer;
+  TVMCrtWriteStream out = {StdoutWrite, NULL, NULL, NULL};
+  TVMCrtFrameBuffer receive_buffer;
+  TVMCrtUnframer unframer;
   int stalled = 0;
-  TVMFramerInit(&g_framer, &out);
-  TVMFrameBufferInit(&receive_buffer, receive_storage, sizeof(receive_storage));
-  TVMSessionInit(&g_session, &g_framer, &receive_buffer, OnMessage, NULL);
-  TVMUnframerInit(&unframer, TVMSessionReceiver(&g_session));
-  if (TVMSessionReset(&g_session, nonce) != kTvmErrorNoError) {
+  TVMCrtFramer_Init(&g_framer, &out);
+  TVMCrtFrameBuffer_Init(&receive_buffer, receive_storage, sizeof(receive_storage));
+  TVMCrtSession_Init(&g_session, &g_framer, &receive_buffer, OnMessage, NULL);
+  TVMCrtUnframer_Init(&unframer, TVMCrtSession_Receiver(&g_session));
+  if (TVMCrtSession_Reset(&g_session, nonce) != kTvmErrorNoError) {
     return 1;
   }
   for (;;) {
@@ -227,7 +227,7 @@ static int RunSession(uint8_t nonce) {
     left = (size_t)got;
     while (left > 0) {
       size_t consumed = 0;
-      tvm_crt_error_t err = TVMUnframerWrite(&unframer, p, left, &consumed);
+      tvm_crt_error_t err = TVMCrtUnframer_Write(&unframer, p, left, &consumed);
       if (err != kTvmErrorNoError && consumed == 0 && stalled++ > 0) {
         consumed = 1; /* never spin: an error that eats nothing twice in a row drops a byte */
       }

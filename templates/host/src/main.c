@@ -88,14 +88,14 @@
 /*! read() result of host_read when the parent died. */
 #define HOST_PARENT_GONE (-2)
 
-static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
+static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 static uint8_t g_read_buffer[TVM_RPC_READ_CHUNK_BYTES];
 static uint8_t g_write_buffer[TVM_RPC_WRITE_BUFFER_BYTES];
 static size_t g_write_pending;
 static int g_host_write_errno; /* errno of the first failed write to stdout; 0: none */
 static pid_t g_host_parent;
 static char** g_host_argv;
-static microtvm_rpc_server_stats_t g_stats;
+static TVMCrtRpcServerStats g_stats;
 
 /* Write all of data to stdout; -1 (and g_host_write_errno set) on error: the host went away. */
 static int host_write_all(const uint8_t* data, size_t num_bytes) {
@@ -124,17 +124,17 @@ static void host_flush(void) {
   }
 }
 
-static ssize_t host_write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t host_write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   if (num_bytes > sizeof(g_write_buffer) - g_write_pending) {
     host_flush();
   }
   if (num_bytes >= sizeof(g_write_buffer)) {
-    return host_write_all(data, num_bytes) == 0 ? (ssize_t)num_bytes : -1;
+    return host_write_all(data, num_bytes) == 0 ? (ptrdiff_t)num_bytes : -1;
   }
   memcpy(g_write_buffer + g_write_pending, data, num_bytes);
   g_write_pending += num_bytes;
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 static void host_enlarge_pipes(void) {
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
   if (err != kTvmErrorNoError) {
     return host_init_failed("platform init", (unsigned)err);
   }
-  err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+  err = TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
   if (err != kTvmErrorNoError) {
     return host_init_failed("workspace init", (unsigned)err);
   }
@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "microTVM host device: read failed: %s\n", strerror(errno));
       return host_exit(2, "cannot read the link");
     }
-    err = MicroTVMRpcServerFeed(server, g_read_buffer, (size_t)n, &g_stats);
+    err = TVMCrtRpcServer_Feed(server, g_read_buffer, (size_t)n, &g_stats);
     if (err == kTvmErrorPlatformShutdown) {
       return host_exit(0, "shutdown requested");
     }

@@ -12,9 +12,9 @@
 
 #include <tvm/runtime/crt/mlperftiny.h>
 
-extern const TVMMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
+extern const TVMCrtMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
 
-void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   while (size > 0) {
     ssize_t n = write(STDOUT_FILENO, data, size);
     if (n < 0 && errno == EINTR) {
@@ -28,23 +28,24 @@ void TVMMlperfTinyPortWrite(const char* data, size_t size) {
   }
 }
 
-uint64_t TVMMlperfTinyPortMicros(void) {
+uint64_t TVMCrtMlperfTinyPort_Micros(void) {
   struct timespec ts;
   (void)clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 int main(void) {
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
   const char* why = "";
   uint8_t buf[256];
-  if (TVMMlperfTinyAotInit(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
+  if (TVMCrtMlperfTinyAot_Init(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
     fprintf(stderr, "error: mlperftiny: %s\n", why);
     return 1;
   }
-  TVMMlperfTinyStart(&bench, &model, kTVMMlperfTinyAotInfo.db, kTVMMlperfTinyAotInfo.db_capacity);
+  TVMCrtMlperfTiny_Start(&bench, &model, kTVMMlperfTinyAotInfo.db,
+                         kTVMMlperfTinyAotInfo.db_capacity);
   for (;;) {
     ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) {
@@ -53,6 +54,6 @@ int main(void) {
     if (n <= 0) {
       return 0;
     }
-    TVMMlperfTinyReceive(&bench, buf, (size_t)n);
+    TVMCrtMlperfTiny_Receive(&bench, buf, (size_t)n);
   }
 }

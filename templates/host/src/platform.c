@@ -1,12 +1,13 @@
 /*
  * POSIX platform for the host template: the "device" is a process on the build machine.
  *
- * Only the host-specific half of platform.h lives here: abort, the timer, random bytes and the
- * start-up hook. The generic half (the memory pool behind TVMPlatformMemoryAllocate, message
- * formatting, the no-op measurement and device hooks) comes from the C runtime's "platform"
- * library (crt/src/platform), which host-driven builds compile; standalone builds need none of
- * it. The model's own workspace is separate: main.c hands a static buffer to
- * TVMBackendWorkspaceInit. Nothing here calls malloc.
+ * Only the host-specific half of platform.h lives here: abort, the cycle counter (CLOCK_MONOTONIC
+ * in nanoseconds), random bytes and the start-up hook. The generic half (the memory pool behind
+ * TVMPlatformMemoryAllocate, message formatting, the timer over the cycle counter, the no-op
+ * measurement and device hooks) comes from the C runtime's "platform" library (crt/src/platform),
+ * which host-driven builds compile; standalone builds need none of it (standalone.c reads the
+ * cycle counter itself). The model's own workspace is separate: main.c hands a static buffer to
+ * TVMCrtWorkspace_Init. Nothing here calls malloc.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,33 +27,16 @@ void TVMPlatformAbort(tvm_crt_error_t error_code) {
   _exit(3);
 }
 
-static struct timespec g_host_timer_start;
-static int g_host_timer_running;
-
-tvm_crt_error_t TVMPlatformTimerStart(void) {
-  if (g_host_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  if (clock_gettime(CLOCK_MONOTONIC, &g_host_timer_start) != 0) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_host_timer_running = 1;
-  return kTvmErrorNoError;
-}
-
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
   struct timespec now;
-  if (!g_host_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_host_timer_running = 0;
   if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
     return kTvmErrorPlatformTimerBadState;
   }
-  *elapsed_time_seconds = (double)(now.tv_sec - g_host_timer_start.tv_sec) +
-                          (double)(now.tv_nsec - g_host_timer_start.tv_nsec) * 1e-9;
+  *out_cycles = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
   return kTvmErrorNoError;
 }
+
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return 1000000000u; }
 
 /* A small xorshift generator, seeded from the clock and pid when /dev/urandom is unavailable. */
 static uint64_t g_host_rng_state;

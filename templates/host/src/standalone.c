@@ -25,7 +25,7 @@
 #define TVM_STANDALONE_MAX_TENSORS 64
 #define TVM_STANDALONE_PATH_BYTES 4096
 
-static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
+static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 
 static void usage(const char* argv0) {
   fprintf(stderr, "usage: %s [-m MODULE] [-r REPEAT] [-o OUT_DIR] [INPUT.bin ...]\n", argv0);
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   int first_input = argc;
   int i;
   size_t k;
-  const TVMAotModel* model;
+  const TVMCrtAotModel* model;
   void* inputs[TVM_STANDALONE_MAX_TENSORS];
   void* outputs[TVM_STANDALONE_MAX_TENSORS];
   char path[TVM_STANDALONE_PATH_BYTES];
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  model = TVMAotModelLookup(module_name);
+  model = TVMCrtAotModel_Lookup(module_name);
   if (model == NULL) {
     fprintf(stderr, "error: this build holds no model module named '%s'\n", module_name);
     return 1;
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
 
   err = TVMPlatformInitialize();
   if (err == kTvmErrorNoError) {
-    err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+    err = TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
   }
   if (err != kTvmErrorNoError) {
     fprintf(stderr, "error: platform/workspace init failed: 0x%08x\n", (unsigned)err);
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   }
 
   for (k = 0; k < model->num_inputs; k++) {
-    const TVMAotTensor* t = &model->inputs[k];
+    const TVMCrtAotTensor* t = &model->inputs[k];
     if (first_input < argc) {
       snprintf(path, sizeof(path), "%s", argv[first_input + (int)k]);
     } else {
@@ -141,17 +141,20 @@ int main(int argc, char** argv) {
   }
 
   for (i = 0; i < repeat; i++) {
-    double seconds = 0.0;
+    double seconds;
+    uint64_t start_cycles;
+    uint64_t end_cycles;
     int32_t rc;
-    if (TVMPlatformTimerStart() != kTvmErrorNoError) {
-      fprintf(stderr, "error: cannot start the platform timer\n");
+    if (TVMCrtPlatform_CycleCount(&start_cycles) != kTvmErrorNoError) {
+      fprintf(stderr, "error: cannot read the cycle counter\n");
       return 2;
     }
     rc = model->run(inputs, outputs);
-    if (TVMPlatformTimerStop(&seconds) != kTvmErrorNoError) {
-      fprintf(stderr, "error: cannot stop the platform timer\n");
+    if (TVMCrtPlatform_CycleCount(&end_cycles) != kTvmErrorNoError) {
+      fprintf(stderr, "error: cannot read the cycle counter\n");
       return 2;
     }
+    seconds = (double)(end_cycles - start_cycles) / (double)TVMCrtPlatform_CycleFrequencyHz();
     if (rc != 0) {
       fprintf(stderr, "error: model %s returned %d\n", model->name, (int)rc);
       return 2;
@@ -163,7 +166,7 @@ int main(int argc, char** argv) {
   }
 
   for (k = 0; k < model->num_outputs; k++) {
-    const TVMAotTensor* t = &model->outputs[k];
+    const TVMCrtAotTensor* t = &model->outputs[k];
     snprintf(path, sizeof(path), "%s/output%zu.bin", out_dir, k);
     if (write_all(path, t->data, t->size_bytes) != 0) {
       return 1;

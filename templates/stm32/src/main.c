@@ -1,6 +1,6 @@
 /*
  * Host-driven firmware: the C runtime's RPC server on the board's UART. Received bytes are
- * queued by the UART interrupt handler (uart.c) and fed to MicroTVMRpcServerFeed from this
+ * queued by the UART interrupt handler (uart.c) and fed to TVMCrtRpcServer_Feed from this
  * loop; replies go out through a blocking write. After set-up the firmware sends one ready
  * line (STM32_READY_BANNER) before any RPC byte, so the host knows the UART receives.
  */
@@ -25,19 +25,19 @@
 #define STM32_TEST_BUSY_MS 0
 #endif
 
-static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
+static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
 
-static ssize_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   UartWrite(data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 int main(void) {
   static const char banner[] = STM32_READY_BANNER;
   static uint8_t chunk[STM32_FEED_CHUNK_BYTES];
   microtvm_rpc_server_t server;
-  microtvm_rpc_server_stats_t stats = {0};
+  TVMCrtRpcServerStats stats = {0};
   uint32_t lost_reported = 0;
   tvm_crt_error_t err;
 
@@ -45,7 +45,7 @@ int main(void) {
     FirmwareStop("platform initialisation failed", 1);
   }
   UartInit();
-  err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+  err = TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
   if (err != kTvmErrorNoError) {
     TVMPlatformAbort(err);
   }
@@ -67,7 +67,7 @@ int main(void) {
       UartWaitForInput();
       continue;
     }
-    err = MicroTVMRpcServerFeed(server, chunk, n, &stats);
+    err = TVMCrtRpcServer_Feed(server, chunk, n, &stats);
     if (err == kTvmErrorPlatformShutdown) {
       FirmwareStop("shutdown requested by the host", 0);
     }

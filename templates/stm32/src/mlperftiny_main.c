@@ -14,13 +14,13 @@
 
 #define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME " mlperftiny\r\n"
 
-extern const TVMMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
+extern const TVMCrtMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
 
-void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   UartWrite((const uint8_t*)data, size);
 }
 
-uint64_t TVMMlperfTinyPortMicros(void) {
+uint64_t TVMCrtMlperfTinyPort_Micros(void) {
   uint64_t cycles = SysTickCycles();
   uint64_t hz = g_sysclk_hz;
   return cycles / hz * 1000000u + cycles % hz * 1000000u / hz;
@@ -28,26 +28,27 @@ uint64_t TVMMlperfTinyPortMicros(void) {
 
 int main(void) {
   static const char banner[] = STM32_READY_BANNER;
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
   static uint8_t chunk[64];
   const char* why = "";
   if (TVMPlatformInitialize() != kTvmErrorNoError) {
     FirmwareStop("platform initialisation failed", 1);
   }
   UartInit();
-  if (TVMMlperfTinyAotInit(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
+  if (TVMCrtMlperfTinyAot_Init(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
     FirmwareStop(why, 1);
   }
   UartWrite((const uint8_t*)banner, sizeof(banner) - 1u);
-  TVMMlperfTinyStart(&bench, &model, kTVMMlperfTinyAotInfo.db, kTVMMlperfTinyAotInfo.db_capacity);
+  TVMCrtMlperfTiny_Start(&bench, &model, kTVMMlperfTinyAotInfo.db,
+                         kTVMMlperfTinyAotInfo.db_capacity);
   for (;;) {
     size_t n = UartRead(chunk, sizeof(chunk));
     if (n == 0) {
       UartWaitForInput();
       continue;
     }
-    TVMMlperfTinyReceive(&bench, chunk, n);
+    TVMCrtMlperfTiny_Receive(&bench, chunk, n);
   }
 }

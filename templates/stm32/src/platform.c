@@ -1,7 +1,8 @@
 /*
  * The board half of platform.h (the generic half is the runtime's "platform" library:
- * memory pool, message formatting, no-op hooks). Timer: SysTick at SYSCLK, extended to 64 bits
- * by its wrap interrupt (under QEMU's -icount shift=0 it counts instructions deterministically).
+ * memory pool, message formatting, the timer, no-op hooks). Cycle counter: SysTick at SYSCLK,
+ * extended to 64 bits by its wrap interrupt (under QEMU's -icount shift=0 it counts instructions
+ * deterministically).
  * Random: xorshift over SysTick mixed with a call counter. Abort: semihosting exit on QEMU, a
  * system reset on hardware. Also the semihosting calls and FirmwareStop.
  */
@@ -41,27 +42,12 @@ uint64_t SysTickCycles(void) {
   return ((uint64_t)wraps << 24) + (SYSTICK_RELOAD - value);
 }
 
-static uint64_t g_timer_start;
-static int g_timer_running;
-
-tvm_crt_error_t TVMPlatformTimerStart(void) {
-  if (g_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_timer_running = 1;
-  g_timer_start = SysTickCycles();
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
+  *out_cycles = SysTickCycles();
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
-  uint64_t now = SysTickCycles();
-  if (!g_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_timer_running = 0;
-  *elapsed_time_seconds = (double)(now - g_timer_start) / (double)g_sysclk_hz;
-  return kTvmErrorNoError;
-}
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return g_sysclk_hz; }
 
 static uint32_t g_random_state;
 static uint32_t g_random_calls;

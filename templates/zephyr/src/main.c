@@ -1,14 +1,13 @@
 /*
  * Host-driven firmware (Zephyr): the C runtime's RPC server on the console UART. The UART's
  * receive interrupt puts bytes into a ring buffer and wakes the main thread, which hands them to
- * MicroTVMRpcServerFeed; replies leave by polled transmit. After set-up the firmware sends one
+ * TVMCrtRpcServer_Feed; replies leave by polled transmit. After set-up the firmware sends one
  * ready line, "project-api zephyr ready: <board>", before any RPC byte. A shutdown request
  * reboots the board, which then waits for the next session.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include <zephyr/device.h>
 #include <zephyr/drivers/uart.h>
@@ -30,7 +29,7 @@ static const struct device* const g_uart = DEVICE_DT_GET(DT_CHOSEN(zephyr_consol
 RING_BUF_DECLARE(g_rx_ring, ZEPHYR_RX_RING_BYTES);
 K_SEM_DEFINE(g_rx_ready, 0, 1);
 static volatile uint32_t g_rx_lost;
-static uint8_t g_model_workspace[TVM_MODEL_WORKSPACE_SIZE_BYTES] __aligned(16);
+static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __aligned(16);
 
 static void UartWrite(const uint8_t* data, size_t num_bytes) {
   size_t i;
@@ -68,17 +67,17 @@ static void UartIrq(const struct device* dev, void* user_data) {
   }
 }
 
-static ssize_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
+static ptrdiff_t ChannelWrite(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   UartWrite(data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (ptrdiff_t)num_bytes;
 }
 
 int main(void) {
   static const char banner[] = READY_BANNER;
   static uint8_t chunk[FEED_CHUNK_BYTES];
   microtvm_rpc_server_t server;
-  microtvm_rpc_server_stats_t stats;
+  TVMCrtRpcServerStats stats;
   uint32_t lost_reported = 0;
   tvm_crt_error_t err;
 
@@ -86,7 +85,7 @@ int main(void) {
   if (!device_is_ready(g_uart) || TVMPlatformInitialize() != kTvmErrorNoError) {
     TVMPlatformAbort(kTvmErrorPlatformCheckFailure);
   }
-  err = TVMBackendWorkspaceInit(g_model_workspace, sizeof(g_model_workspace));
+  err = TVMCrtWorkspace_Init(g_model_workspace, sizeof(g_model_workspace));
   if (err != kTvmErrorNoError) {
     TVMPlatformAbort(err);
   }
@@ -112,7 +111,7 @@ int main(void) {
       (void)k_sem_take(&g_rx_ready, K_FOREVER);
       continue;
     }
-    err = MicroTVMRpcServerFeed(server, chunk, n, &stats);
+    err = TVMCrtRpcServer_Feed(server, chunk, n, &stats);
     if (err == kTvmErrorPlatformShutdown) {
       sys_reboot(SYS_REBOOT_COLD); /* the host ended the session: start afresh */
     }

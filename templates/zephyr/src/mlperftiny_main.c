@@ -1,7 +1,7 @@
 /*
  * MLPerf Tiny firmware (Zephyr, project type "mlperftiny"): the benchmark's UART protocol
  * (crt/src/mlperftiny) on the console UART. As in main.c the receive interrupt fills a ring
- * buffer and wakes the main thread, which feeds TVMMlperfTinyReceive; replies leave by polled
+ * buffer and wakes the main thread, which feeds TVMCrtMlperfTiny_Receive; replies leave by polled
  * transmit. Prints the template's ready line, "project-api zephyr ready: <board> mlperftiny",
  * first (open_transport waits for it), then the benchmark's start-up lines.
  *
@@ -25,20 +25,20 @@
 
 #define READY_BANNER "project-api zephyr ready: " PROJECT_API_BOARD " mlperftiny\r\n"
 
-extern const TVMMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
+extern const TVMCrtMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
 
 static const struct device* const g_uart = DEVICE_DT_GET(DT_CHOSEN(zephyr_console));
 RING_BUF_DECLARE(g_rx_ring, ZEPHYR_RX_RING_BYTES);
 K_SEM_DEFINE(g_rx_ready, 0, 1);
 
-void TVMMlperfTinyPortWrite(const char* data, size_t size) {
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   size_t i;
   for (i = 0; i < size; i++) {
     uart_poll_out(g_uart, (unsigned char)data[i]);
   }
 }
 
-uint64_t TVMMlperfTinyPortMicros(void) {
+uint64_t TVMCrtMlperfTinyPort_Micros(void) {
 #if defined(CONFIG_TIMER_HAS_64BIT_CYCLE_COUNTER)
   return k_cyc_to_us_floor64(k_cycle_get_64());
 #else
@@ -74,25 +74,26 @@ static void UartIrq(const struct device* dev, void* user_data) {
 
 int main(void) {
   static const char banner[] = READY_BANNER;
-  static TVMMlperfTiny bench;
-  static TVMMlperfTinyAot aot;
-  static TVMMlperfTinyModel model;
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
   static uint8_t chunk[64];
   const char* why = "";
 
   if (!device_is_ready(g_uart)) {
     k_panic();
   }
-  if (TVMMlperfTinyAotInit(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
-    TVMMlperfTinyPortWrite("e-[", 3u);
-    TVMMlperfTinyPortWrite(why, strlen(why));
-    TVMMlperfTinyPortWrite("]\r\n", 3u);
+  if (TVMCrtMlperfTinyAot_Init(&aot, &model, &kTVMMlperfTinyAotInfo, &why) != 0) {
+    TVMCrtMlperfTinyPort_Write("e-[", 3u);
+    TVMCrtMlperfTinyPort_Write(why, strlen(why));
+    TVMCrtMlperfTinyPort_Write("]\r\n", 3u);
     k_panic();
   }
   uart_irq_callback_user_data_set(g_uart, UartIrq, NULL);
   uart_irq_rx_enable(g_uart);
-  TVMMlperfTinyPortWrite(banner, sizeof(banner) - 1u);
-  TVMMlperfTinyStart(&bench, &model, kTVMMlperfTinyAotInfo.db, kTVMMlperfTinyAotInfo.db_capacity);
+  TVMCrtMlperfTinyPort_Write(banner, sizeof(banner) - 1u);
+  TVMCrtMlperfTiny_Start(&bench, &model, kTVMMlperfTinyAotInfo.db,
+                         kTVMMlperfTinyAotInfo.db_capacity);
   for (;;) {
     uint32_t n;
     unsigned int key = irq_lock();
@@ -102,7 +103,7 @@ int main(void) {
       (void)k_sem_take(&g_rx_ready, K_FOREVER);
       continue;
     }
-    TVMMlperfTinyReceive(&bench, chunk, n);
+    TVMCrtMlperfTiny_Receive(&bench, chunk, n);
   }
   return 0;
 }

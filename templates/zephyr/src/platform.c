@@ -1,8 +1,9 @@
 /*
- * The Zephyr half of platform.h (the generic half, message formatting and the no-op hooks, is
- * the runtime's "platform" library). Memory: Zephyr's system heap (CONFIG_HEAP_MEM_POOL_SIZE,
- * sized by workspace_size_bytes) replaces the runtime's static pool. Timer: the kernel's cycle
- * counter. Random: sys_rand32_get. Abort: a message on the console, then a cold reboot.
+ * The Zephyr half of platform.h (the generic half, message formatting, the timer and the no-op
+ * hooks, is the runtime's "platform" library). Memory: Zephyr's system heap
+ * (CONFIG_HEAP_MEM_POOL_SIZE, sized by workspace_size_bytes) replaces the runtime's static pool.
+ * Cycle counter: the kernel's. Random: sys_rand32_get. Abort: a message on the console, then a
+ * cold reboot.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -39,10 +40,11 @@ tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
   return kTvmErrorNoError;
 }
 
-static uint64_t Cycles(void) {
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
 #if defined(CONFIG_TIMER_HAS_64BIT_CYCLE_COUNTER)
-  return k_cycle_get_64();
+  *out_cycles = k_cycle_get_64();
 #else
+  /* A 32-bit counter, extended by counting its wraps (read at least once per wrap period). */
   static uint32_t last;
   static uint64_t high;
   uint32_t now = k_cycle_get_32();
@@ -50,31 +52,12 @@ static uint64_t Cycles(void) {
     high += (uint64_t)1u << 32;
   }
   last = now;
-  return high | now;
+  *out_cycles = high | now;
 #endif
-}
-
-static uint64_t g_timer_start;
-static int g_timer_running;
-
-tvm_crt_error_t TVMPlatformTimerStart(void) {
-  if (g_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_timer_running = 1;
-  g_timer_start = Cycles();
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
-  uint64_t now = Cycles();
-  if (!g_timer_running) {
-    return kTvmErrorPlatformTimerBadState;
-  }
-  g_timer_running = 0;
-  *elapsed_time_seconds = (double)(now - g_timer_start) / (double)sys_clock_hw_cycles_per_sec();
-  return kTvmErrorNoError;
-}
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return (uint64_t)sys_clock_hw_cycles_per_sec(); }
 
 tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
   while (num_bytes > 0u) {

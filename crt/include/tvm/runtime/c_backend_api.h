@@ -63,13 +63,13 @@ typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* 
  * \return kTvmErrorNoError, or kTvmErrorFunctionCallInvalidArg for a NULL buffer or a size too
  *   small to hold one aligned allocation.
  */
-TVM_DLL tvm_crt_error_t TVMBackendWorkspaceInit(uint8_t* buffer, size_t size_bytes);
+TVM_DLL tvm_crt_error_t TVMCrtWorkspace_Init(uint8_t* buffer, size_t size_bytes);
 
 /*!
- * \brief Bytes of the workspace in use right now and at most since TVMBackendWorkspaceInit
+ * \brief Bytes of the workspace in use right now and at most since TVMCrtWorkspace_Init
  * (including per-allocation alignment padding and LIFO tags). Either pointer may be NULL.
  */
-TVM_DLL void TVMBackendWorkspaceUsage(size_t* in_use_bytes, size_t* peak_bytes);
+TVM_DLL void TVMCrtWorkspace_Usage(size_t* in_use_bytes, size_t* peak_bytes);
 
 /*!
  * \brief Allocate nbytes of scratch memory from the workspace (no heap).

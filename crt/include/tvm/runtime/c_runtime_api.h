@@ -135,7 +135,7 @@ TVM_DLL int TVMFuncGetGlobal(const char* name, TVMFunctionHandle* out);
 
 /*!
  * \brief Register a global function. f is a TVMBackendPackedCFunc converted to a handle (TVM's
- * signature); C code should prefer TVMRuntimeRegisterGlobal() from crt.h, which is typed.
+ * signature); C code should prefer TVMCrtRuntime_RegisterGlobal() from crt.h, which is typed.
  * \param override Nonzero replaces an existing function of that name.
  */
 TVM_DLL int TVMFuncRegisterGlobal(const char* name, TVMFunctionHandle f, int override);

@@ -1,7 +1,7 @@
 /*
  * tvm/runtime/crt/aot_model.h: how an application describes its AOT-compiled models.
  *
- * The glue generated for a project (or written by hand) provides one TVMAotModel per model in
+ * The glue generated for a project (or written by hand) provides one TVMCrtAotModel per model in
  * static storage and the lookup function below. The runtime only reads these structs; tensor
  * data buffers belong to the glue and stay valid for the life of the program.
  */
@@ -17,39 +17,39 @@ extern "C" {
 #endif
 
 /*! \brief One input or output tensor of a model, backed by a static buffer. */
-typedef struct TVMAotTensor {
+typedef struct TVMCrtAotTensor {
   const char* name;        /*!< tensor name as in metadata.json */
   DLDataType dtype;        /*!< element type */
   int32_t ndim;            /*!< rank (<= TVM_CRT_MAX_NDIM) */
   const int64_t* shape;    /*!< ndim extents */
   size_t size_bytes;       /*!< bytes of data (= prod(shape) * element size) */
   void* data;              /*!< static buffer owned by the glue */
-} TVMAotTensor;
+} TVMCrtAotTensor;
 
 /*! \brief A model: its tensors in positional order and the function that runs it. */
-typedef struct TVMAotModel {
+typedef struct TVMCrtAotModel {
   const char* name;              /*!< module name, e.g. "default" */
   size_t num_inputs;             /*!< entries in inputs */
-  const TVMAotTensor* inputs;
+  const TVMCrtAotTensor* inputs;
   size_t num_outputs;            /*!< entries in outputs */
-  const TVMAotTensor* outputs;
+  const TVMCrtAotTensor* outputs;
   size_t workspace_size_bytes;   /*!< workspace the model takes via TVMBackendAllocWorkspace */
   /*!
    * \brief Run the model once: inputs[i] / outputs[i] are the data pointers of the tensors above,
    * in order. Returns 0 on success (the glue wraps tvmgen_<name>_run).
    */
   int32_t (*run)(void* const* inputs, void* const* outputs);
-} TVMAotModel;
+} TVMCrtAotModel;
 
 /*! \brief Provided by the application/glue: the model named module_name, or NULL. */
-const TVMAotModel* TVMAotModelLookup(const char* module_name);
+const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name);
 
 /*!
  * \brief Optional, provided by the glue: a hash of what the firmware was generated from (the
  * model archive, the options, the template), so a host can check which build a device runs. When
  * defined, the global function "project_api.build_hash" returns it (weak: glue may omit it).
  */
-int64_t TVMAotModelBuildHash(void) __attribute__((weak));
+int64_t TVMCrtAotModel_BuildHash(void) __attribute__((weak));
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -43,7 +43,7 @@
 
 /* ---- Tensors and calls -------------------------------------------------------------------- */
 
-/*! \brief Largest tensor rank the runtime stores (TVMNDArray shape storage, RPC decoding). */
+/*! \brief Largest tensor rank the runtime stores (TVMCrtNDArray shape storage, RPC decoding). */
 #ifndef TVM_CRT_MAX_NDIM
 #define TVM_CRT_MAX_NDIM 6
 #endif
@@ -141,12 +141,12 @@
 /* ---- Application -------------------------------------------------------------------------- */
 
 /*!
- * \brief Bytes of the model workspace an application hands to TVMBackendWorkspaceInit (a static
+ * \brief Bytes of the model workspace an application hands to TVMCrtWorkspace_Init (a static
  * buffer in its main.c): the largest workspace_size_bytes of its modules plus allocator slack.
  * A generated crt_config.h sets it per model; the runtime itself does not read it.
  */
-#ifndef TVM_MODEL_WORKSPACE_SIZE_BYTES
-#define TVM_MODEL_WORKSPACE_SIZE_BYTES (16 * 1024)
+#ifndef TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES
+#define TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES (16 * 1024)
 #endif
 
 /* ---- Range checks ------------------------------------------------------------------------- */
@@ -197,8 +197,8 @@
 #if TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 < 3 || TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 > 20
 #error "TVM_CRT_PLATFORM_PAGE_SIZE_LOG2 must be between 3 and 20 (8 to 1 MiB pages)"
 #endif
-#if TVM_MODEL_WORKSPACE_SIZE_BYTES < 16 || TVM_MODEL_WORKSPACE_SIZE_BYTES > 0x7fffffff
-#error "TVM_MODEL_WORKSPACE_SIZE_BYTES must be between 16 and 2^31 - 1"
+#if TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES < 16 || TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES > 0x7fffffff
+#error "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES must be between 16 and 2^31 - 1"
 #endif
 
 #endif  /* TVM_RUNTIME_CRT_CONFIG_H_ */

@@ -13,15 +13,15 @@ extern "C" {
 
 /*!
  * \brief Set up the global function registry (static storage of
- * TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES) and register the built-in globals:
- *   runtime.SystemLib()                         -> Module (see TVMSystemLibSet)
- *   runtime.RPCTimeEvaluator(Module, str, ...)  -> PackedFunc returning kTVMBytes of doubles
- *   tvm.contrib.random.random_fill(DLTensor)    -> fills the tensor via TVMPlatformGenerateRandom
- *   tvm.aot_executor.create(Module, DLDevice, str) -> AOT executor Module (see aot_executor.h)
- * The RPC server adds its own globals afterwards with TVMRuntimeRegisterGlobal.
- * Idempotent: later calls return kTvmErrorNoError and change nothing. The application must
- * provide TVMAotModelLookup() (aot_model.h).
- * \return kTvmErrorNoError, or the registry error if the built-ins do not fit.
+ * TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES) and register the core's one global:
+ *   runtime.SystemLib() -> Module (see TVMCrtSystemLib_Set)
+ * Modules register their own globals with their register functions, which call this first:
+ *   TVMCrtTimeEvaluator_Register  runtime.RPCTimeEvaluator (time_evaluator.h)
+ *   TVMCrtRandomFill_Register     tvm.contrib.random.random_fill (random_fill.h)
+ *   TVMAotExecutorModule_Register tvm.aot_executor.create (aot_executor.h)
+ * MicroTVMRpcServerInit calls all of them, in this order, then adds the RPC server's globals.
+ * Idempotent: later calls return kTvmErrorNoError and change nothing.
+ * \return kTvmErrorNoError, or the registry error if runtime.SystemLib does not fit.
  */
 tvm_crt_error_t TVMInitializeRuntime(void);
 
@@ -30,8 +30,8 @@ tvm_crt_error_t TVMInitializeRuntime(void);
  * equivalent of TVMFuncRegisterGlobal; the name is copied into the registry.
  * \return kTvmErrorNoError, kTvmErrorFunctionAlreadyDefined or kTvmErrorFunctionRegistryFull.
  */
-tvm_crt_error_t TVMRuntimeRegisterGlobal(const char* name, TVMBackendPackedCFunc func,
-                                         int override);
+tvm_crt_error_t TVMCrtRuntime_RegisterGlobal(const char* name, TVMBackendPackedCFunc func,
+                                             int override);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -37,7 +37,7 @@ typedef struct TVMFuncRegistry {
  * \return 0 if equal, else the difference of the first differing bytes (as unsigned char).
  *   Examples: ("Foo","Bar") -> 'F'-'B'; ("Foo","") -> 'F'; ("Fab","Fabulous") -> -'u'.
  */
-int TVMFuncRegistry_StrCmpCursor(const char** cursor, const char* name);
+int TVMCrtFuncRegistry_StrCmpCursor(const char** cursor, const char* name);
 
 /*! \brief The number of functions (the blob's uint16 count). */
 uint16_t TVMFuncRegistry_GetNumFuncs(const TVMFuncRegistry* reg);
@@ -62,8 +62,8 @@ tvm_crt_error_t TVMFuncRegistry_GetByIndex(const TVMFuncRegistry* reg,
  * \brief The name at index (points into the blob).
  * \return kTvmErrorNoError or kTvmErrorFunctionIndexInvalid.
  */
-tvm_crt_error_t TVMFuncRegistry_GetName(const TVMFuncRegistry* reg, tvm_function_index_t index,
-                                        const char** out_name);
+tvm_crt_error_t TVMCrtFuncRegistry_GetName(const TVMFuncRegistry* reg, tvm_function_index_t index,
+                                           const char** out_name);
 
 /*!
  * \brief A registry that grows inside a caller-owned buffer: names grow from the start, the

@@ -21,15 +21,15 @@ extern "C" {
 
 /*!
  * \brief Receives each formatted log message.
- * \param ctx The pointer given to TVMLogSetSink.
+ * \param ctx The pointer given to TVMCrtLog_SetSink.
  * \param msg The message, NUL-terminated, without a trailing newline added; valid only during
  *   the call.
  * \param len strlen(msg).
  */
-typedef void (*tvm_crt_log_sink_t)(void* ctx, const char* msg, size_t len);
+typedef void (*TVMCrtLogSink)(void* ctx, const char* msg, size_t len);
 
 /*! \brief Install sink (NULL restores the default, which drops messages). */
-void TVMLogSetSink(tvm_crt_log_sink_t sink, void* ctx);
+void TVMCrtLog_SetSink(TVMCrtLogSink sink, void* ctx);
 
 /*! \brief Format a message printf-style and pass it to the sink. */
 void TVMLogf(const char* fmt, ...)

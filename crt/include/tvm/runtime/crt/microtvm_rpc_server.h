@@ -2,7 +2,7 @@
  * \file tvm/runtime/crt/microtvm_rpc_server.h
  * \brief The device side of the microTVM RPC protocol (spec §4.5, §5.8), C99, static storage.
  *
- * The application hands received bytes to MicroTVMRpcServerFeed (or, one step at a time, to
+ * The application hands received bytes to TVMCrtRpcServer_Feed (or, one step at a time, to
  * MicroTVMRpcServerLoop); replies and log messages leave through the write function given to
  * MicroTVMRpcServerInit.
  */
@@ -11,7 +11,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <tvm/runtime/crt/error_codes.h>
 
 #ifdef __cplusplus
@@ -22,12 +21,16 @@ extern "C" {
  * \brief Write bytes to the host.
  * \return The number of bytes written (1..num_bytes); 0 is a short write; negative is an error
  *     code passed back to the caller of the write.
+ *
+ * TVM declares the result ssize_t, from POSIX's <sys/types.h>, which a C99 freestanding target
+ * lacks; ptrdiff_t (<stddef.h>) is the same type wherever both exist (glibc, musl, newlib,
+ * picolibc, Zephyr's minimal libc), so a write function ported from TVM keeps its signature.
  */
-typedef ssize_t (*microtvm_rpc_channel_write_t)(void* context, const uint8_t* data,
-                                                size_t num_bytes);
+typedef ptrdiff_t (*microtvm_rpc_channel_write_t)(void* context, const uint8_t* data,
+                                                  size_t num_bytes);
 
 /*! \brief Opaque handle of the (single, static) server. */
-typedef struct microtvm_rpc_server* microtvm_rpc_server_t;
+typedef struct TVMCrtRpcServer* microtvm_rpc_server_t;
 
 /*!
  * \brief Start the runtime and the server, and send the boot-time Terminate frame (with a random
@@ -40,20 +43,20 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
                                             void* write_func_ctx);
 
 /*!
- * \brief Process received bytes, one step (the low-level form of MicroTVMRpcServerFeed).
+ * \brief Process received bytes, one step (the low-level form of TVMCrtRpcServer_Feed).
  *
  * Consumes part or all of *new_data and advances *new_data and *new_data_size_bytes; call it
  * again while bytes remain. Requests are answered synchronously inside the call.
  * \return kTvmErrorNoError; a framing or session error (the bad packet was dropped; it may
  *     have consumed nothing, e.g. kTvmErrorFramingShortPacket when the host restarted a packet
  *     at the first byte); or kTvmErrorPlatformShutdown once the host sent kShutdown (then and
- *     afterwards). Most applications call MicroTVMRpcServerFeed instead, which handles all this.
+ *     afterwards). Most applications call TVMCrtRpcServer_Feed instead, which handles all this.
  */
 tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
                                       size_t* new_data_size_bytes);
 
 /*!
- * \brief Running totals of MicroTVMRpcServerFeed. Zero it once; every call adds to it, so one
+ * \brief Running totals of TVMCrtRpcServer_Feed. Zero it once; every call adds to it, so one
  *     struct can follow a whole session (or a UART handler that feeds byte by byte).
  */
 typedef struct {
@@ -65,7 +68,7 @@ typedef struct {
   uint32_t errors_recovered;
   /*! \brief The most recent of those errors; kTvmErrorNoError until there is one. */
   tvm_crt_error_t last_error;
-} microtvm_rpc_server_stats_t;
+} TVMCrtRpcServerStats;
 
 /*!
  * \brief Feed a whole buffer of received bytes to the server.
@@ -97,8 +100,8 @@ typedef struct {
  *     then on every later call; any other value is a fatal error of the server, after which
  *     the device should stop or reset.
  */
-tvm_crt_error_t MicroTVMRpcServerFeed(microtvm_rpc_server_t server, const uint8_t* data,
-                                      size_t size_bytes, microtvm_rpc_server_stats_t* stats);
+tvm_crt_error_t TVMCrtRpcServer_Feed(microtvm_rpc_server_t server, const uint8_t* data,
+                                     size_t size_bytes, TVMCrtRpcServerStats* stats);
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,10 @@
  *                        the results line
  *   results              m-results-[f,f,...] with three decimals
  *
- * The port (a template's firmware) supplies TVMMlperfTinyPortWrite and TVMMlperfTinyPortMicros,
- * a TVMMlperfTinyModel (usually from TVMMlperfTinyAotInit below), and feeds received bytes to
- * TVMMlperfTinyReceive. Nothing here allocates or uses printf's floating point.
+ * The port (a template's firmware) supplies TVMCrtMlperfTinyPort_Write and
+ * TVMCrtMlperfTinyPort_Micros, a TVMCrtMlperfTinyModel (usually from TVMCrtMlperfTinyAot_Init
+ * below), and feeds received bytes to TVMCrtMlperfTiny_Receive. Nothing here allocates or uses
+ * printf's floating point.
  */
 #ifndef TVM_RUNTIME_CRT_MLPERFTINY_H_
 #define TVM_RUNTIME_CRT_MLPERFTINY_H_
@@ -36,21 +37,21 @@ extern "C" {
 #endif
 
 /*! \brief Longest command, terminator excluded (the benchmark's EE_CMD_SIZE). */
-#define TVM_MLPERFTINY_CMD_SIZE 80u
+#define TVM_CRT_MLPERFTINY_CMD_SIZE 80u
 /*! \brief Firmware version printed by `profile` (the string the EnergyRunner knows). */
-#define TVM_MLPERFTINY_FW_VERSION "ULPMark for tinyML Firmware V0.0.1"
+#define TVM_CRT_MLPERFTINY_FW_VERSION "ULPMark for tinyML Firmware V0.0.1"
 /*! \brief Vendor printed by `name`. */
-#define TVM_MLPERFTINY_VENDOR "project-api"
+#define TVM_CRT_MLPERFTINY_VENDOR "project-api"
 /*! \brief Most result values one inference can print. */
-#define TVM_MLPERFTINY_MAX_RESULTS 64u
+#define TVM_CRT_MLPERFTINY_MAX_RESULTS 64u
 
 /*! \brief Port: write bytes to the host (blocking). */
-void TVMMlperfTinyPortWrite(const char* data, size_t size);
+void TVMCrtMlperfTinyPort_Write(const char* data, size_t size);
 /*! \brief Port: a free-running microsecond clock (the board's timer). */
-uint64_t TVMMlperfTinyPortMicros(void);
+uint64_t TVMCrtMlperfTinyPort_Micros(void);
 
 /*! \brief The model behind the protocol. */
-typedef struct TVMMlperfTinyModel {
+typedef struct TVMCrtMlperfTinyModel {
   const char* version; /*!< m-model-[...], e.g. "kws01" */
   void* ctx;           /*!< passed to the functions below */
   /*! Take the db buffer as the next input; NULL on success, else the text of an e-[...] line. */
@@ -59,42 +60,42 @@ typedef struct TVMMlperfTinyModel {
   int (*infer)(void* ctx);
   /*! Write up to max result values into out; return how many. */
   size_t (*results)(void* ctx, float* out, size_t max);
-} TVMMlperfTinyModel;
+} TVMCrtMlperfTinyModel;
 
 /*! \brief Protocol state (allocate statically; fields are private). */
-typedef struct TVMMlperfTiny {
-  const TVMMlperfTinyModel* model;
+typedef struct TVMCrtMlperfTiny {
+  const TVMCrtMlperfTinyModel* model;
   uint8_t* db;           /*!< the db buffer */
   size_t db_capacity;
   size_t db_size;        /*!< N of the last `db load N` */
   size_t db_pos;         /*!< bytes loaded so far */
-  char cmd[TVM_MLPERFTINY_CMD_SIZE + 1];
+  char cmd[TVM_CRT_MLPERFTINY_CMD_SIZE + 1];
   size_t cmd_len;
   int cmd_overflow;
   int ready;
-} TVMMlperfTiny;
+} TVMCrtMlperfTiny;
 
 /*! \brief Set up the state over a db buffer and print the start-up lines and m-ready. */
-void TVMMlperfTinyStart(TVMMlperfTiny* bench, const TVMMlperfTinyModel* model, uint8_t* db,
-                        size_t db_capacity);
+void TVMCrtMlperfTiny_Start(TVMCrtMlperfTiny* bench, const TVMCrtMlperfTinyModel* model,
+                            uint8_t* db, size_t db_capacity);
 /*! \brief Feed received bytes; runs each command when its '%' arrives. */
-void TVMMlperfTinyReceive(TVMMlperfTiny* bench, const uint8_t* data, size_t size);
+void TVMCrtMlperfTiny_Receive(TVMCrtMlperfTiny* bench, const uint8_t* data, size_t size);
 /*! \brief Run one complete command (text without '%'; modified in place). */
-void TVMMlperfTinyCommand(TVMMlperfTiny* bench, char* command);
+void TVMCrtMlperfTiny_Command(TVMCrtMlperfTiny* bench, char* command);
 /*! \brief Format value with three decimals like printf's "%0.3f"; returns the length. */
-size_t TVMMlperfTinyFormatFixed3(float value, char* out, size_t size);
+size_t TVMCrtMlperfTiny_FormatFixed3(float value, char* out, size_t size);
 
 /*! \brief How results are scored. */
 typedef enum {
-  kTVMMlperfTinyScoreVector = 0,     /*!< the dequantized output vector (KWS, VWW, IC) */
-  kTVMMlperfTinyScoreReconstruction  /*!< mean squared error of output vs input (AD) */
-} TVMMlperfTinyScore;
+  kTvmMlperfTinyScoreVector = 0,    /*!< the dequantized output vector (KWS, VWW, IC) */
+  kTvmMlperfTinyScoreReconstruction /*!< mean squared error of output vs input (AD) */
+} TVMCrtMlperfTinyScore;
 
 /*! \brief What a generated project knows of its model (src/mlperftiny_model.c). */
-typedef struct TVMMlperfTinyAotInfo {
-  const char* module_name;   /*!< TVMAotModelLookup name */
+typedef struct TVMCrtMlperfTinyAotInfo {
+  const char* module_name;   /*!< TVMCrtAotModel_Lookup name */
   const char* version;       /*!< "kws01", "ad01", ... */
-  TVMMlperfTinyScore score;
+  TVMCrtMlperfTinyScore score;
   int input_quantized;       /*!< 1: int8 input with the scale/zero point below */
   int input_uint8;           /*!< 1: db bytes of an int8 input's size are uint8 pixels, made
                                   int8 by subtracting 128 (the benchmark's VWW and IC data) */
@@ -103,31 +104,31 @@ typedef struct TVMMlperfTinyAotInfo {
   int output_quantized;      /*!< 1: int8 output with the scale/zero point below */
   float output_scale;
   int32_t output_zero_point;
-  uint8_t* workspace;        /*!< handed to TVMBackendWorkspaceInit */
+  uint8_t* workspace;        /*!< handed to TVMCrtWorkspace_Init */
   size_t workspace_size;
-  uint8_t* db;               /*!< the db buffer, at least TVMMlperfTinyAotDbBytes bytes */
+  uint8_t* db;               /*!< the db buffer, at least TVMCrtMlperfTinyAot_DbBytes bytes */
   size_t db_capacity;
-} TVMMlperfTinyAotInfo;
+} TVMCrtMlperfTinyAotInfo;
 
 /*! \brief State of the AOT adapter (allocate statically). */
-typedef struct TVMMlperfTinyAot {
-  const TVMMlperfTinyAotInfo* info;
-  const TVMAotModel* aot;
+typedef struct TVMCrtMlperfTinyAot {
+  const TVMCrtMlperfTinyAotInfo* info;
+  const TVMCrtAotModel* aot;
   const uint8_t* input;      /*!< the db bytes of the last load (float32 input for AD) */
   size_t input_size;
   char error[96];            /*!< text of the last load error */
-} TVMMlperfTinyAot;
+} TVMCrtMlperfTinyAot;
 
 /*!
- * \brief A TVMMlperfTinyModel over a generated model: `db` bytes are the input tensor's bytes
+ * \brief A TVMCrtMlperfTinyModel over a generated model: `db` bytes are the input tensor's bytes
  * (uint8 pixels less 128 with input_uint8), or, for an int8 input, float32 values (4 bytes
  * each, little-endian) quantized with its scale and zero point (the benchmark's AD data).
  * Returns 0, or -1 with a reason in *why (no such module, not one input and one output, ...).
  */
-int TVMMlperfTinyAotInit(TVMMlperfTinyAot* state, TVMMlperfTinyModel* model,
-                         const TVMMlperfTinyAotInfo* info, const char** why);
+int TVMCrtMlperfTinyAot_Init(TVMCrtMlperfTinyAot* state, TVMCrtMlperfTinyModel* model,
+                             const TVMCrtMlperfTinyAotInfo* info, const char** why);
 /*! \brief Bytes the db buffer of a model needs: its input bytes, or 4 per int8 element. */
-size_t TVMMlperfTinyAotDbBytes(const TVMAotModel* aot, int input_quantized);
+size_t TVMCrtMlperfTinyAot_DbBytes(const TVMCrtAotModel* aot, int input_quantized);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,10 +1,11 @@
 /*
  * tvm/runtime/crt/ndarray.h: tensors the runtime hands out as kTVMNDArrayHandle values.
  *
- * A TVMNDArray starts with its DLTensor, so a TVMNDArray* is a valid DLTensor* / TVMArrayHandle.
- * Its shape is stored inline. Either it owns its data (allocated with TVMPlatformMemoryAllocate,
- * freed on release) or it is a view of memory owned by someone else (a model's static buffer),
- * which release leaves alone. The struct itself always comes from TVMPlatformMemoryAllocate.
+ * A TVMCrtNDArray starts with its DLTensor, so a TVMCrtNDArray* is a valid DLTensor* /
+ * TVMArrayHandle. Its shape is stored inline. Either it owns its data (allocated with
+ * TVMPlatformMemoryAllocate, freed on release) or it is a view of memory owned by someone else (a
+ * model's static buffer), which release leaves alone. The struct itself always comes from
+ * TVMPlatformMemoryAllocate.
  *
  * Every live tensor is on one list, so that a handle from the wire can be checked before it is
  * freed and the tensors of a host that went away can all be released when the next session
@@ -23,49 +24,49 @@
 extern "C" {
 #endif
 
-typedef struct TVMNDArray {
+typedef struct TVMCrtNDArray {
   DLTensor dl_tensor;               /*!< must stay first */
   int64_t shape[TVM_CRT_MAX_NDIM];  /*!< dl_tensor.shape points here */
   int owns_data;                    /*!< nonzero: release frees dl_tensor.data */
-  struct TVMNDArray* prev;          /*!< the list of live tensors (ndarray.c owns it) */
-  struct TVMNDArray* next;
-} TVMNDArray;
+  struct TVMCrtNDArray* prev;       /*!< the list of live tensors (ndarray.c owns it) */
+  struct TVMCrtNDArray* next;
+} TVMCrtNDArray;
 
 /*!
  * \brief Bytes of a compact tensor: prod(shape) * ceil(bits * lanes / 8).
  * \return kTvmErrorNoError, or kTvmErrorFunctionCallInvalidArg for ndim out of 0..MAX_NDIM, a
  *   negative extent, or a size that overflows size_t.
  */
-tvm_crt_error_t TVMNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
-                                         size_t* out_size_bytes);
+tvm_crt_error_t TVMCrtNDArray_DataSizeBytes(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                            size_t* out_size_bytes);
 
 /*!
  * \brief A new tensor owning zero-filled data of the given shape and type.
  * \return kTvmErrorNoError, kTvmErrorFunctionCallInvalidArg (see DataSizeBytes) or
  *   kTvmErrorPlatformNoMemory (nothing leaked).
  */
-tvm_crt_error_t TVMNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
-                                 DLDevice dev, TVMNDArray** out_array);
+tvm_crt_error_t TVMCrtNDArray_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                    DLDevice dev, TVMCrtNDArray** out_array);
 
 /*!
  * \brief A new tensor viewing data (not owned, not freed on release).
- * \return As TVMNDArray_Empty.
+ * \return As TVMCrtNDArray_Empty.
  */
-tvm_crt_error_t TVMNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
-                                      DLDataType dtype, DLDevice dev, TVMNDArray** out_array);
+tvm_crt_error_t TVMCrtNDArray_CreateView(void* data, int32_t ndim, const int64_t* shape,
+                                         DLDataType dtype, DLDevice dev, TVMCrtNDArray** out_array);
 
 /*!
  * \brief Free the tensor (and its data if owned). NULL is accepted.
  * \return kTvmErrorNoError, or kTvmErrorFunctionCallInvalidArg (nothing freed) if `array` is
- *   not a live tensor: already released, or never made by TVMNDArray_Empty/CreateView.
+ *   not a live tensor: already released, or never made by TVMCrtNDArray_Empty/CreateView.
  */
-tvm_crt_error_t TVMNDArray_Release(TVMNDArray* array);
+tvm_crt_error_t TVMCrtNDArray_Release(TVMCrtNDArray* array);
 
-/*! \brief Nonzero if `array` was made by TVMNDArray_Empty/CreateView and not yet released. */
-int TVMNDArray_IsLive(const TVMNDArray* array);
+/*! \brief Nonzero if `array` was made by TVMCrtNDArray_Empty/CreateView and not yet released. */
+int TVMCrtNDArray_IsLive(const TVMCrtNDArray* array);
 
 /*! \brief Release every live tensor; returns how many there were. */
-size_t TVMNDArray_ReleaseAll(void);
+size_t TVMCrtNDArray_ReleaseAll(void);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -27,8 +27,8 @@ typedef struct TVMArgs {
  * count is 0).
  * \return kTvmErrorNoError, or kTvmErrorFunctionCallNumArguments if count > TVM_CRT_MAX_ARGS.
  */
-tvm_crt_error_t TVMArgs_Create(TVMArgs* args, const TVMValue* values, const int* tcodes,
-                               uint32_t count);
+tvm_crt_error_t TVMCrtArgs_Create(TVMArgs* args, const TVMValue* values, const int* tcodes,
+                                  uint32_t count);
 
 /*!
  * \brief Check a packed call's arguments against a signature, for use at the top of a packed
@@ -38,8 +38,8 @@ tvm_crt_error_t TVMArgs_Create(TVMArgs* args, const TVMValue* values, const int*
  * \return kTvmErrorNoError, kTvmErrorFunctionCallNumArguments or
  *   kTvmErrorFunctionCallWrongArgType.
  */
-tvm_crt_error_t TVMArgs_Check(const char* fn_name, const int* type_codes, int num_args,
-                              const int* expected, int num_expected);
+tvm_crt_error_t TVMCrtArgs_Check(const char* fn_name, const int* type_codes, int num_args,
+                                 const int* expected, int num_expected);
 
 /*! \brief A packed function bound to its arguments and a slot for its result. */
 typedef struct TVMPackedFunc {

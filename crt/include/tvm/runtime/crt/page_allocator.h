@@ -6,7 +6,7 @@
  * metadata tables of num_pages entries each (page table, address-lookup table, free list):
  *   num_pages = (pool_size - sizeof(manager)) / (page_size + per-page metadata)
  * The per-page metadata is 88 bytes on 64-bit hosts, so a pool of 128 pages of 256 bytes gives
- * 94 usable pages there (PageMemoryManager_NumPages reports the count on any target).
+ * 94 usable pages there (TVMCrtPageAllocator_NumPages reports the count on any target).
  *
  * Allocation rounds up to whole pages and takes the first span on the free list, in the order
  * spans were freed, that is large enough; the whole span is reused, never split. With no such
@@ -55,7 +55,7 @@ tvm_crt_error_t PageMemoryManagerCreate(MemoryManagerInterface** manager, uint8_
                                         size_t page_size_bytes_log2);
 
 /*! \brief Number of usable pages the manager found room for. */
-size_t PageMemoryManager_NumPages(const MemoryManagerInterface* manager);
+size_t TVMCrtPageAllocator_NumPages(const MemoryManagerInterface* manager);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -3,10 +3,12 @@
  * the runtime calls nothing else that is platform-specific. Every function below must be
  * defined once (there are no weak defaults); a hook that has nothing to do on a board simply
  * returns kTvmErrorNoError. The "platform" library (crt/src/platform, see crt/libraries.txt)
- * defines the generic ones: memory from a static page pool, vsnprintf formatting, no-op
- * measurement and device hooks. crt/port/platform_template.c is the rest, documented function
- * by function, for a new port to copy. All results go through out-parameters; every function
- * that can fail returns a tvm_crt_error_t. Nothing here may be called from an interrupt handler.
+ * defines the generic ones: memory from a static page pool, vsnprintf formatting, the
+ * measurement timer over the port's cycle counter, no-op measurement and device hooks.
+ * crt/port/platform_template.c is the rest, documented function by function, for a new port to
+ * copy: abort, the cycle counter, random bytes and the start-up hook. Results go through
+ * out-parameters; every function that can fail returns a tvm_crt_error_t. Nothing here may be
+ * called from an interrupt handler.
  */
 #ifndef TVM_RUNTIME_CRT_PLATFORM_H_
 #define TVM_RUNTIME_CRT_PLATFORM_H_
@@ -55,17 +57,33 @@ tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void**
 tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev);
 
 /*!
- * \brief Start the single measurement timer.
- * \return kTvmErrorNoError, or kTvmErrorPlatformTimerBadState if it is already running.
+ * \brief Start the single measurement timer (the platform library's, over the cycle counter).
+ * \return kTvmErrorNoError, kTvmErrorPlatformTimerBadState if it is already running, or the
+ *   error of TVMCrtPlatform_CycleCount.
  */
 tvm_crt_error_t TVMPlatformTimerStart(void);
 
 /*!
  * \brief Stop the timer and report the time since TVMPlatformTimerStart.
  * \param elapsed_time_seconds Receives the elapsed time in seconds.
- * \return kTvmErrorNoError, or kTvmErrorPlatformTimerBadState if it was not running.
+ * \return kTvmErrorNoError; kTvmErrorPlatformTimerBadState if it was not running, or if the
+ *   counter ran backwards or has no frequency (the timer is stopped then); or the error of
+ *   TVMCrtPlatform_CycleCount.
  */
 tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds);
+
+/*!
+ * \brief Read the board's free-running cycle counter, which the measurement timer runs on.
+ * It counts up at TVMCrtPlatform_CycleFrequencyHz and never wraps during a program's life: 64
+ * bits wide, a narrower hardware counter extended in software (count its overflows). Use the
+ * finest counter the board has (DWT->CYCCNT or SysTick on Cortex-M, a hardware timer).
+ * \param out_cycles Receives the count; left untouched on failure.
+ * \return kTvmErrorNoError, or kTvmErrorPlatformTimerBadState if the counter cannot be read.
+ */
+tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles);
+
+/*! \brief Counts per second of TVMCrtPlatform_CycleCount: nonzero, constant once initialised. */
+uint64_t TVMCrtPlatform_CycleFrequencyHz(void);
 
 /*!
  * \brief Fill buffer with num_bytes random bytes. They seed the RPC session nonce, so they must
@@ -97,25 +115,25 @@ tvm_crt_error_t TVMPlatformAfterMeasurement(void);
  * \brief An executor is being created for device. Contract: on success the device's memory is
  * available (powered, clocks on) so constants and inputs may be written into it.
  */
-tvm_crt_error_t TVMDeviceOpen(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Open(DLDevice device);
 
 /*!
  * \brief A run is starting. Contract: leave any low-power state that would slow inference so
  * compute tasks launch with low latency.
  */
-tvm_crt_error_t TVMDeviceActivate(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Activate(DLDevice device);
 
 /*!
  * \brief A run has finished. Contract: the device may re-enter a low-power state, but must keep
  * the contents of its memory (inputs, outputs and constants stay valid).
  */
-tvm_crt_error_t TVMDeviceDeactivate(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Deactivate(DLDevice device);
 
 /*!
  * \brief The executor was released. Contract: the device may be released for other users and its
  * memory contents need not be kept.
  */
-tvm_crt_error_t TVMDeviceClose(DLDevice device);
+tvm_crt_error_t TVMCrtDevice_Close(DLDevice device);
 
 /*!
  * \brief Application set-up hook (clocks, memory pools, UART). Not called by the runtime: an

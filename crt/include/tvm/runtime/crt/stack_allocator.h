@@ -68,7 +68,7 @@ tvm_crt_error_t StackMemoryManager_Free_Body(tvm_workspace_t* tvm_workspace, voi
                                              int do_lifo_check);
 
 /*! \brief Bytes currently allocated (next_alloc - workspace). */
-size_t StackMemoryManager_UsedBytes(const tvm_workspace_t* tvm_workspace);
+size_t TVMCrtStackAllocator_UsedBytes(const tvm_workspace_t* tvm_workspace);
 
 #ifdef __cplusplus
 }  /* extern "C" */

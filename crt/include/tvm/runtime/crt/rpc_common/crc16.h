@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /*!
- * \brief Speed/size knob of TVMCrc16Update (override with -D, like the knobs of config.h).
+ * \brief Speed/size knob of TVMCrtCrc16_Update (override with -D, like the knobs of config.h).
  *
  * 1 (default): one 256-entry table (512 B .rodata), one lookup per byte; for microcontrollers,
  * whose links are far slower than this anyway. 8: slicing-by-8 in two interleaved lanes, nine
@@ -32,16 +32,16 @@ extern "C" {
 #endif
 
 /*! \brief Initial value of a CRC-16/CCITT-FALSE computation. */
-#define TVM_CRC16_INIT ((uint16_t)0xFFFF)
+#define TVM_CRT_CRC16_INIT ((uint16_t)0xFFFF)
 
 /*!
  * \brief Continue a CRC over more bytes.
- * \param crc The running CRC (TVM_CRC16_INIT to start).
+ * \param crc The running CRC (TVM_CRT_CRC16_INIT to start).
  * \param data The bytes to add.
  * \param size_bytes How many bytes data holds.
  * \return The updated CRC.
  */
-uint16_t TVMCrc16Update(uint16_t crc, const uint8_t* data, size_t size_bytes);
+uint16_t TVMCrtCrc16_Update(uint16_t crc, const uint8_t* data, size_t size_bytes);
 
 #ifdef __cplusplus
 }

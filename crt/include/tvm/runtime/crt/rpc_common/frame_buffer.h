@@ -14,30 +14,30 @@ extern "C" {
 #endif
 
 /*! \brief Buffer state; the memory belongs to the caller. */
-typedef struct tvm_frame_buffer {
+typedef struct TVMCrtFrameBuffer {
   uint8_t* data;
   size_t capacity_bytes;
   size_t num_valid_bytes;
   size_t read_position;
-} tvm_frame_buffer_t;
+} TVMCrtFrameBuffer;
 
 /*! \brief Set up an empty buffer over data[capacity_bytes]. */
-void TVMFrameBufferInit(tvm_frame_buffer_t* buffer, uint8_t* data, size_t capacity_bytes);
+void TVMCrtFrameBuffer_Init(TVMCrtFrameBuffer* buffer, uint8_t* data, size_t capacity_bytes);
 
 /*! \brief Append as much of data as fits; returns the number of bytes appended. */
-size_t TVMFrameBufferWrite(tvm_frame_buffer_t* buffer, const uint8_t* data, size_t size_bytes);
+size_t TVMCrtFrameBuffer_Write(TVMCrtFrameBuffer* buffer, const uint8_t* data, size_t size_bytes);
 
 /*! \brief Copy out up to size_bytes unread bytes; returns the number copied. */
-size_t TVMFrameBufferRead(tvm_frame_buffer_t* buffer, uint8_t* out, size_t size_bytes);
+size_t TVMCrtFrameBuffer_Read(TVMCrtFrameBuffer* buffer, uint8_t* out, size_t size_bytes);
 
 /*! \brief The unread bytes: *out_data points at them; returns how many there are. */
-size_t TVMFrameBufferPeek(const tvm_frame_buffer_t* buffer, const uint8_t** out_data);
+size_t TVMCrtFrameBuffer_Peek(const TVMCrtFrameBuffer* buffer, const uint8_t** out_data);
 
 /*! \brief Number of bytes written and not yet read. */
-size_t TVMFrameBufferReadAvailable(const tvm_frame_buffer_t* buffer);
+size_t TVMCrtFrameBuffer_ReadAvailable(const TVMCrtFrameBuffer* buffer);
 
 /*! \brief Empty the buffer. */
-void TVMFrameBufferClear(tvm_frame_buffer_t* buffer);
+void TVMCrtFrameBuffer_Clear(TVMCrtFrameBuffer* buffer);
 
 #ifdef __cplusplus
 }

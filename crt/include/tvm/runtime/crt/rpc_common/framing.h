@@ -21,11 +21,11 @@ extern "C" {
 #endif
 
 /*! \brief Escape byte: FF FF is a literal 0xFF, FF FD starts a packet, FF FE is a nop. */
-#define TVM_FRAMING_ESCAPE_START ((uint8_t)0xFF)
+#define TVM_CRT_FRAMING_ESCAPE_START ((uint8_t)0xFF)
 /*! \brief Nop byte (bare before a frame after a reset; FF FE inside a frame). */
-#define TVM_FRAMING_ESCAPE_NOP ((uint8_t)0xFE)
+#define TVM_CRT_FRAMING_ESCAPE_NOP ((uint8_t)0xFE)
 /*! \brief Second byte of the packet start sequence FF FD. */
-#define TVM_FRAMING_PACKET_START ((uint8_t)0xFD)
+#define TVM_CRT_FRAMING_PACKET_START ((uint8_t)0xFD)
 
 /*!
  * \brief Size of the framer's output chunks and the unframer's work buffer, in bytes (each
@@ -45,11 +45,11 @@ typedef enum {
   kTvmUnframerFindPacketLength = 1,
   kTvmUnframerFindPacketCrc = 2,
   kTvmUnframerFindCrcEnd = 3,
-} tvm_unframer_state_t;
+} TVMCrtUnframerState;
 
 /*! \brief Receiver: turns wire bytes into payload bytes written to a stream. */
-typedef struct tvm_unframer {
-  tvm_write_stream_t* stream;
+typedef struct TVMCrtUnframer {
+  TVMCrtWriteStream* stream;
   const uint8_t* input;
   size_t input_size_bytes;
   uint32_t num_payload_bytes_remaining;
@@ -58,10 +58,10 @@ typedef struct tvm_unframer {
   uint8_t saw_escape_start;
   uint8_t num_buffer_bytes_valid;
   uint8_t buffer[TVM_CRT_FRAMING_CHUNK_SIZE_BYTES];
-} tvm_unframer_t;
+} TVMCrtUnframer;
 
 /*! \brief Set up an unframer that writes payloads to stream. */
-void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream);
+void TVMCrtUnframer_Init(TVMCrtUnframer* unframer, TVMCrtWriteStream* stream);
 
 /*!
  * \brief Feed wire bytes.
@@ -73,55 +73,55 @@ void TVMUnframerInit(tvm_unframer_t* unframer, tvm_write_stream_t* stream);
  *     unconsumed and begins the next packet), kTvmErrorFramingInvalidEscape, or the stream's
  *     error (the input is rewound to just after the payload bytes the stream accepted).
  */
-tvm_crt_error_t TVMUnframerWrite(tvm_unframer_t* unframer, const uint8_t* data, size_t size_bytes,
-                                 size_t* out_consumed_bytes);
+tvm_crt_error_t TVMCrtUnframer_Write(TVMCrtUnframer* unframer, const uint8_t* data,
+                                     size_t size_bytes, size_t* out_consumed_bytes);
 
 /*! \brief How many more wire bytes the current state wants at least (a read-size hint). */
-size_t TVMUnframerBytesNeeded(const tvm_unframer_t* unframer);
+size_t TVMCrtUnframer_BytesNeeded(const TVMCrtUnframer* unframer);
 
 /*! \brief Framer states. */
 typedef enum {
   kTvmFramerReset = 0,        /*!< the next packet gets the bare 0xFE prefix */
   kTvmFramerIdle = 1,         /*!< between packets */
   kTvmFramerTransmitting = 2, /*!< inside a packet */
-} tvm_framer_state_t;
+} TVMCrtFramerState;
 
 /*! \brief Sender: turns payloads into wire bytes written to a stream in chunks. */
-typedef struct tvm_framer {
-  tvm_write_stream_t* stream;
+typedef struct TVMCrtFramer {
+  TVMCrtWriteStream* stream;
   uint32_t num_payload_bytes_remaining;
   uint16_t crc;
   uint8_t state;
   uint8_t chunk_size_bytes;  /*!< bytes pending in chunk */
   uint8_t chunk_crc_start;   /*!< chunk[0..chunk_crc_start) is already in crc */
   uint8_t chunk[TVM_CRT_FRAMING_CHUNK_SIZE_BYTES];
-} tvm_framer_t;
+} TVMCrtFramer;
 
 /*! \brief Set up a framer (in the reset state) writing to stream. */
-void TVMFramerInit(tvm_framer_t* framer, tvm_write_stream_t* stream);
+void TVMCrtFramer_Init(TVMCrtFramer* framer, TVMCrtWriteStream* stream);
 
 /*! \brief Return to the reset state: the next packet is preceded by 0xFE. */
-void TVMFramerReset(tvm_framer_t* framer);
+void TVMCrtFramer_Reset(TVMCrtFramer* framer);
 
 /*! \brief Frame a whole payload: StartPacket + WritePayloadChunk + FinishPacket. */
-tvm_crt_error_t TVMFramerWrite(tvm_framer_t* framer, const uint8_t* payload, size_t size_bytes);
+tvm_crt_error_t TVMCrtFramer_Write(TVMCrtFramer* framer, const uint8_t* payload, size_t size_bytes);
 
 /*! \brief Begin a packet whose payload is payload_size_bytes long. */
-tvm_crt_error_t TVMFramerStartPacket(tvm_framer_t* framer, uint32_t payload_size_bytes);
+tvm_crt_error_t TVMCrtFramer_StartPacket(TVMCrtFramer* framer, uint32_t payload_size_bytes);
 
 /*!
  * \brief Add payload bytes.
  * \return kTvmErrorFramingInvalidState outside a packet, kTvmErrorFramingPayloadOverflow
  *     past the declared length (nothing is written then), or a stream error.
  */
-tvm_crt_error_t TVMFramerWritePayloadChunk(tvm_framer_t* framer, const uint8_t* data,
-                                           size_t size_bytes);
+tvm_crt_error_t TVMCrtFramer_WritePayloadChunk(TVMCrtFramer* framer, const uint8_t* data,
+                                               size_t size_bytes);
 
 /*!
  * \brief End the packet: append the CRC and flush.
  * \return kTvmErrorFramingPayloadIncomplete if payload bytes are missing.
  */
-tvm_crt_error_t TVMFramerFinishPacket(tvm_framer_t* framer);
+tvm_crt_error_t TVMCrtFramer_FinishPacket(TVMCrtFramer* framer);
 
 #ifdef __cplusplus
 }

@@ -21,11 +21,11 @@ extern "C" {
 #endif
 
 /*! \brief Session protocol version carried by the start messages. */
-#define TVM_SESSION_VERSION ((uint8_t)0x01)
+#define TVM_CRT_SESSION_VERSION ((uint8_t)0x01)
 /*! \brief Size of the message header on the wire. */
-#define TVM_SESSION_HEADER_SIZE_BYTES 3
+#define TVM_CRT_SESSION_HEADER_SIZE_BYTES 3
 /*! \brief A nonce value that is never used. */
-#define TVM_SESSION_INVALID_NONCE ((uint8_t)0)
+#define TVM_CRT_SESSION_INVALID_NONCE ((uint8_t)0)
 
 /*! \brief Message types (wire values). */
 typedef enum {
@@ -34,7 +34,7 @@ typedef enum {
   kTvmSessionTerminateSession = 0x02,
   kTvmSessionLog = 0x03,
   kTvmSessionNormal = 0x10,
-} tvm_session_message_type_t;
+} TVMCrtSessionMessageType;
 
 /*! \brief Session states (TVM values). */
 typedef enum {
@@ -42,7 +42,7 @@ typedef enum {
   kTvmSessionStateNoSessionEstablished = 1,
   kTvmSessionStateStartSessionSent = 2,
   kTvmSessionStateSessionEstablished = 3,
-} tvm_session_state_t;
+} TVMCrtSessionState;
 
 /*!
  * \brief Called for each received message.
@@ -50,70 +50,70 @@ typedef enum {
  * kStartSessionReply (with buffer NULL): the session became established.
  * kTerminateSession (buffer NULL): the peer ended an established session.
  * kLog / kNormal / other types: the body is unread in buffer; the receiver stays busy
- *   (refuses new bytes) until TVMSessionClearReceiveBuffer() is called.
+ *   (refuses new bytes) until TVMCrtSession_ClearReceiveBuffer() is called.
  */
-typedef void (*tvm_session_message_func_t)(void* context, tvm_session_message_type_t type,
-                                           tvm_frame_buffer_t* buffer);
+typedef void (*TVMCrtSessionMessageFunc)(void* context, TVMCrtSessionMessageType type,
+                                         TVMCrtFrameBuffer* buffer);
 
-/*! \brief Session state. Construct with TVMSessionInit. */
-typedef struct tvm_session {
-  tvm_framer_t* framer;
-  tvm_frame_buffer_t* receive_buffer;
-  tvm_session_message_func_t message_func;
+/*! \brief Session state. Construct with TVMCrtSession_Init. */
+typedef struct TVMCrtSession {
+  TVMCrtFramer* framer;
+  TVMCrtFrameBuffer* receive_buffer;
+  TVMCrtSessionMessageFunc message_func;
   void* message_func_context;
-  tvm_write_stream_t receiver; /*!< feed this to the unframer */
+  TVMCrtWriteStream receiver; /*!< feed this to the unframer */
   uint16_t session_id;
   uint8_t local_nonce;
   uint8_t state;
   uint8_t has_complete_message;
-} tvm_session_t;
+} TVMCrtSession;
 
 /*! \brief Construct (state kReset, nothing sent). */
-void TVMSessionInit(tvm_session_t* session, tvm_framer_t* framer,
-                    tvm_frame_buffer_t* receive_buffer, tvm_session_message_func_t message_func,
-                    void* message_func_context);
+void TVMCrtSession_Init(TVMCrtSession* session, TVMCrtFramer* framer,
+                        TVMCrtFrameBuffer* receive_buffer, TVMCrtSessionMessageFunc message_func,
+                        void* message_func_context);
 
-/*! \brief Set the nonce, then TVMSessionTerminate() (TVM's Session::Initialize). */
-tvm_crt_error_t TVMSessionReset(tvm_session_t* session, uint8_t initial_nonce);
+/*! \brief Set the nonce, then TVMCrtSession_Terminate() (TVM's Session::Initialize). */
+tvm_crt_error_t TVMCrtSession_Reset(TVMCrtSession* session, uint8_t initial_nonce);
 
 /*! \brief Drop any session and send kTerminateSession (payload 00 00 02). */
-tvm_crt_error_t TVMSessionTerminate(tvm_session_t* session);
+tvm_crt_error_t TVMCrtSession_Terminate(TVMCrtSession* session);
 
 /*!
  * \brief Send kStartSessionInit with a fresh nonce.
- * \return kTvmErrorSessionInvalidState before TVMSessionReset().
+ * \return kTvmErrorSessionInvalidState before TVMCrtSession_Reset().
  */
-tvm_crt_error_t TVMSessionStart(tvm_session_t* session);
+tvm_crt_error_t TVMCrtSession_Start(TVMCrtSession* session);
 
 /*!
  * \brief Send one whole message. Allowed when established, or for kLog in any state
  *     (sent with session_id 0). Otherwise kTvmErrorSessionInvalidState.
  */
-tvm_crt_error_t TVMSessionSendMessage(tvm_session_t* session, tvm_session_message_type_t type,
-                                      const uint8_t* body, size_t body_size_bytes);
+tvm_crt_error_t TVMCrtSession_SendMessage(TVMCrtSession* session, TVMCrtSessionMessageType type,
+                                          const uint8_t* body, size_t body_size_bytes);
 
 /*! \brief Begin a message of body_size_bytes to be sent in chunks (same rules as SendMessage). */
-tvm_crt_error_t TVMSessionStartMessage(tvm_session_t* session, tvm_session_message_type_t type,
-                                       size_t body_size_bytes);
+tvm_crt_error_t TVMCrtSession_StartMessage(TVMCrtSession* session, TVMCrtSessionMessageType type,
+                                           size_t body_size_bytes);
 
-/*! \brief Send part of the body of the message begun by TVMSessionStartMessage. */
-tvm_crt_error_t TVMSessionSendBodyChunk(tvm_session_t* session, const uint8_t* data,
-                                        size_t size_bytes);
+/*! \brief Send part of the body of the message begun by TVMCrtSession_StartMessage. */
+tvm_crt_error_t TVMCrtSession_SendBodyChunk(TVMCrtSession* session, const uint8_t* data,
+                                            size_t size_bytes);
 
-/*! \brief End the message begun by TVMSessionStartMessage. */
-tvm_crt_error_t TVMSessionFinishMessage(tvm_session_t* session);
+/*! \brief End the message begun by TVMCrtSession_StartMessage. */
+tvm_crt_error_t TVMCrtSession_FinishMessage(TVMCrtSession* session);
 
 /*! \brief Release the received message: empty the buffer and accept new bytes. */
-void TVMSessionClearReceiveBuffer(tvm_session_t* session);
+void TVMCrtSession_ClearReceiveBuffer(TVMCrtSession* session);
 
 /*! \brief The write stream the unframer writes received payloads to. */
-tvm_write_stream_t* TVMSessionReceiver(tvm_session_t* session);
+TVMCrtWriteStream* TVMCrtSession_Receiver(TVMCrtSession* session);
 
 /*! \brief True once the handshake is complete. */
-bool TVMSessionIsEstablished(const tvm_session_t* session);
+bool TVMCrtSession_IsEstablished(const TVMCrtSession* session);
 
 /*! \brief The nonce update: ((n << 5) | (n >> 5)) + 1 in 8 bits, never 0. */
-uint8_t TVMSessionNextNonce(uint8_t nonce);
+uint8_t TVMCrtSession_NextNonce(uint8_t nonce);
 
 #ifdef __cplusplus
 }

@@ -20,23 +20,22 @@ extern "C" {
  * Sets *out_written_bytes to the number of bytes taken (also when an error is returned).
  * Taking 0 bytes without an error is a short write; more than size_bytes is a long write.
  */
-typedef tvm_crt_error_t (*tvm_write_stream_write_func_t)(void* context, const uint8_t* data,
-                                                         size_t size_bytes,
-                                                         size_t* out_written_bytes);
+typedef tvm_crt_error_t (*TVMCrtWriteStreamWriteFunc)(void* context, const uint8_t* data,
+                                                      size_t size_bytes, size_t* out_written_bytes);
 
 /*! \brief A packet of payload_size_bytes begins (the unframer saw its length). */
-typedef void (*tvm_write_stream_packet_start_func_t)(void* context, uint32_t payload_size_bytes);
+typedef void (*TVMCrtWriteStreamPacketStartFunc)(void* context, uint32_t payload_size_bytes);
 
 /*! \brief The packet ended; is_valid tells whether its CRC matched. */
-typedef void (*tvm_write_stream_packet_done_func_t)(void* context, bool is_valid);
+typedef void (*TVMCrtWriteStreamPacketDoneFunc)(void* context, bool is_valid);
 
 /*! \brief A write stream: callbacks plus the context passed to each. */
-typedef struct tvm_write_stream {
-  tvm_write_stream_write_func_t write;               /*!< required */
-  tvm_write_stream_packet_start_func_t packet_start; /*!< optional (NULL) */
-  tvm_write_stream_packet_done_func_t packet_done;   /*!< optional (NULL) */
+typedef struct TVMCrtWriteStream {
+  TVMCrtWriteStreamWriteFunc write;              /*!< required */
+  TVMCrtWriteStreamPacketStartFunc packet_start; /*!< optional (NULL) */
+  TVMCrtWriteStreamPacketDoneFunc packet_done;   /*!< optional (NULL) */
   void* context;
-} tvm_write_stream_t;
+} TVMCrtWriteStream;
 
 /*!
  * \brief Write all of data, calling stream->write until done.
@@ -44,8 +43,8 @@ typedef struct tvm_write_stream {
  * \return kTvmErrorNoError; kTvmErrorWriteStreamShortWrite when the stream took 0 bytes;
  *     kTvmErrorWriteStreamLongWrite when it claimed more than offered; or the stream's error.
  */
-tvm_crt_error_t TVMWriteStreamWriteAll(tvm_write_stream_t* stream, const uint8_t* data,
-                                       size_t size_bytes, size_t* out_written_bytes);
+tvm_crt_error_t TVMCrtWriteStream_WriteAll(TVMCrtWriteStream* stream, const uint8_t* data,
+                                           size_t size_bytes, size_t* out_written_bytes);
 
 #ifdef __cplusplus
 }

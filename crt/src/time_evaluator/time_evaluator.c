@@ -1,22 +1,19 @@
 /*
- * runtime.RPCTimeEvaluator: builds a function that times another function on the device.
- *
- * Calling the returned function with some arguments: one untimed warm-up call, then for each of
- * `repeat` rounds, batches of `number` calls bracketed by TVMPlatformBeforeMeasurement,
- * TVMPlatformTimerStart, TVMPlatformTimerStop and TVMPlatformAfterMeasurement, repeated with a
- * growing `number` while the batch took less than min_repeat_ms (and fewer than
- * limit_zero_time_iterations batches measured zero). A round's result is the batch time divided
- * by its `number`. Optionally the device idles cooldown_interval_ms between rounds. The result is
- * a kTVMBytes array of `repeat` native doubles (seconds per call), which the caller releases with
- * TVMByteArrayFree. One evaluator exists at a time: a new RPCTimeEvaluator call replaces it, and
- * older handles then fail with kTvmErrorTimeEvaluatorBadHandle.
+ * runtime.RPCTimeEvaluator (time_evaluator.h): a module of its own. It registers the global and a
+ * function space for the evaluators it creates; the core knows nothing of it.
  */
 #include <stdint.h>
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
-#include <tvm/runtime/crt/internal/runtime_internal.h>
+#include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/platform.h>
+#include <tvm/runtime/crt/time_evaluator.h>
+
+#include "../common/module_table.h"
+
+/* Module index of the evaluators' function handles: TVM's value, so handles stay the same. */
+#define kTimeEvaluatorModuleIndex ((uint16_t)0x7fff)
 
 /* Upper bounds that keep the arithmetic finite; far beyond any useful measurement. */
 #define kMaxNumber ((int64_t)1000000000)
@@ -41,8 +38,8 @@ typedef struct {
 static TimeEvaluator g_evaluator;
 static uint16_t g_last_k;
 
-int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
-                              TVMValue* out_ret_value, int* out_ret_tcode, void* resource_handle) {
+static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value,
+                  int* out_ret_tcode, void* resource_handle) {
   (void)resource_handle;
   if (num_args < 12) {
     TVMAPIErrorf("runtime.RPCTimeEvaluator: expected 12 arguments, got %d", num_args);
@@ -99,7 +96,7 @@ int TVMCrtTimeEvaluatorCreate(TVMValue* args, int* type_codes, int num_args,
   g_last_k = (uint16_t)(g_last_k >= 0x7fffu ? 1u : g_last_k + 1u); /* 1..0x7fff, cycling */
   te.k = g_last_k;
   g_evaluator = te;
-  out_ret_value->v_handle = TVMCrtEncodeFunctionHandle(TVM_CRT_TIME_EVALUATOR_MODULE_INDEX, te.k);
+  out_ret_value->v_handle = TVMCrtModule_FunctionHandle(kTimeEvaluatorModuleIndex, te.k);
   *out_ret_tcode = kTVMPackedFuncHandle;
   return 0;
 }
@@ -175,8 +172,8 @@ static int timed_batch(uint32_t number, TVMValue* args, int* type_codes, int num
   return 0;
 }
 
-int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num_args,
-                            TVMValue* out_ret_value, int* out_ret_tcode) {
+static int Call(uint16_t k, TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value,
+                int* out_ret_tcode) {
   if (k == 0 || k != g_evaluator.k) {
     TVMAPISetLastError("time evaluator handle is stale or invalid; call RPCTimeEvaluator again");
     return kTvmErrorTimeEvaluatorBadHandle;
@@ -241,9 +238,24 @@ int TVMCrtTimeEvaluatorCall(uint16_t k, TVMValue* args, int* type_codes, int num
   return 0;
 }
 
-int TVMCrtTimeEvaluatorFree(uint16_t k) {
+static int Release(uint16_t k) {
   if (k != 0 && k == g_evaluator.k) {
     g_evaluator.k = 0;
   }
   return 0;
+}
+
+static TVMCrtFunctionSpace g_evaluator_handles = {kTimeEvaluatorModuleIndex, Call, Release, NULL};
+
+tvm_crt_error_t TVMCrtTimeEvaluator_Register(void) {
+  static int registered;
+  tvm_crt_error_t err = kTvmErrorNoError;
+  if (!registered) {
+    err = TVMCrtModule_RegisterFunctionSpace(&g_evaluator_handles);
+    if (err == kTvmErrorNoError) {
+      err = TVMCrtRuntime_RegisterGlobal("runtime.RPCTimeEvaluator", Create, 0);
+    }
+    registered = err == kTvmErrorNoError;
+  }
+  return err;
 }
