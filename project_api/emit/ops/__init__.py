@@ -58,6 +58,12 @@ MODULES = (
     # compute (the ops-reduce family)
     "batch_matmul",
     "transpose_conv",
+    # the arithmetic and activation operators (issue 20, ops-math family)
+    "sub",
+    "div",
+    "squared_difference",
+    "maximum_minimum",
+    "prelu",
 )
 
 #: Every operator the emitter implements.
