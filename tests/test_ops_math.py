@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from helpers.emit_parity import ACTIVATIONS, SEEDS, Case, Prefetcher, check_parity
 
+from project_api.emit.builder import ModelBuilder, TensorRef
+
 pytest_plugins = ("helpers.emit_parity",)
 
 #: Operand shapes of the broadcasting binary ops: (input shape, second operand's shape, whether
@@ -82,6 +84,49 @@ def prelu_case(mode: str) -> Case:
     return case
 
 
+#: Shapes of the one-input ops: odd sizes, ranks 1 to 5, and 2048 elements (every int8 code).
+UNARY_SHAPES: list[tuple[int, ...]] = [(1, 4, 4, 3), (2, 7), (5,), (1, 3, 1, 2, 5),
+                                       (1, 16, 16, 8)]
+#: The options each one-input op cycles through (one set per branch).
+UNARY_OPTIONS: dict[str, list[dict[str, Any]]] = {
+    "LEAKY_RELU": [{"alpha": 0.2}, {"alpha": -0.3}, {"alpha": 1.7}, {"alpha": 0.0},
+                   {"alpha": 0.01}],
+}
+#: Where a one-input op's last dimension is its axis, the rows differ in length instead.
+ROW_SHAPES: list[tuple[int, ...]] = [(1, 10), (3, 7), (1, 1), (2, 3, 16), (4, 1, 1, 33)]
+
+
+def _through_abs(op: str):
+    """A branch ``input -> ABS -> op``: the op sees only values at or above the zero point (for
+    RSQRT, which TFLM refuses below it, and SQRT, LOG on positives)."""
+
+    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+        opts = dict(opts)
+        x = mb.input(opts.pop("input_shape"), dtype, name=name,
+                     value_range=opts.pop("value_range", (-3.0, 3.0)))
+        return getattr(mb, op.lower())(mb.abs(x), **opts)
+
+    return branch
+
+
+def unary_case(op: str, mode: str, shapes: list[tuple[int, ...]] | None = None,
+               through_abs: bool = False, label: str = "", **flags: Any) -> Case:
+    """One case of one-input ``op``: every shape, each seed, the ranges and options in turn."""
+    options = {"form": label} if label else {}
+    case = Case(op, mode, options, float_exact=mode == "float32",
+                branch=_through_abs(op) if through_abs else None, **flags)
+    opts = UNARY_OPTIONS.get(op, [{}])
+    k = 0
+    for shape in shapes or UNARY_SHAPES:
+        for s in SEEDS:
+            br: dict[str, Any] = {"input_shape": shape, "seed": s, **opts[k % len(opts)]}
+            if RANGES[k % len(RANGES)] is not None:
+                br["value_range"] = RANGES[k % len(RANGES)]
+            case.branches.append(br)
+            k += 1
+    return case
+
+
 def _cases() -> list[Case]:
     cases = []
     for mode in ("float32", "int8", "int16x8", "int32"):
@@ -98,6 +143,25 @@ def _cases() -> list[Case]:
         cases.append(binary_case("MINIMUM", mode, activations=False))
     for mode in ("float32", "int8", "int16x8"):
         cases.append(prelu_case(mode))
+    for op in ("NEG", "SQRT", "EXP", "LOG", "FLOOR", "CEIL", "ROUND"):
+        cases.append(unary_case(op, "float32"))
+    for op in ("SQRT", "LOG", "RSQRT"):
+        cases.append(unary_case(op, "float32", through_abs=True, label="positive"))
+    for mode in ("float32", "int8", "int16x8"):
+        for op in ("ABS", "RELU", "RELU6", "LEAKY_RELU"):
+            cases.append(unary_case(op, mode))
+    cases.append(unary_case("RSQRT", "float32"))
+    for mode in ("int8", "int16x8"):  # TFLM refuses, at run time, inputs below the zero point
+        # LiteRT's int16 RSQRT rounds differently (up to 4 LSB from TFLM's)
+        cases.append(unary_case("RSQRT", mode, through_abs=True, label="positive",
+                                litert=mode != "int16x8"))
+    for mode in ("float32", "int8"):
+        # TFLM has no RELU_N1_TO_1 kernel: LiteRT's is the reference
+        cases.append(unary_case("RELU_N1_TO_1", mode, tflm=False))
+        cases.append(unary_case("HARD_SWISH", mode))
+        cases.append(unary_case("ELU", mode))
+        cases.append(unary_case("LOG_SOFTMAX", mode, shapes=ROW_SHAPES))
+        cases.append(unary_case("L2_NORMALIZATION", mode, shapes=ROW_SHAPES[:4]))
     return cases
 
 

@@ -372,13 +372,19 @@ class ModelBuilder:
         quant: tuple[float, int] | None = None,
         value_range: tuple[float, float] = (-1.0, 1.0),
         name: str | None = None,
+        plain: bool = False,
     ) -> TensorRef:
         """A model input. An int8 or int16 input uses ``quant`` or, if None, one covering
-        ``value_range`` (int16: symmetric); other integer types are plain values."""
-        if dtype in _QUANTIZED and quant is None:
-            quant = quantize_params(*value_range, dtype=dtype)
-        ref = self._activation(name or "input", shape, dtype, quant,
-                               None if quant is not None else value_range)
+        ``value_range`` (int16: symmetric); other integer types are plain values, and so is an
+        int8 or int16 one with ``plain``."""
+        if plain:
+            ref = self._add_tensor(name or self._name("input"), shape, dtype)
+            self._ranges[ref.index] = value_range
+        else:
+            if dtype in _QUANTIZED and quant is None:
+                quant = quantize_params(*value_range, dtype=dtype)
+            ref = self._activation(name or "input", shape, dtype, quant,
+                                   None if quant is not None else value_range)
         if name is not None:
             self._tensors[ref.index].name = name
         self._inputs.append(ref.index)
@@ -1414,8 +1420,8 @@ class ModelBuilder:
     def _math_quant(self, x: TensorRef, out_quant: tuple[float, int] | None, lo: float,
                     hi: float) -> tuple[tuple[float, int] | None, tuple[float, float]]:
         """Output quantization of an arithmetic op on ``x``: ``out_quant``, or one covering the
-        estimated range ``[lo, hi]``; None for float32 and plain int32."""
-        if x.dtype not in _QUANTIZED:
+        estimated range ``[lo, hi]``; None for float32 and plain integers."""
+        if x.dtype not in _QUANTIZED or x.quant is None:
             return None, (lo, hi)
         if out_quant is None:
             out_quant = quantize_params(lo, hi, x.dtype)
@@ -1523,7 +1529,11 @@ class ModelBuilder:
             q, est = x.quant, (lo, hi)
         else:
             q, est = self._math_quant(x, out_quant, lo, hi)
-        y = self._activation(opcode.lower(), x.shape, x.dtype, q, est)
+        if q is None and x.dtype in _QUANTIZED:  # plain integers in, plain integers out
+            y = self._add_tensor(self._name(opcode.lower()), x.shape, x.dtype)
+            self._ranges[y.index] = est
+        else:
+            y = self._activation(opcode.lower(), x.shape, x.dtype, q, est)
         self._op(opcode, [x.index], [y.index], options)
         return y
 

@@ -552,7 +552,7 @@ def compare(got: np.ndarray, want: np.ndarray, ref: str, lsb: int,
         return (f"{int(bad.sum())}/{bad.size} elements differ from {ref} in their bits; first "
                 f"at {idx}: emitted {got[idx]!r}, {ref} {want[idx]!r}")
     if want.dtype.kind == "f":
-        bad = ~np.isclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
+        bad = ~np.isclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL, equal_nan=True)
         if not bad.any():
             return None
         idx = tuple(int(i) for i in np.argwhere(bad)[0])

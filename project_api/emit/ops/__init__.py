@@ -64,6 +64,16 @@ MODULES = (
     "squared_difference",
     "maximum_minimum",
     "prelu",
+    "float_math",
+    "abs",
+    "rsqrt",
+    "relu",
+    "relu_n1_to_1",
+    "leaky_relu",
+    "hard_swish",
+    "elu",
+    "log_softmax",
+    "l2_normalization",
 )
 
 #: Every operator the emitter implements.
