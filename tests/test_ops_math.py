@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers.emit_parity import ACTIVATIONS, SEEDS, Case, Prefetcher, check_parity
 
@@ -40,10 +41,11 @@ RANGES: list[tuple[float, float] | None] = [None, (0.05, 2.5), (-3.0, -0.1)]
 
 
 def binary_case(op: str, mode: str, activations: bool = True, const_b: bool = False,
-                **flags: Any) -> Case:
+                label: str = "", **flags: Any) -> Case:
     """One case of binary ``op``: every operand shape, each seed, activations and ranges in
     turn (``const_b``: the second operand always a constant)."""
-    case = Case(op, mode, {}, float_exact=mode == "float32", **flags)
+    case = Case(op, mode, {"form": label} if label else {}, float_exact=mode == "float32",
+                **flags)
     acts = ACTIVATIONS + ("RELU_N1_TO_1",) if activations else (None,)
     k = 0
     for shape, b_shape, b_input in BINARY_SHAPES:
@@ -127,14 +129,41 @@ def unary_case(op: str, mode: str, shapes: list[tuple[int, ...]] | None = None,
     return case
 
 
+def _away_from_zero(mb: ModelBuilder, dtype: str, opts: dict[str, Any],
+                    name: str) -> TensorRef:
+    """A branch ``DIV(input, MAXIMUM(divisor, +1 step))`` (odd seeds: ``MINIMUM(divisor, -1
+    step)``): divisors never at the zero point, which LiteRT refuses for int8 (and which is a
+    division by zero for int32)."""
+    opts = dict(opts)
+    x = mb.input(opts.pop("input_shape"), dtype, name=name,
+                 value_range=opts.pop("value_range", (-3.0, 3.0)))
+    b = mb.input(opts.pop("b_shape"), dtype, name=f"{name}_b", value_range=(-2.0, 2.0))
+    step = {"int32": 1.0, "float32": 0.125}.get(dtype) or b.scale[0]
+    positive = mb.rng.integers(2) == 0
+    limit = np.full(b.shape[-1:], step if positive else -step, np.float32)
+    b = mb.maximum(b, limit) if positive else mb.minimum(b, limit)
+    return mb.div(x, b, activation=opts.pop("activation", "NONE"))
+
+
+def _plain_abs(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    """A branch ``ABS`` of plain (unquantized) int16 values, which TFLM also takes."""
+    return mb.abs(mb.input(opts["input_shape"], dtype, name=name, plain=True))
+
+
 def _cases() -> list[Case]:
     cases = []
     for mode in ("float32", "int8", "int16x8", "int32"):
         cases.append(binary_case("SUB", mode))
     cases.append(binary_case("DIV", "float32"))
-    # LiteRT refuses an int8 divisor at its zero point (TFLM computes one: see div.py)
+    # Not LiteRT for int8: it refuses a divisor at its zero point, which TFLM computes, and
+    # TFLM's shifts past 31 bits give other results than LiteRT's (see div.py)
     cases.append(binary_case("DIV", "int8", litert=False))
     cases.append(binary_case("DIV", "int32", const_b=True))
+    for mode in ("float32", "int8", "int32"):
+        case = binary_case("DIV", mode, label="away_from_zero", litert=mode != "int8")
+        case.branch = _away_from_zero
+        case.branches = [b for b in case.branches if b["b_input"]]
+        cases.append(case)
     for mode in ("float32", "int8", "int16x8", "int32"):
         # LiteRT has no int16 SQUARED_DIFFERENCE
         cases.append(binary_case("SQUARED_DIFFERENCE", mode, activations=False,
@@ -150,6 +179,9 @@ def _cases() -> list[Case]:
     for mode in ("float32", "int8", "int16x8"):
         for op in ("ABS", "RELU", "RELU6", "LEAKY_RELU"):
             cases.append(unary_case(op, mode))
+    case = unary_case("ABS", "int16x8", label="plain")
+    case.branch = _plain_abs
+    cases.append(case)
     cases.append(unary_case("RSQRT", "float32"))
     for mode in ("int8", "int16x8"):  # TFLM refuses, at run time, inputs below the zero point
         # LiteRT's int16 RSQRT rounds differently (up to 4 LSB from TFLM's)
@@ -171,3 +203,136 @@ CASES = _cases()
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_parity(case: Case, builds: Prefetcher) -> None:
     check_parity(case, builds)
+
+
+def _model(op: str, dtype: str, in_quant: Any = None, out_quant: Any = None,
+           shape: tuple[int, ...] = (1, 4, 4, 3), b: Any = None,
+           options: dict[str, Any] | None = None) -> bytes:
+    """One ``op`` node written as it stands (``mb.operator``), for the refusals."""
+    mb = ModelBuilder(seed=4)
+    x = mb.input(shape, dtype, quant=in_quant, name="x")
+    ins = [x] if b is None else [x, b(mb, x)]
+    mb.output(mb.operator(op, ins, [(shape, dtype, out_quant)], options)[0])
+    return mb.build()
+
+
+#: What TFLM refuses (or this emitter beyond it), each refused in one line naming the operator,
+#: the node, the tensor or parameter and what is supported.
+REFUSALS: list[tuple[str, Any, str]] = [
+    ("NEG int8", lambda: _model("NEG", "int8", (0.1, 0), (0.1, 0)),
+     "NEG (node 0): input 0 'x' is int8: int8 is not supported (supported: float32)"),
+    ("DIV int16", lambda: _model("DIV", "int16", (0.1, 0), (0.1, 0),
+                                 b=lambda mb, x: mb.input(x.shape, "int16", name="b")),
+     "DIV (node 0): input 0 'x' is int16: int16x8 is not supported (supported: float32, "
+     "int8, int32)"),
+    ("HARD_SWISH int16", lambda: _model("HARD_SWISH", "int16", (0.1, 0), (0.1, 0)),
+     "int16x8 is not supported (supported: float32, int8)"),
+    ("RELU_N1_TO_1 int16", lambda: _model("RELU_N1_TO_1", "int16", (0.1, 0), (0.1, 0)),
+     "int16x8 is not supported (supported: float32, int8)"),
+    ("LOG_SOFTMAX output", lambda: _model("LOG_SOFTMAX", "int8", (0.1, 0), (0.1, 0)),
+     "has scale 0.10000000149011612 and zero point 0; TFLM requires 16/256 and 127"),
+    ("L2_NORMALIZATION rank", lambda: _model("L2_NORMALIZATION", "float32",
+                                             shape=(1, 2, 2, 2, 3)),
+     "TFLM takes ranks 1 to 4"),
+    ("L2_NORMALIZATION activation", lambda: _model(
+        "L2_NORMALIZATION", "float32", options={"fused_activation_function": "RELU"}),
+     "fused activation RELU not supported (TFLM takes NONE)"),
+    ("PRELU float rank 5", lambda: _model("PRELU", "float32", shape=(1, 2, 2, 2, 3),
+                                          b=lambda mb, x: mb.constant(np.ones(3), "float32")),
+     "rank 5 float32 PRELU not supported"),
+    ("PRELU int16 alpha", lambda: _model("PRELU", "int16", (0.1, 0), (0.1, 0),
+                                         b=lambda mb, x: mb.constant(np.ones(3), "int16", name="alpha")),
+     "PRELU (node 0): type int16 of 'alpha' not supported (supported: int8)"),
+    ("SQUARED_DIFFERENCE int16 zero point", lambda: _model(
+        "SQUARED_DIFFERENCE", "int16", (0.1, 3), (0.1, 0),
+        b=lambda mb, x: mb.input(x.shape, "int16", name="b")),
+     "TFLM's int16 SQUARED_DIFFERENCE takes zero points 0 only"),
+    ("RSQRT int16 zero point", lambda: _model("RSQRT", "int16", (0.1, 5), (0.1, 0)),
+     "TFLM's int16 RSQRT takes zero points 0 only"),
+    ("SUB int32 quantized", lambda: _model(
+        "SUB", "int32", (0.5, 0), None, b=lambda mb, x: mb.input(x.shape, "int32", name="b")),
+     "SUB (node 0): int32 tensor 'x' is quantized; SUB takes plain int32 values only"),
+    ("HARD_SWISH output scale", lambda: _model("HARD_SWISH", "int8", (0.5, 0), (0.001, 0)),
+     "TFLM's int8 HARD_SWISH needs the output scale at least 1/128 of the input's"),
+]
+
+
+@pytest.mark.parametrize("make,message", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_refusals_are_one_line(make: Any, message: str) -> None:
+    from project_api.emit import emit_sources
+    from project_api.errors import UnsupportedOperatorError
+
+    with pytest.raises(UnsupportedOperatorError) as info:
+        emit_sources(make())
+    text = str(info.value)
+    assert "\n" not in text and message in text, text
+
+
+def test_plain_int16_abs_is_the_plain_kernel() -> None:
+    """The plain int16 ABS case really runs unquantized int16 through the plain path."""
+    from project_api.emit import emit_sources
+
+    case = next(c for c in CASES if c.op == "ABS" and c.options.get("form") == "plain")
+    gen = emit_sources(case.build()[0])
+    assert {k.scheme for k in gen.kernels} == {"int16x8"}
+    assert all(not k.params["quantized"] for k in gen.kernels)
+
+
+#: The family's integer schemes (and the float32 ops whose C needs no libm function), one
+#: branch each, in one firmware for QEMU's Cortex-M4.
+QEMU_BRANCHES: list[tuple[str, str, dict[str, Any]]] = [
+    *((op, dt, {"b_shape": (1, 1, 4, 3)}) for op in ("SUB", "SQUARED_DIFFERENCE", "MAXIMUM",
+                                                     "MINIMUM")
+      for dt in ("int8", "int16", "int32", "float32")),
+    ("DIV", "int8", {}), ("DIV", "int32", {"b_input": False}), ("DIV", "float32", {}),
+    *(("PRELU", dt, {}) for dt in ("int8", "int16", "float32")),
+    *((op, dt, {}) for op in ("ABS", "RELU", "RELU6", "LEAKY_RELU")
+      for dt in ("int8", "int16", "float32")),
+    *((op, dt, {}) for op in ("HARD_SWISH", "ELU", "LOG_SOFTMAX", "L2_NORMALIZATION")
+      for dt in ("int8",)),
+    *((op, "float32", {}) for op in ("NEG", "FLOOR", "CEIL", "ROUND", "HARD_SWISH",
+                                     "L2_NORMALIZATION")),
+    ("RSQRT", "int8", {"through_abs": True}), ("RSQRT", "int16", {"through_abs": True}),
+]
+
+
+def qemu_model() -> bytes:
+    mb = ModelBuilder(seed=21, description="ops-math on Cortex-M4")
+    for k, (op, dt, opts) in enumerate(QEMU_BRANCHES):
+        opts = dict(opts)
+        shape = (2, 10) if op in ("LOG_SOFTMAX", "L2_NORMALIZATION") else (1, 4, 4, 3)
+        if opts.pop("through_abs", False):
+            mb.output(getattr(mb, op.lower())(mb.abs(mb.input(shape, dt, name=f"in{k}"))))
+        else:
+            mb.output(mb.single_op(op, dt, shape, name=f"in{k}", **opts))
+    return mb.build()
+
+
+def test_family_on_qemu_cortex_m4_matches_tflm(tmp_path) -> None:
+    """Every integer kernel of the family (and the float32 ones without libm calls), compiled by
+    arm-none-eabi-gcc -O2 for the Cortex-M4F and run on QEMU, bit for bit TFLM's."""
+    from conftest import require_tool
+
+    from project_api.emit import cortex_m_harness as H
+    from project_api.emit import emit_sources
+    from project_api.emit.reference import input_details, run_tflm
+
+    for tool in (H.CC, H.SIZE, H.QEMU):
+        require_tool(tool)
+    model = qemu_model()
+    gen = emit_sources(model, name="math", target="cortex-m4")
+    rng = np.random.default_rng(5)
+    inputs = []
+    for d in input_details(model):
+        if d["dtype"].kind == "f":
+            inputs.append(rng.uniform(-4.0, 4.0, d["shape"]).astype(np.float32))
+        else:
+            info = np.iinfo(d["dtype"])
+            lo, hi = (-(1 << 20), 1 << 20) if d["dtype"].itemsize == 4 else (info.min, info.max)
+            inputs.append(rng.integers(lo, hi + 1, d["shape"]).astype(d["dtype"]))
+    result = H.run(H.build(gen, inputs, tmp_path), timeout=240)
+    want = run_tflm(model, inputs)
+    for k, (got, ref) in enumerate(zip(result.outputs, want, strict=True)):
+        op, dt, _ = QEMU_BRANCHES[k]
+        np.testing.assert_array_equal(got.view(np.uint8), np.asarray(ref).reshape(got.shape)
+                                      .view(np.uint8), err_msg=f"{op} {dt} on QEMU vs TFLM")
