@@ -150,6 +150,15 @@ def _plain_abs(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) ->
     return mb.abs(mb.input(opts["input_shape"], dtype, name=name, plain=True))
 
 
+def _audio_tail(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    """The int32 tail of TFLM's audio front end (``audio_preprocessor_int8.tflite``): a scalar
+    DIV, then a clip to int8 by MINIMUM and MAXIMUM with scalar constants."""
+    x = mb.input(opts["input_shape"], dtype, name=name)
+    y = mb.div(x, np.array(666.0, np.float32))
+    y = mb.minimum(y, np.array(127.0, np.float32))
+    return mb.maximum(y, np.array(-128.0, np.float32))
+
+
 def _cases() -> list[Case]:
     cases = []
     for mode in ("float32", "int8", "int16x8", "int32"):
@@ -164,6 +173,9 @@ def _cases() -> list[Case]:
         case.branch = _away_from_zero
         case.branches = [b for b in case.branches if b["b_input"]]
         cases.append(case)
+    case = Case("DIV", "int32", {"form": "audio_frontend_tail"}, branch=_audio_tail)
+    case.branches = [{"input_shape": shape, "seed": s} for s in SEEDS for shape in ((40,), (3, 5))]
+    cases.append(case)
     for mode in ("float32", "int8", "int16x8", "int32"):
         # LiteRT has no int16 SQUARED_DIFFERENCE
         cases.append(binary_case("SQUARED_DIFFERENCE", mode, activations=False,
