@@ -8,7 +8,11 @@ branches vary the options, the shapes (odd sizes, broadcasting in every directio
 rank 6, constant operands), the activations and the quantization, zero points at the ends of
 the type included. Float32 outputs must equal TFLM's bit for bit (``float_exact``: the same
 arithmetic in the same order, and the same C library ``expf``/``logf``/``expm1f`` on the
-host); integer outputs equal TFLM's. The machinery is ``tests/helpers/emit_parity.py``.
+host); integer outputs equal TFLM's. RELU_N1_TO_1, which TFLM lacks, is checked against
+LiteRT alone (float32 within the harness's tolerance, int8 within its LSB). Also here: the
+one-line refusals of what TFLM refuses, every integer kernel (and the float32 ones without
+libm calls) on QEMU's Cortex-M4, and the pool at its lower bound. The machinery is
+``tests/helpers/emit_parity.py``.
 """
 
 from __future__ import annotations
@@ -159,6 +163,14 @@ def _audio_tail(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -
     return mb.maximum(y, np.array(-128.0, np.float32))
 
 
+def _relu6_asymmetric(mb: ModelBuilder, dtype: str, opts: dict[str, Any],
+                      name: str) -> TensorRef:
+    """RELU6 of int16 with a zero point other than 0, which TFLM's RELU6 (unlike its RELU)
+    takes."""
+    zp = int(mb.rng.integers(-3000, 3000))
+    return mb.relu6(mb.input(opts["input_shape"], dtype, quant=(0.0004, zp), name=name))
+
+
 def _cases() -> list[Case]:
     cases = []
     for mode in ("float32", "int8", "int16x8", "int32"):
@@ -191,6 +203,10 @@ def _cases() -> list[Case]:
     for mode in ("float32", "int8", "int16x8"):
         for op in ("ABS", "RELU", "RELU6", "LEAKY_RELU"):
             cases.append(unary_case(op, mode))
+    # LiteRT takes int16 RELU6 with zero point 0 only
+    case = unary_case("RELU6", "int16x8", label="asymmetric", litert=False)
+    case.branch = _relu6_asymmetric
+    cases.append(case)
     case = unary_case("ABS", "int16x8", label="plain")
     case.branch = _plain_abs
     cases.append(case)
@@ -348,3 +364,14 @@ def test_family_on_qemu_cortex_m4_matches_tflm(tmp_path) -> None:
         op, dt, _ = QEMU_BRANCHES[k]
         np.testing.assert_array_equal(got.view(np.uint8), np.asarray(ref).reshape(got.shape)
                                       .view(np.uint8), err_msg=f"{op} {dt} on QEMU vs TFLM")
+
+
+def test_pool_at_its_lower_bound() -> None:
+    """Every case's activation pool is the planner's lower bound (no op of the family needs
+    scratch)."""
+    from project_api.emit import emit_sources
+
+    for case in CASES:
+        gen = emit_sources(case.build()[0])
+        assert gen.workspace_size_bytes == gen.lower_bound_bytes, case.id
+        assert all(k.scratch_bytes == 0 for k in gen.kernels), case.id

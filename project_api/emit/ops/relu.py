@@ -2,9 +2,9 @@
 
 RELU and RELU6 as TFLM's ``activations.cc``: float32 (``x < 0 ? 0 : x``; RELU6 also ``x > 6 ? 6``);
 int8 and int16 RELU requantize (``zp_out + (x - zp_in) * s_in / s_out``, clamped below at the
-output's zero point); int8 and int16 RELU6 clamp the stored values to ``[zp, q(6)]`` of the
-input's quantization, without requantizing (the output is taken to share it); int16 with zero
-points 0.
+output's zero point; int16 with zero points 0); int8 and int16 RELU6 clamp the stored values
+to ``[zp, q(6)]`` of the input's quantization, without requantizing (the output is taken to
+share it).
 
 TFLM has no RELU_N1_TO_1 kernel; it follows LiteRT's: float32 clamps to [-1, 1], int8
 requantizes as RELU and clamps to the quantized [-1, 1] of the output."""
@@ -46,10 +46,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         return Kernel(op, "relu.c.j2", params, [x.index], [y.index])
     sx, zx = per_tensor(op, x)
     qmin, qmax = quantized_range(x)
-    if op.opcode == "RELU6":
-        if x.dtype == "int16" and zx != 0:
-            raise unsupported(op, f"int16 input '{x.name}' has zero point {zx}; TFLM's int16 "
-                                  "RELU6 takes zero point 0 only")
+    if op.opcode == "RELU6":  # any zero point, int16 too (TFLM's RELU6 does not check)
         params.update(lo=zx, hi=min(max(_quantized(6.0, sx) + zx, qmin), qmax))
         return Kernel(op, "relu.c.j2", params, [x.index], [y.index])
     sy, zy = per_tensor(op, y)
