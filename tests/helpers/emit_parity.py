@@ -26,7 +26,8 @@ extremes of each input's type) and its outputs are compared with:
 * float32 outputs: within ``rtol=1e-5, atol=1e-5`` of both, or bit for bit with TFLM for a
   case with ``float_exact`` (an op computed in TFLM's order with the same C library functions).
 
-An op TFLM has no kernel for is checked against LiteRT alone (``Case(tflm=False)``).
+A case where TFLM has no kernel for the op, or an undefined result, is checked against LiteRT
+alone (``Case(tflm=False)``).
 
 A failure names the operator, the mode, the options and the branch (seed and every option).
 An operator the emitter does not implement FAILS here (it never skips). Cases whose scheme has
