@@ -90,9 +90,59 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("RESIZE_BILINEAR", {"size": (6, 8), "half_pixel_centers": True}),
     ("ZEROS_LIKE", {}),
     ("FILL", {}),
+    # the ops-math family (issue 20)
+    ("SUB", {}),
+    ("SUB", {"b_shape": (1, 1, 1, 3), "activation": "RELU6"}),
+    ("SUB", {"b_shape": (3,), "b_input": False, "activation": "RELU"}),
+    ("DIV", {"b_input": False}),
+    ("DIV", {"b_shape": (1, 4, 1, 1), "b_input": False, "activation": "RELU_N1_TO_1"}),
+    ("SQUARED_DIFFERENCE", {}),
+    ("SQUARED_DIFFERENCE", {"b_shape": (1, 4, 1, 3), "b_input": False}),
+    ("MAXIMUM", {}),
+    ("MAXIMUM", {"b_shape": (3,), "b_input": False}),
+    ("MINIMUM", {"b_shape": (1, 1, 4, 1)}),
+    ("PRELU", {}),
+    ("PRELU", {"alpha_shape": (1, 4, 4, 3)}),
+    ("ABS", {}),
+    ("NEG", {}),
+    ("SQRT", {}),
+    ("RSQRT", {"value_range": (0.05, 4.0)}),
+    ("EXP", {}),
+    ("LOG", {}),
+    ("FLOOR", {}),
+    ("CEIL", {}),
+    ("ROUND", {}),
+    ("RELU", {}),
+    ("RELU6", {"value_range": (-2.0, 8.0)}),
+    ("RELU_N1_TO_1", {}),
+    ("LEAKY_RELU", {}),
+    ("LEAKY_RELU", {"alpha": -0.5}),
+    ("HARD_SWISH", {"value_range": (-5.0, 5.0)}),
+    ("ELU", {}),
+    ("LOG_SOFTMAX", {}),
+    ("LOG_SOFTMAX", {"input_shape": (3, 7)}),
+    ("L2_NORMALIZATION", {}),
+    ("L2_NORMALIZATION", {"input_shape": (2, 3, 5)}),
 ]
 
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+#: The ops-math family's modes where TFLM and LiteRT both take them: LiteRT lacks int16
+#: SQUARED_DIFFERENCE and computes int16 RSQRT differently; TFLM takes RSQRT inputs at or above
+#: the zero point only (int16's random inputs are not); TFLM lacks RELU_N1_TO_1 (see
+#: TFLM_LACKS).
+MATH_MODES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("SUB", "MAXIMUM", "MINIMUM"), ("int8", "float32", "int16x8", "int32")),
+    "SQUARED_DIFFERENCE": ("int8", "float32", "int32"), "DIV": ("int8", "float32", "int32"),
+    **dict.fromkeys(("PRELU", "ABS", "RELU", "RELU6", "LEAKY_RELU"),
+                    ("int8", "float32", "int16x8")),
+    **dict.fromkeys(("NEG", "SQRT", "EXP", "LOG", "FLOOR", "CEIL", "ROUND"), ("float32",)),
+    **dict.fromkeys(("RSQRT", "HARD_SWISH", "ELU", "LOG_SOFTMAX", "L2_NORMALIZATION",
+                     "RELU_N1_TO_1"), ("int8", "float32")),
+}
+#: Operators TFLM has no kernel for: its interpreter must refuse them; LiteRT runs them.
+TFLM_LACKS = ("RELU_N1_TO_1",)
 
 
 def modes_for(op: str) -> tuple[str, ...]:
@@ -105,6 +155,8 @@ def modes_for(op: str) -> tuple[str, ...]:
         return ("int8", "int16x8")
     if op in MOVER_MODES:
         return MOVER_MODES[op]
+    if op in MATH_MODES:
+        return MATH_MODES[op]
     return ("int8", "float32", "int16x8")
 
 
@@ -162,8 +214,17 @@ _OPTION_CLASSES = {
     "RESIZE_NEAREST_NEIGHBOR": tflite.ResizeNearestNeighborOptions,
     "RESIZE_BILINEAR": tflite.ResizeBilinearOptions, "ZEROS_LIKE": tflite.ZerosLikeOptions,
     "FILL": tflite.FillOptions,
+    "SUB": tflite.SubOptions, "DIV": tflite.DivOptions,
+    "SQUARED_DIFFERENCE": tflite.SquaredDifferenceOptions,
+    "MAXIMUM": tflite.MaximumMinimumOptions, "MINIMUM": tflite.MaximumMinimumOptions,
+    "ABS": tflite.AbsOptions, "NEG": tflite.NegOptions, "EXP": tflite.ExpOptions,
+    "LEAKY_RELU": tflite.LeakyReluOptions, "HARD_SWISH": tflite.HardSwishOptions,
+    "LOG_SOFTMAX": tflite.LogSoftmaxOptions, "L2_NORMALIZATION": tflite.L2NormOptions,
 }
-_OP_NAMES = {getattr(tflite.BuiltinOperator, n): n for n in _OPTION_CLASSES}
+#: Operators without an options table.
+_NO_OPTIONS = ("PRELU", "SQRT", "RSQRT", "LOG", "FLOOR", "CEIL", "ROUND", "RELU", "RELU6",
+               "RELU_N1_TO_1", "ELU")
+_OP_NAMES = {getattr(tflite.BuiltinOperator, n): n for n in (*_OPTION_CLASSES, *_NO_OPTIONS)}
 
 
 class ReadTensor:
@@ -205,6 +266,7 @@ def read_model(model: bytes) -> tuple[list[ReadTensor], list[tuple[str, list[int
         opts = None
         table = op.BuiltinOptions()
         if table is not None:
+            assert name in _OPTION_CLASSES, f"{name} has options, but none are expected"
             opts = _OPTION_CLASSES[name]()
             opts.Init(table.Bytes, table.Pos)
         ops.append((name, [int(v) for v in op.InputsAsNumpy()], [int(v) for v in op.OutputsAsNumpy()],
@@ -241,6 +303,61 @@ def _windows(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int
             win[:, i, j] = xp[:, rows][:, :, cols]
             mask[i, j] = valid[rows][:, cols]
     return win, mask
+
+
+def _act(opts: Any, y: np.ndarray) -> np.ndarray:
+    lo, hi = _ACT[opts.FusedActivationFunction()]
+    return np.clip(y, lo, hi)
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+#: Float64 results of the ops-math family, from the real values of their inputs.
+MATH_NUMPY: dict[str, Any] = {
+    "SUB": lambda o, a, b: _act(o, a - b),
+    "DIV": lambda o, a, b: _act(o, a / b),
+    "SQUARED_DIFFERENCE": lambda o, a, b: (a - b) ** 2,
+    "MAXIMUM": lambda o, a, b: np.maximum(a, b),
+    "MINIMUM": lambda o, a, b: np.minimum(a, b),
+    "PRELU": lambda o, x, alpha: np.where(x >= 0, x, x * alpha),
+    "ABS": lambda o, x: np.abs(x),
+    "NEG": lambda o, x: -x,
+    "SQRT": lambda o, x: np.sqrt(np.where(x >= 0, x, np.nan)),
+    "RSQRT": lambda o, x: 1.0 / np.sqrt(np.where(x >= 0, x, np.nan)),
+    "EXP": lambda o, x: np.exp(x),
+    "LOG": lambda o, x: np.log(np.where(x > 0, x, np.nan)),
+    "FLOOR": lambda o, x: np.floor(x),
+    "CEIL": lambda o, x: np.ceil(x),
+    "ROUND": lambda o, x: np.round(x),  # half to even, as TFLite
+    "RELU": lambda o, x: np.maximum(x, 0.0),
+    "RELU6": lambda o, x: np.clip(x, 0.0, 6.0),
+    "RELU_N1_TO_1": lambda o, x: np.clip(x, -1.0, 1.0),
+    "LEAKY_RELU": lambda o, x: np.where(x > 0, x, x * o.Alpha()),
+    "HARD_SWISH": lambda o, x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "ELU": lambda o, x: np.where(x < 0, np.expm1(np.minimum(x, 0.0)), x),
+    "LOG_SOFTMAX": lambda o, x: _log_softmax(x),
+    "L2_NORMALIZATION": lambda o, x: x / np.maximum(
+        np.sqrt((x * x).sum(axis=-1, keepdims=True)), 1e-6),
+}
+
+
+def int32_reference(name: str, opts: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The int32 result of a binary op of the ops-math family: integer arithmetic wrapping at
+    32 bits (as TFLM's), the quotient truncated."""
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    if name == "DIV":
+        q = np.abs(a64) // np.abs(b64) * np.sign(a64) * np.sign(b64)
+        y = _act(opts, q)
+    elif name == "SUB":
+        y = _act(opts, a64 - b64)
+    elif name == "SQUARED_DIFFERENCE":
+        y = (a64 - b64) ** 2
+    else:
+        y = np.maximum(a64, b64) if name == "MAXIMUM" else np.minimum(a64, b64)
+    return ((y.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
 
 
 def numpy_op(name: str, opts: Any, ins: list[np.ndarray], consts: list[ReadTensor | None]) -> np.ndarray:
@@ -289,6 +406,8 @@ def numpy_op(name: str, opts: Any, ins: list[np.ndarray], consts: list[ReadTenso
         z = opts.Beta() * (ins[0] - ins[0].max(axis=-1, keepdims=True))
         e = np.exp(z)
         return e / e.sum(axis=-1, keepdims=True)
+    if name in MATH_NUMPY:
+        return MATH_NUMPY[name](opts, *ins)
     if name in ("RESHAPE", "QUANTIZE", "DEQUANTIZE", "SQUEEZE", "EXPAND_DIMS"):
         return ins[0]
     return numpy_mover(name, opts, ins, consts)
@@ -435,7 +554,9 @@ def random_inputs(model: bytes, seed: int) -> list[np.ndarray]:
     """Random inputs over each input's full range (int8: every code; float: its range)."""
     rng = np.random.default_rng(1000 + seed)
     result = []
-    for det in R.input_details(model):
+    tensors, _, sg_in, _ = read_model(model)  # types and shapes as written, whatever runs it
+    for det in ({"dtype": np.dtype(_NP[tensors[i].type]), "shape": tensors[i].shape}
+                for i in sg_in):
         if det["dtype"] in (np.int8, np.int16):
             info = np.iinfo(det["dtype"])
             result.append(rng.integers(info.min, info.max + 1, size=det["shape"],
@@ -498,6 +619,14 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
     elif op in B._MOVERS:
         _check_mover(op, {**B._MOVERS[op], **opts}, o, [tensors[i] for i in op_in],
                      [tensors[i] for i in op_out])
+    elif op in ("SUB", "DIV", "L2_NORMALIZATION"):
+        assert o.FusedActivationFunction() == act
+    elif op == "LEAKY_RELU":
+        assert o.Alpha() == pytest.approx(opts.get("alpha", 0.2))
+    if op in B._MATH_BINARY:
+        assert len(sg_in) == (2 if opts.get("b_input", True) else 1)
+    if op == "SUB" and mode == "int16x8":
+        assert o.PotScaleInt16() is False
 
     # types and quantization as documented
     x, y = tensors[sg_in[0]], tensors[sg_out[0]]
@@ -527,8 +656,25 @@ def test_model_loads_runs_and_reads_back(op: str, opts: dict[str, Any], mode: st
         assert (y.scale[0], y.zero_point[0]) == (x.scale[0], x.zero_point[0])
     if op == "ADD" and int16:
         assert o.PotScaleInt16() is False  # general scales, as TFLite's converter writes them
+    if op in ("MAXIMUM", "MINIMUM", "RELU6") and mode not in ("float32", "int32"):
+        assert (y.scale[0], y.zero_point[0]) == (x.scale[0], x.zero_point[0])  # no requantizing
+    if op == "LOG_SOFTMAX" and mode != "float32":
+        assert (y.scale[0], y.zero_point[0]) == (16 / 256, 127)
+    if op == "L2_NORMALIZATION" and mode != "float32":
+        assert (y.scale[0], y.zero_point[0]) == (1 / 128, 0)
+    if op == "PRELU" and mode != "float32":
+        alpha = tensors[op_in[1]]
+        assert alpha.type == 9 and len(alpha.scale) == 1  # int8 per tensor, as TFLM takes it
+    if mode == "int32" and op in MATH_MODES:
+        assert x.type == y.type == 2 and x.scale is None and y.scale is None  # plain int32
 
     inputs = random_inputs(model, 0)
+    if op in TFLM_LACKS:
+        with pytest.raises(RuntimeError):
+            R.run_tflm(model, inputs)
+        got = R.run_litert(model, inputs)[0]
+        assert got.shape == y.shape
+        return
     out_tflm = R.run_tflm(model, inputs)
     out_lite = R.run_litert(model, inputs)
     assert len(out_tflm) == len(out_lite) == len(sg_out)
@@ -594,7 +740,8 @@ def test_float32_matches_numpy(op: str, opts: dict[str, Any], mode: str) -> None
     model = make(op, opts, mode, seed=3)
     inputs = random_inputs(model, 3)
     expected, _ = numpy_reference(model, inputs)
-    for got in (R.run_tflm(model, inputs)[0], R.run_litert(model, inputs)[0]):
+    runs = [R.run_litert] if op in TFLM_LACKS else [R.run_tflm, R.run_litert]
+    for got in (run(model, inputs)[0] for run in runs):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -609,7 +756,12 @@ def test_int8_close_to_numpy(op: str, opts: dict[str, Any], mode: str) -> None:
     model = make(op, opts, mode, seed=5)
     inputs = random_inputs(model, 5)
     expected, out = numpy_reference(model, inputs)
-    got = R.run_tflm(model, inputs)[0]
+    got = (R.run_litert if op in TFLM_LACKS else R.run_tflm)(model, inputs)[0]
+    if mode == "int32" and op in MATH_MODES:  # plain integers: exact, wrapping as TFLM
+        tensors, ops, sg_in, _ = read_model(model)
+        a, b = (inputs[sg_in.index(i)] if i in sg_in else tensors[i].data for i in ops[0][1])
+        np.testing.assert_array_equal(got, int32_reference(op, ops[0][3], a, b))
+        return
     if out.scale is None:  # DEQUANTIZE: a float output
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
         return

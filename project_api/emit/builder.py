@@ -372,13 +372,19 @@ class ModelBuilder:
         quant: tuple[float, int] | None = None,
         value_range: tuple[float, float] = (-1.0, 1.0),
         name: str | None = None,
+        plain: bool = False,
     ) -> TensorRef:
         """A model input. An int8 or int16 input uses ``quant`` or, if None, one covering
-        ``value_range`` (int16: symmetric); other integer types are plain values."""
-        if dtype in _QUANTIZED and quant is None:
-            quant = quantize_params(*value_range, dtype=dtype)
-        ref = self._activation(name or "input", shape, dtype, quant,
-                               None if quant is not None else value_range)
+        ``value_range`` (int16: symmetric); other integer types are plain values, and so is an
+        int8 or int16 one with ``plain``."""
+        if plain:
+            ref = self._add_tensor(name or self._name("input"), shape, dtype)
+            self._ranges[ref.index] = value_range
+        else:
+            if dtype in _QUANTIZED and quant is None:
+                quant = quantize_params(*value_range, dtype=dtype)
+            ref = self._activation(name or "input", shape, dtype, quant,
+                                   None if quant is not None else value_range)
         if name is not None:
             self._tensors[ref.index].name = name
         self._inputs.append(ref.index)
@@ -1408,6 +1414,228 @@ class ModelBuilder:
             rhs = self.rng.uniform(-1.0, 1.0, size=b_shape).astype(np.float32)
         return self.batch_matmul(x, rhs, **options)
 
+
+    # -- arithmetic and activations (issue 20: the ops-math family) ----------------------------
+
+    def _math_quant(self, x: TensorRef, out_quant: tuple[float, int] | None, lo: float,
+                    hi: float) -> tuple[tuple[float, int] | None, tuple[float, float]]:
+        """Output quantization of an arithmetic op on ``x``: ``out_quant``, or one covering the
+        estimated range ``[lo, hi]``; None for float32 and plain integers."""
+        if x.dtype not in _QUANTIZED or x.quant is None:
+            return None, (lo, hi)
+        if out_quant is None:
+            out_quant = quantize_params(lo, hi, x.dtype)
+        return out_quant, (lo, hi)
+
+    def _math_binary(self, opcode: str, a: TensorRef, b: TensorRef | np.ndarray,
+                     lo: float, hi: float, out_quant: tuple[float, int] | None,
+                     options: dict[str, Any] | None = None,
+                     keep_quant: bool = False) -> TensorRef:
+        """A broadcasting binary op; ``keep_quant``: the output takes ``a``'s quantization (an
+        op that compares raw values)."""
+        if a.dtype != b.dtype:
+            raise ValueError(f"{opcode}: operand types differ ({a.dtype} and {b.dtype})")
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+        if keep_quant:
+            q, est = a.quant, (lo, hi)
+        else:
+            q, est = self._math_quant(a, out_quant, lo, hi)
+        y = self._activation(opcode.lower(), shape, a.dtype, q, est)
+        self._op(opcode, [a.index, b.index], [y.index], options)
+        return y
+
+    def _constant_like(self, b: TensorRef | np.ndarray, like: TensorRef,
+                       same_quant: bool = False) -> TensorRef:
+        """``b``, or a constant from float values ``b`` of ``like``'s type (quantized with its
+        own range, or with ``like``'s quantization when ``same_quant``)."""
+        if isinstance(b, TensorRef):
+            return b
+        values = np.asarray(b, dtype=np.float32)
+        if like.dtype == "int32":
+            return self.constant(np.rint(values).astype(np.int32), "int32")
+        return self.constant(values, like.dtype, quant=like.quant if same_quant else None)
+
+    def sub(self, a: TensorRef, b: TensorRef | np.ndarray, activation: str = "NONE",
+            out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """SUB ``a - b`` with numpy broadcasting; ``b`` may be a float array (a constant)."""
+        _check_choice(activation, ACTIVATIONS, "activation")
+        b = self._constant_like(b, a)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        lo, hi = _act_range(alo - bhi, ahi - blo, activation)
+        options: dict[str, Any] = {"fused_activation_function": activation}
+        if a.dtype == "int16":
+            options["pot_scale_int16"] = False  # general scales, as the converter writes them
+        return self._math_binary("SUB", a, b, lo, hi, out_quant, options)
+
+    def div(self, a: TensorRef, b: TensorRef | np.ndarray, activation: str = "NONE",
+            out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """DIV ``a / b`` with numpy broadcasting; ``b`` may be a float array (a constant). The
+        output range is estimated with divisors no smaller than a quarter of the largest."""
+        _check_choice(activation, ACTIVATIONS, "activation")
+        b = self._constant_like(b, a)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        big = max(abs(blo), abs(bhi), 1e-6)
+        divisors = [d for d in (blo, bhi, big / 4, -big / 4) if blo <= d <= bhi and d != 0]
+        ratios = [n / d for n in (alo, ahi) for d in divisors] or [alo, ahi]
+        lo, hi = _act_range(min(ratios), max(ratios), activation)
+        return self._math_binary("DIV", a, b, lo, hi, out_quant,
+                                 {"fused_activation_function": activation})
+
+    def squared_difference(self, a: TensorRef, b: TensorRef | np.ndarray,
+                           out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """SQUARED_DIFFERENCE ``(a - b)^2`` with numpy broadcasting."""
+        b = self._constant_like(b, a)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        hi = max((alo - bhi) ** 2, (ahi - blo) ** 2)
+        return self._math_binary("SQUARED_DIFFERENCE", a, b, 0.0, hi / 2, out_quant)
+
+    def maximum(self, a: TensorRef, b: TensorRef | np.ndarray) -> TensorRef:
+        """MAXIMUM with numpy broadcasting. TFLM compares the stored values: a quantized ``b``
+        (a float array becomes a constant) and the output take ``a``'s quantization, as
+        TFLite's converter writes them."""
+        b = self._constant_like(b, a, same_quant=True)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        return self._math_binary("MAXIMUM", a, b, max(alo, blo), max(ahi, bhi), None,
+                                 keep_quant=True)
+
+    def minimum(self, a: TensorRef, b: TensorRef | np.ndarray) -> TensorRef:
+        """MINIMUM with numpy broadcasting; quantization as :meth:`maximum`."""
+        b = self._constant_like(b, a, same_quant=True)
+        (alo, ahi), (blo, bhi) = self.range_of(a), self.range_of(b)
+        return self._math_binary("MINIMUM", a, b, min(alo, blo), min(ahi, bhi), None,
+                                 keep_quant=True)
+
+    def prelu(self, x: TensorRef, alpha: TensorRef | np.ndarray,
+              out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """PRELU ``x >= 0 ? x : x * alpha``, ``alpha`` broadcast against ``x`` (a float array
+        becomes a constant: int8 per tensor for int8 and int16 activations, as TFLM takes it)."""
+        if not isinstance(alpha, TensorRef):
+            values = np.asarray(alpha, dtype=np.float32)
+            alpha = self.constant(values, "float32" if x.dtype == "float32" else "int8")
+        (lo, hi), (alo, ahi) = self.range_of(x), self.range_of(alpha)
+        neg = [min(lo, 0.0) * a for a in (alo, ahi)]
+        y_lo, y_hi = min([0.0, *neg]), max([hi, 0.0, *neg])
+        shape = tuple(np.broadcast_shapes(x.shape, alpha.shape))
+        q, est = self._math_quant(x, out_quant, y_lo, y_hi)
+        y = self._activation("prelu", shape, x.dtype, q, est)
+        self._op("PRELU", [x.index, alpha.index], [y.index])
+        return y
+
+    def _unary(self, opcode: str, x: TensorRef, lo: float, hi: float,
+               out_quant: tuple[float, int] | None = None,
+               options: dict[str, Any] | None = None, keep_quant: bool = False) -> TensorRef:
+        """A one-input op whose output has ``x``'s shape and the range ``[lo, hi]``."""
+        if keep_quant:
+            q, est = x.quant, (lo, hi)
+        else:
+            q, est = self._math_quant(x, out_quant, lo, hi)
+        if q is None and x.dtype in _QUANTIZED:  # plain integers in, plain integers out
+            y = self._add_tensor(self._name(opcode.lower()), x.shape, x.dtype)
+            self._ranges[y.index] = est
+        else:
+            y = self._activation(opcode.lower(), x.shape, x.dtype, q, est)
+        self._op(opcode, [x.index], [y.index], options)
+        return y
+
+    def abs(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """ABS (a quantized output with its own range: TFLM requantizes)."""
+        lo, hi = self.range_of(x)
+        return self._unary("ABS", x, 0.0, max(abs(lo), abs(hi)), out_quant)
+
+    def neg(self, x: TensorRef) -> TensorRef:
+        """NEG (float32 in TFLM)."""
+        lo, hi = self.range_of(x)
+        return self._unary("NEG", x, -hi, -lo)
+
+    def sqrt(self, x: TensorRef) -> TensorRef:
+        """SQRT (float32 in TFLM)."""
+        return self._unary("SQRT", x, 0.0, math.sqrt(max(self.range_of(x)[1], 0.0)))
+
+    def rsqrt(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """RSQRT ``1 / sqrt(x)``; the output range is estimated from the input's upper half."""
+        hi = max(self.range_of(x)[1], 1e-6)
+        return self._unary("RSQRT", x, 0.0, 1.0 / math.sqrt(hi / 8), out_quant)
+
+    def exp(self, x: TensorRef) -> TensorRef:
+        """EXP (float32 in TFLM)."""
+        lo, hi = self.range_of(x)
+        return self._unary("EXP", x, math.exp(min(lo, 30.0)), math.exp(min(hi, 30.0)))
+
+    def log(self, x: TensorRef) -> TensorRef:
+        """LOG (float32 in TFLM)."""
+        hi = max(self.range_of(x)[1], 1e-6)
+        return self._unary("LOG", x, math.log(hi) - 5.0, math.log(hi))
+
+    def floor(self, x: TensorRef) -> TensorRef:
+        """FLOOR (float32)."""
+        lo, hi = self.range_of(x)
+        return self._unary("FLOOR", x, math.floor(lo), math.floor(hi))
+
+    def ceil(self, x: TensorRef) -> TensorRef:
+        """CEIL (float32)."""
+        lo, hi = self.range_of(x)
+        return self._unary("CEIL", x, math.ceil(lo), math.ceil(hi))
+
+    def round(self, x: TensorRef) -> TensorRef:
+        """ROUND, half to even (float32)."""
+        lo, hi = self.range_of(x)
+        return self._unary("ROUND", x, round(lo), round(hi))
+
+    def relu(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """RELU (a quantized output with its own range: TFLM requantizes)."""
+        lo, hi = self.range_of(x)
+        return self._unary("RELU", x, *_act_range(lo, hi, "RELU"), out_quant)
+
+    def relu6(self, x: TensorRef) -> TensorRef:
+        """RELU6; a quantized output keeps the input's quantization (TFLM clamps the stored
+        values without requantizing)."""
+        lo, hi = self.range_of(x)
+        return self._unary("RELU6", x, *_act_range(lo, hi, "RELU6"), keep_quant=True)
+
+    def relu_n1_to_1(self, x: TensorRef,
+                     out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """RELU_N1_TO_1 (clamp to [-1, 1]; LiteRT requantizes a quantized output)."""
+        lo, hi = self.range_of(x)
+        return self._unary("RELU_N1_TO_1", x, *_act_range(lo, hi, "RELU_N1_TO_1"), out_quant)
+
+    def leaky_relu(self, x: TensorRef, alpha: float = 0.2,
+                   out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """LEAKY_RELU ``x > 0 ? x : alpha * x``."""
+        lo, hi = self.range_of(x)
+        vals = [v if v > 0 else v * alpha for v in (lo, hi)] + [0.0]
+        return self._unary("LEAKY_RELU", x, min(vals), max(vals), out_quant,
+                           {"alpha": float(alpha)})
+
+    def hard_swish(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """HARD_SWISH ``x * relu6(x + 3) / 6``."""
+        lo, hi = self.range_of(x)
+
+        def hs(v: float) -> float:
+            return v * min(6.0, max(0.0, v + 3.0)) / 6.0
+
+        vals = [hs(lo), hs(hi)] + ([-0.375] if lo < -1.5 < hi else [])
+        return self._unary("HARD_SWISH", x, min(vals), max(vals), out_quant)
+
+    def elu(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """ELU ``x < 0 ? exp(x) - 1 : x``."""
+        lo, hi = self.range_of(x)
+        return self._unary("ELU", x, math.expm1(min(lo, 0.0)), max(hi, 0.0), out_quant)
+
+    def log_softmax(self, x: TensorRef) -> TensorRef:
+        """LOG_SOFTMAX over the last dimension; a quantized output has the scale and zero point
+        TFLM requires (int8: 16/256, 127)."""
+        lo, hi = self.range_of(x)
+        q = (16.0 / 256.0, 127) if x.dtype == "int8" else None
+        est = (lo - hi - math.log(max(x.shape[-1], 1)), 0.0)
+        return self._unary("LOG_SOFTMAX", x, *est, out_quant=q, keep_quant=False)
+
+    def l2_normalization(self, x: TensorRef) -> TensorRef:
+        """L2_NORMALIZATION over the last dimension; a quantized output has the scale and zero
+        point TFLite requires (int8: 1/128, 0)."""
+        q = (1.0 / 128.0, 0) if x.dtype == "int8" else None
+        return self._unary("L2_NORMALIZATION", x, -1.0, 1.0, out_quant=q,
+                           options={"fused_activation_function": "NONE"})
+
     def single_op(
         self,
         op: str,
@@ -1437,6 +1665,9 @@ class ModelBuilder:
         TRANSPOSE_CONV: as :meth:`transpose_conv`; BATCH_MATMUL: ``b_shape`` (default
         ``(last dim, 5)``), ``b_input`` (default False: a constant right-hand side), ``adj_x``,
         ``adj_y``.
+        SUB, DIV, SQUARED_DIFFERENCE, MAXIMUM and MINIMUM take ``b_shape``, ``b_input`` and
+        ``b_range`` as ADD; PRELU ``alpha_shape`` (default: the last dimension), alphas drawn
+        in [-0.5, 0.5].
         """
         if op not in SINGLE_OPS:
             raise ValueError(f"unknown operator {op!r}; choose one of {sorted(SINGLE_OPS)}")
@@ -1491,6 +1722,14 @@ class ModelBuilder:
                 if to not in _QUANTIZED:  # int32: a finer scale than int16's
                     options["quant"] = (options["quant"][0] / 64, 0)
             return self.quantize(x, dtype=to, **options)
+        if op in _MATH_BINARY:
+            return self._single_math_binary(op, x, name, **options)
+        if op == "PRELU":
+            alpha_shape = tuple(options.pop("alpha_shape", shape[-1:]))
+            alpha = self.rng.uniform(-0.5, 0.5, size=alpha_shape).astype(np.float32)
+            return self.prelu(x, alpha, **options)
+        if op in _MATH_UNARY:
+            return getattr(self, _MATH_UNARY[op])(x, **options)
         return self.dequantize(x, **options)
 
     def _single_mover(self, op: str, x: TensorRef, name: str, dtype: str,
@@ -1512,6 +1751,32 @@ class ModelBuilder:
         if op == "FILL":  # the value: the one-element input as a scalar
             return self.fill(opts.pop("dims"), self.reshape(x, ()), **opts)
         return getattr(self, "pad" if op == "PADV2" else op.lower())(x, **opts)
+
+    def _single_math_binary(self, op: str, x: TensorRef, name: str, b_shape: Sequence[int] |
+                            None = None, b_input: bool = True,
+                            b_range: tuple[float, float] | None = None,
+                            **options: Any) -> TensorRef:
+        """The second operand of a binary op of the ops-math family (see :meth:`single_op`):
+        another input (for MAXIMUM/MINIMUM with ``x``'s quantization) or a constant (a DIV
+        divisor never zero)."""
+        shape = tuple(x.shape if b_shape is None else b_shape)
+        drawn = (-float(self.rng.uniform(0.2, 3.0)), float(self.rng.uniform(0.2, 3.0)))
+        b_range = b_range or drawn
+        if b_input:
+            same = op in ("MAXIMUM", "MINIMUM") and x.quant is not None
+            b: TensorRef | np.ndarray = self.input(shape, x.dtype, quant=x.quant if same else None,
+                                                   value_range=b_range, name=f"{name}_b")
+        elif op == "DIV":
+            sign = self.rng.choice(np.array([-1.0, 1.0]), size=shape)
+            if x.dtype == "int32":
+                b = (sign * self.rng.integers(1, 100, size=shape)).astype(np.float32)
+            else:
+                b = (sign * self.rng.uniform(0.25, 2.0, size=shape)).astype(np.float32)
+        elif x.dtype == "int32":
+            b = self.rng.integers(-(1 << 20), 1 << 20, size=shape).astype(np.float32)
+        else:
+            b = self.rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)
+        return getattr(self, _MATH_BINARY[op])(x, b, **options)
 
     # -- serialization ------------------------------------------------------------------------
 
@@ -1737,6 +2002,14 @@ _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "GREATER_EQUAL": (2, 3, 4), "LOGICAL_AND": (2, 3, 4), "LOGICAL_OR": (2, 3, 4),
     "LOGICAL_NOT": (2, 3, 4), "SELECT_V2": (2, 3, 4), "CAST": (2, 3, 4),
     "TRANSPOSE_CONV": (1, 4, 4, 3), "BATCH_MATMUL": (1, 3, 4),
+    # the ops-math family (issue 20)
+    "SUB": (1, 4, 4, 3), "DIV": (1, 4, 4, 3), "SQUARED_DIFFERENCE": (1, 4, 4, 3),
+    "MAXIMUM": (1, 4, 4, 3), "MINIMUM": (1, 4, 4, 3), "PRELU": (1, 4, 4, 3), "ABS": (1, 4, 4, 3),
+    "NEG": (1, 4, 4, 3), "SQRT": (1, 4, 4, 3), "RSQRT": (1, 4, 4, 3), "EXP": (1, 4, 4, 3),
+    "LOG": (1, 4, 4, 3), "FLOOR": (1, 4, 4, 3), "CEIL": (1, 4, 4, 3), "ROUND": (1, 4, 4, 3),
+    "RELU": (1, 4, 4, 3), "RELU6": (1, 4, 4, 3), "RELU_N1_TO_1": (1, 4, 4, 3),
+    "LEAKY_RELU": (1, 4, 4, 3), "HARD_SWISH": (1, 4, 4, 3), "LOG_SOFTMAX": (1, 10),
+    "ELU": (1, 4, 4, 3), "L2_NORMALIZATION": (1, 10),
 }
 #: Default options of the shape and data movement operators in :meth:`ModelBuilder.single_op`.
 _MOVERS: dict[str, dict[str, Any]] = {
@@ -1762,6 +2035,14 @@ COMPARISONS = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_E
 REDUCE_FAMILY_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN",
                      *COMPARISONS, "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT_V2",
                      "CAST", "TRANSPOSE_CONV", "BATCH_MATMUL")
+#: The ops-math family's binary operators and unary ones, by their builder method.
+_MATH_BINARY = {"SUB": "sub", "DIV": "div", "SQUARED_DIFFERENCE": "squared_difference",
+                "MAXIMUM": "maximum", "MINIMUM": "minimum"}
+_MATH_UNARY = {"ABS": "abs", "NEG": "neg", "SQRT": "sqrt", "RSQRT": "rsqrt", "EXP": "exp",
+               "LOG": "log", "FLOOR": "floor", "CEIL": "ceil", "ROUND": "round", "RELU": "relu",
+               "RELU6": "relu6", "RELU_N1_TO_1": "relu_n1_to_1", "LEAKY_RELU": "leaky_relu",
+               "HARD_SWISH": "hard_swish", "LOG_SOFTMAX": "log_softmax", "ELU": "elu",
+               "L2_NORMALIZATION": "l2_normalization"}
 #: The operators :meth:`ModelBuilder.single_op` builds.
 SINGLE_OPS = tuple(_DEFAULT_SHAPES)
 

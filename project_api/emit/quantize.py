@@ -150,6 +150,24 @@ def lut_int16(transform: Any, input_scale: float, input_zero_point: int,
     return lut
 
 
+def lut_int8(transform: Any, input_scale: float, input_zero_point: int, output_scale: float,
+             output_zero_point: int) -> np.ndarray:
+    """TFLM's int8 ``LUTPopulate`` (and ELU's ``PopulateLookupTable``): the 256-entry table of
+    ``transform`` (float32 -> float32) indexed by the input's byte (``(uint8_t)x``), every step
+    in float32 as TFLM computes it. A value beyond int32 becomes ``INT32_MIN`` before the
+    clamp, as TFLM's float-to-int conversion gives on the host."""
+    f = np.float32
+    inverse_scale = f(1) / f(output_scale)
+    lut = np.zeros(256, np.int8)
+    for val in range(-128, 128):
+        dequantized = f(input_scale) * f(val - input_zero_point)
+        rescaled = f(round_half_away(float(transform(dequantized) * inverse_scale)))
+        total = rescaled + f(output_zero_point)
+        quantized = int(total) if abs(float(total)) < 2.0**31 else INT32_MIN
+        lut[val & 0xFF] = min(max(quantized, -128), 127)
+    return lut
+
+
 def expf(x: np.float32) -> np.float32:
     """float32 ``exp``, correctly rounded (what glibc's ``expf``, TFLM's, returns)."""
     return np.float32(math.exp(float(x)))

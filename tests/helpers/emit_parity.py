@@ -23,7 +23,11 @@ extremes of each input's type) and its outputs are compared with:
 
 * integer outputs: bit-exact with TFLM (reference kernels) and within :data:`LITERT_LSB` of
   LiteRT;
-* float32 outputs: within ``rtol=1e-5, atol=1e-5`` of both.
+* float32 outputs: within ``rtol=1e-5, atol=1e-5`` of both, or bit for bit with TFLM for a
+  case with ``float_exact`` (an op computed in TFLM's order with the same C library functions).
+
+A case where TFLM has no kernel for the op, or an undefined result, is checked against LiteRT
+alone (``Case(tflm=False)``).
 
 A failure names the operator, the mode, the options and the branch (seed and every option).
 An operator the emitter does not implement FAILS here (it never skips). Cases whose scheme has
@@ -100,13 +104,18 @@ class Case:
     #: False where LiteRT cannot be the second reference (it lacks the variant, or computes
     #: it differently from TFLM); the case then checks TFLM only. Say why where you set it.
     litert: bool = True
-    #: False where TFLM's result is undefined (its kernel reads memory it never set); the case
-    #: then checks LiteRT only. Say why where you set it.
+    #: False where TFLM cannot be the reference: its result is undefined (its kernel reads
+    #: memory it never set), or it has no kernel for the op (RELU_N1_TO_1); the case then
+    #: checks LiteRT only (and takes the inputs' details from it). Say why where you set it.
     tflm: bool = True
     #: Builds one branch instead of ``ModelBuilder.single_op``:
     #: ``branch(mb, dtype, options, name) -> output``, for cases of several operators or of
     #: operators written with ``ModelBuilder.operator``.
     branch: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    #: True where the op computes float32 in TFLM's order with the same C library functions:
+    #: float outputs must then equal TFLM's bit for bit (NaNs included), not merely within
+    #: FLOAT_RTOL/FLOAT_ATOL (LiteRT keeps the tolerance).
+    float_exact: bool = False
 
     @property
     def model_id(self) -> str:
@@ -198,7 +207,8 @@ def with_targets(cases: list[Case]) -> list[Case]:
         entry = REGISTRY.builtin.get(c.op)
         if entry is not None and c.scheme in entry.spec.dsp:
             out.append(Case(c.op, c.mode, dict(c.options), list(c.branches), target=DSP_TARGET,
-                            litert=c.litert, tflm=c.tflm, branch=c.branch))
+                            litert=c.litert, tflm=c.tflm, branch=c.branch,
+                            float_exact=c.float_exact))
     return out
 
 
@@ -393,7 +403,7 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
     if not header_path.is_file():
         raise AssertionError(f"the MLF lacks codegen/host/include/tvmgen_{name}.h")
     header = header_path.read_text()
-    in_det, out_det = R.input_details(model), R.output_details(model)
+    in_det, out_det = io_details(model, case.tflm)
     in_members = _order(_struct_members(header, name, "inputs"), [d["name"] for d in in_det],
                         "inputs")
     out_members = _order(_struct_members(header, name, "outputs"), [d["name"] for d in out_det],
@@ -480,10 +490,28 @@ def builds(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 # --- inputs and comparison ------------------------------------------------------------------
 
 
-def input_sets(model: bytes, seed: int | list[int]) -> list[list[np.ndarray]]:
+def io_details(model: bytes, tflm: bool = True) -> tuple[list[dict[str, Any]],
+                                                       list[dict[str, Any]]]:
+    """(inputs, outputs) details (``name``, ``shape``, ``dtype``) from TFLM, or from LiteRT for
+    a model TFLM cannot load (an op it has no kernel for)."""
+    if tflm:
+        return R.input_details(model), R.output_details(model)
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_content=bytes(model))
+
+    def one(d: dict[str, Any]) -> dict[str, Any]:
+        return {"name": d["name"], "shape": tuple(int(s) for s in d["shape"]),
+                "dtype": np.dtype(d["dtype"])}
+
+    return ([one(d) for d in interp.get_input_details()],
+            [one(d) for d in interp.get_output_details()])
+
+
+def input_sets(model: bytes, seed: int | list[int], tflm: bool = True) -> list[list[np.ndarray]]:
     """RUNS input sets: random over each input's whole range, then one at the extremes."""
     rng = np.random.default_rng(seed)
-    dets = R.input_details(model)
+    dets = io_details(model, tflm)[0]
     sets = []
     for r in range(RUNS):
         one = []
@@ -510,12 +538,22 @@ def input_sets(model: bytes, seed: int | list[int]) -> list[list[np.ndarray]]:
     return sets
 
 
-def compare(got: np.ndarray, want: np.ndarray, ref: str, lsb: int) -> str | None:
-    """None when ``got`` matches ``want``, else a one-line description of the mismatch."""
+def compare(got: np.ndarray, want: np.ndarray, ref: str, lsb: int,
+            float_exact: bool = False) -> str | None:
+    """None when ``got`` matches ``want`` (floats: within tolerance, or bit for bit when
+    ``float_exact``), else a one-line description of the mismatch."""
     if got.shape != want.shape:
         return f"shape {got.shape} vs {ref} {want.shape}"
+    if want.dtype.kind == "f" and float_exact:
+        bits = np.dtype(f"u{want.dtype.itemsize}")
+        bad = got.view(bits) != want.view(bits)
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (f"{int(bad.sum())}/{bad.size} elements differ from {ref} in their bits; first "
+                f"at {idx}: emitted {got[idx]!r}, {ref} {want[idx]!r}")
     if want.dtype.kind == "f":
-        bad = ~np.isclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
+        bad = ~np.isclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL, equal_nan=True)
         if not bad.any():
             return None
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -540,18 +578,19 @@ def check_parity(case: Case, builds: Prefetcher, with_litert: bool = True) -> No
     if not (with_litert or case.tflm):
         raise AssertionError(f"{case.id}: no reference left (neither TFLM nor LiteRT)")
     built = builds.get(case)
-    runs = input_sets(built.model, [SEED_BASE, zlib.crc32(case.id.encode()) + 1])
+    runs = input_sets(built.model, [SEED_BASE, zlib.crc32(case.id.encode()) + 1], case.tflm)
     got_runs = run_built(built, runs)
     problems = []
     for r, (inputs, got) in enumerate(zip(runs, got_runs, strict=True)):
         tflm = R.run_tflm(built.model, inputs) if case.tflm else None
         lite = R.run_litert(built.model, inputs) if with_litert else None
         for k, label in enumerate(built.labels):
-            refs = [(tflm[k], "TFLM", 0)] if tflm is not None else []
+            refs = [] if tflm is None else [(tflm[k], "TFLM", 0, case.float_exact)]
             if lite is not None:
-                refs.append((lite[k], "LiteRT", LITERT_LSB.get(np.dtype(lite[k].dtype).name, 0)))
-            for want, ref, lsb in refs:
-                msg = compare(got[k], want, ref, lsb)
+                refs.append((lite[k], "LiteRT", LITERT_LSB.get(np.dtype(lite[k].dtype).name, 0),
+                             False))
+            for want, ref, lsb, exact in refs:
+                msg = compare(got[k], want, ref, lsb, exact)
                 if msg:
                     problems.append(f"{case.id} {label} run {r}: {msg}")
     assert not problems, (f"{len(problems)} mismatches (PROJECT_API_EMIT_SEED={SEED_BASE}):\n"

@@ -58,6 +58,22 @@ MODULES = (
     # compute (the ops-reduce family)
     "batch_matmul",
     "transpose_conv",
+    # the arithmetic and activation operators (issue 20, ops-math family)
+    "sub",
+    "div",
+    "squared_difference",
+    "maximum_minimum",
+    "prelu",
+    "float_math",
+    "abs",
+    "rsqrt",
+    "relu",
+    "relu_n1_to_1",
+    "leaky_relu",
+    "hard_swish",
+    "elu",
+    "log_softmax",
+    "l2_normalization",
 )
 
 #: Every operator the emitter implements.

@@ -1,5 +1,5 @@
-"""Shared preparation of the elementwise binary ops ADD and MUL (shapes and broadcasting, in
-float32, int8 and int16)."""
+"""Shared preparation of the elementwise binary ops (ADD, MUL, SUB, DIV, SQUARED_DIFFERENCE,
+MAXIMUM, MINIMUM, PRELU): shapes and broadcasting, operand types, constant operands."""
 
 from __future__ import annotations
 
@@ -47,8 +47,11 @@ def broadcast(op: Operator, a: Tensor, b: Tensor, y: Tensor) -> dict:
             "flat": sa == sb, "size": int(np.prod(dims))}
 
 
-def operands(op: Operator, graph: Graph) -> tuple[Tensor, Tensor, Tensor, str, dict, list, list]:
-    """(a, b, y, activation, params, activation inputs, constant arrays) of a binary op."""
+def operands(op: Operator, graph: Graph,
+             dtypes: tuple[str, ...] = ("int8", "int16", "float32"),
+             same_types: bool = True) -> tuple[Tensor, Tensor, Tensor, str, dict, list, list]:
+    """(a, b, y, activation, params, activation inputs, constant arrays) of a binary op whose
+    inputs are of ``dtypes`` (and, with ``same_types``, of the output's type)."""
     check_counts(op, (2,))
     a = tensor_in(graph, op, 0)
     b = tensor_in(graph, op, 1)
@@ -57,8 +60,8 @@ def operands(op: Operator, graph: Graph) -> tuple[Tensor, Tensor, Tensor, str, d
     if a.is_const and b.is_const:
         raise unsupported(op, "both inputs are constants (fold them before export)")
     for t in (a, b):
-        check_dtype(op, t, ("int8", "int16", "float32"))
-    if not (a.dtype == b.dtype == y.dtype):
+        check_dtype(op, t, dtypes)
+    if same_types and not (a.dtype == b.dtype == y.dtype):
         raise unsupported(op, f"mixed types {a.dtype}, {b.dtype} -> {y.dtype}")
     params = broadcast(op, a, b, y)
     params["dtype"] = y.dtype
