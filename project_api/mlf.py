@@ -288,6 +288,7 @@ def safe_extract(
             members = tar.getmembers()
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise MLFError(f"{tar_path}: corrupt tar archive ({exc})") from None
+        _refuse_cut_before_metadata(tar, members, tar_path)
         plan = _check_members(members, max_member_bytes, max_total_bytes, max_members)
 
         created = not dest.exists()
@@ -301,6 +302,32 @@ def safe_extract(
                 shutil.rmtree(root, ignore_errors=True)
             raise
     return written
+
+
+def _refuse_cut_before_metadata(tar: tarfile.TarFile, members: list[tarfile.TarInfo],
+                                tar_path: Path) -> None:
+    """Refuse a tar cut off at a member boundary before its metadata.json arrived.
+
+    tarfile reads such a file without complaint (a header boundary looks like the end), so the
+    archive would seem to lack metadata.json. Every tar writer ends the archive with zero blocks;
+    one that is missing them *and* metadata.json is truncated, not a different kind of file. An
+    archive that has metadata.json is read as it is, end blocks or not.
+    """
+    if not members or any(m.name.split("/")[-1] == "metadata.json" for m in members):
+        return
+    last = members[-1]
+    end = last.offset_data + (-(-last.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+                              if last.isreg() else 0)
+    try:
+        tar.fileobj.seek(end)
+        block = tar.fileobj.read(tarfile.BLOCKSIZE)
+    except (OSError, EOFError, tarfile.TarError):
+        block = b""
+    if block != bytes(tarfile.BLOCKSIZE):
+        raise MLFError(
+            f"{tar_path}: truncated tar archive (it ends after {last.name!r} without tar's "
+            "end-of-archive blocks, before any metadata.json); copy the whole file again"
+        )
 
 
 def _write_plan(

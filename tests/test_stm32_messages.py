@@ -129,8 +129,8 @@ def test_a_truncated_image_is_refused_by_flash_and_run(built: Path, tmp_path: Pa
 
 
 def _truncated_copies(tar_path: Path, where: Path) -> dict[str, Path]:
-    """The archive cut at the header of metadata.json (a clean end: tarfile reads on) and in
-    the middle of a member's data."""
+    """The archive cut at the header of metadata.json (a clean end: tarfile reads on, only the
+    missing end-of-archive blocks tell) and in the middle of a member's data."""
     with tarfile.open(tar_path) as tar:
         offset = next(m.offset for m in tar.getmembers() if m.name.endswith("metadata.json"))
     data = tar_path.read_bytes()
@@ -145,7 +145,7 @@ def test_extra_models_that_are_no_archive_are_one_line_errors(archives, tmp_path
     rand = tmp_path / "random.bin"
     rand.write_bytes(os.urandom(4096))
     cases = {
-        cut["at_header"]: "not a Model Library Format archive (no metadata.json at its root)",
+        cut["at_header"]: "truncated tar archive (it ends after ",
         cut["mid_member"]: "corrupt tar archive",
         rand: "not a readable tar archive (no tar, gzip, bzip2 or xz header)",
         archives["tflite"]: "is a TFLite model, not a Model Library Format archive; emit it "
