@@ -119,9 +119,9 @@ class ShardedReport:
 
 def matching_places(coordinator: str, pattern: str) -> tuple[list[str], list[PlaceRun]]:
     """The free places matching ``pattern`` and the busy ones (as refused PlaceRuns)."""
-    from project_api.template import remote
+    from project_api.labgrid_places import list_places
 
-    places = [p for p in remote.list_places(coordinator) if fnmatch.fnmatchcase(p.name, pattern)]
+    places = [p for p in list_places(coordinator) if fnmatch.fnmatchcase(p.name, pattern)]
     if not places:
         raise ProjectError(f"no labgrid place on {coordinator} matches {pattern!r}; "
                            "'project-api devices' lists them")
@@ -157,7 +157,8 @@ def validate_on_places(
 
     from project_api import extras
     from project_api.project import GeneratedProject
-    from project_api.template import glue, remote
+    from project_api.template import glue
+    from project_api.template.labgrid_place import coordinator_address
 
     extras.require("labgrid", "validating on labgrid places (--places)")
     address = coordinator or os.environ.get("LG_COORDINATOR")
@@ -165,7 +166,7 @@ def validate_on_places(
         raise ProjectError("validating on labgrid places needs the coordinator's address: pass "
                            "--coordinator HOST:PORT (coordinator= in Python) or set "
                            "LG_COORDINATOR")
-    coordinator = remote.coordinator_address({"labgrid_coordinator": address})
+    coordinator = coordinator_address({"labgrid_coordinator": address})
     want_hash = glue.read_build_hash(Path(project_dir))
     if want_hash is None:
         raise ProjectError(f"{project_dir} has no {glue.BUILD_HASH_FILE}; regenerate the project "

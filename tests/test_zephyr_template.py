@@ -170,8 +170,10 @@ def test_generate_every_board_matches_golden(mlf: Path, tmp_path: Path, board: s
     cmake = (prj / "CMakeLists.txt").read_text()
     assert f"set(BOARD {spec['zephyr_board']})" in cmake
     assert "find_package(Zephyr REQUIRED HINTS $ENV{ZEPHYR_BASE})" in cmake
+    # The heap is derived from the board, not written back into the checked options: what is
+    # saved is what was checked (issue 19).
     saved = json.loads((prj / "project_options.json").read_text())
-    assert saved["workspace_size_bytes"] == spec["recommended_heap_bytes"]
+    assert saved["workspace_size_bytes"] is None
 
 
 def test_crt_sources_come_from_the_manifest(mlf: Path, tmp_path: Path) -> None:
@@ -253,7 +255,10 @@ def test_generate_mlperftiny_matches_golden(mlf: Path, tmp_path: Path, board: st
     conf = (prj / "prj.conf").read_text()
     assert "CONFIG_UART_INTERRUPT_DRIVEN=y" in conf and "CONFIG_UART_CONSOLE=n" in conf
     assert "CONFIG_HEAP_MEM_POOL_SIZE" not in conf and "RANDOM" not in conf
-    assert f"CONFIG_MAIN_STACK_SIZE={Z.MLPERFTINY_MAIN_STACK_BYTES}\n" in conf
+    assert f"CONFIG_MAIN_STACK_SIZE={Z.MAIN_STACK_BYTES['mlperftiny']}\n" in conf
+    # What is saved is what was checked: the stack derived from the project type is not.
+    saved = json.loads((prj / "project_options.json").read_text())
+    assert saved["config_main_stack_size"] is None and saved["workspace_size_bytes"] is None
     assert '"kws01"' in (prj / "src/mlperftiny_model.c").read_text()
     assert (prj / "crt_config/crt_config.h").is_file()
 
@@ -268,9 +273,9 @@ def test_mlperftiny_ready_line_is_the_banner_open_transport_waits_for() -> None:
 
 
 def test_mlperftiny_model_option_is_the_shared_one() -> None:
-    from project_api.template import ai_api
+    from project_api.template import mlperftiny_model
 
-    assert ai_api.MLPERFTINY_MODEL_OPTION in Z.Handler.OPTIONS
+    assert mlperftiny_model.MLPERFTINY_MODEL_OPTION in Z.Handler.OPTIONS
 
 
 def test_mlperftiny_model_guessed_without_the_option(mlf: Path, tmp_path: Path) -> None:
@@ -641,7 +646,9 @@ def test_open_transport_mlperftiny_real_board_and_standalone_refused(mlf: Path,
     finally:
         handler.close_transport()
     alone = _generate(mlf, tmp_path / "alone", board="nucleo_f746zg", project_type="standalone")
-    with pytest.raises(ServerError, match="a standalone firmware has no RPC server"):
+    with pytest.raises(ServerError, match=r"open_transport: .*alone is a standalone project "
+                       r"\(project_type=standalone\): its firmware has no link to the host; "
+                       r"generate the project again with -o project_type=host_driven$"):
         Z.Handler(project_dir=alone).open_transport({"serial_port": "loop://"})
 
 
