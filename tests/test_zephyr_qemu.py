@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.mlperftiny_transcript import play_golden, samples, tflm_results
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     qemu_pids,
     stm32_tools_and_no_qemu_left,
 )
-from test_mlperftiny_protocol import _samples, play_golden, tflm_results
 
 from project_api import paths, server
 from project_api.emit import emit
@@ -156,7 +156,7 @@ def test_qemu_mlperftiny_golden_transcript(models_dir: Path, tmp_path: Path,
     handler = _stand_in(kws.path, tmp_path, monkeypatch, project_type="mlperftiny",
                         mlperftiny_model="kws01")
     before = qemu_pids()
-    (x,) = _samples(kws, 1, seed=13)
+    (x,) = samples(kws, 1, seed=13)
     transport = HandlerTransport(handler, {})
     transport.open()
     try:
