@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 
 from project_api import paths
 from project_api.errors import BuildError, JSONRPCError, MissingProgramError, ServerError
@@ -262,45 +260,3 @@ def test_templates_take_the_common_options_from_the_library() -> None:
         for kind in handler.PROJECT_TYPES.values():
             for src in kind.sources:
                 assert (paths.template_dir(name) / src).is_file(), f"{name}: {src}"
-
-
-# --- layering --------------------------------------------------------------------------------
-
-
-def _python_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
-
-
-def test_template_library_imports_nothing_from_templates() -> None:
-    lib = REPO_ROOT / "project_api" / "template"
-    for path in lib.rglob("*.py"):
-        text = path.read_text()
-        for name in _python_imports(path):
-            assert not name.startswith("templates"), f"{path} imports {name}"
-        assert not re.search(r"templates/(host|stm32|zephyr)\b", text), \
-            f"{path} refers to a template's files"
-        assert "microtvm_api_server" not in {n.split(".")[-1] for n in _python_imports(path)}
-
-
-def test_crt_includes_nothing_from_templates() -> None:
-    crt = REPO_ROOT / "crt"
-    include = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-    for path in [*crt.rglob("*.c"), *crt.rglob("*.h")]:
-        for target in include.findall(path.read_text(errors="replace")):
-            resolved = (path.parent / target).resolve()
-            assert "templates" not in target and resolved.is_relative_to(crt.resolve()) or \
-                not target.startswith(".."), f"{path} includes {target}, outside crt/"
-
-
-def test_templates_reach_the_library_not_each_other() -> None:
-    for server_path in [*(REPO_ROOT / "templates").glob("*/microtvm_api_server.py"),
-                        REPO_ROOT / "tests" / "loopback_template" / "microtvm_api_server.py"]:
-        imports = _python_imports(server_path)
-        assert "project_api.template" in imports, f"{server_path} does not use the template library"
-        assert not any(n.startswith("templates") for n in imports), server_path
