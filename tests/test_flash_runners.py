@@ -121,6 +121,25 @@ def test_openocd_target_per_family(stand_in, image: Path) -> None:
     assert targets == ["target/stm32f7x.cfg", "target/stm32l4x.cfg"]
 
 
+def test_the_probe_and_the_image_format_are_the_boards_data(image: Path, tmp_path: Path) -> None:
+    """Nothing in the runners knows ST-LINK or Arm: a board whose boards.yaml entry names
+    another probe script and another CPU gets them (they used to be hard-coded)."""
+    other = {**F429, "name": "x86_board", "openocd_interface": "interface/cmsis-dap.cfg",
+             "elf": {"machine": "EM_386", "bits": 32}, "probe": "CMSIS-DAP"}
+    with mock.patch("shutil.which", return_value="/usr/bin/openocd"), \
+            mock.patch.object(flash.OpenOcdRunner, "output", return_value=""), \
+            mock.patch.object(flash.OpenOcdRunner, "check_call") as call:
+        flash.OpenOcdRunner().flash(image, other, None, lambda f: None)
+    assert call.call_args.args[0][1:3] == ["-f", "interface/cmsis-dap.cfg"]
+    assert flash.check_firmware(image, F429) == image.read_bytes()
+    with pytest.raises(FlashError, match=r"is an ELF file for EM_ARM, not EM_386"):
+        flash.check_firmware(image, other)
+    with pytest.raises(FlashError, match=r"is a 32-bit ELF file, not a 64-bit image for x86_64"):
+        flash.check_firmware(image, {"name": "x86_64", "elf": {"bits": 64}})
+    with PyOcdMocks([]), pytest.raises(FlashError, match="connect the board's CMSIS-DAP by USB"):
+        flash.PyOcdRunner().flash(image, other, None, lambda f: None)
+
+
 @pytest.mark.parametrize("serial_number, connect", [
     ("066DFF495351", ["port=SWD", "sn=066DFF495351"]),
     (None, ["port=SWD"]),

@@ -581,6 +581,27 @@ def test_gdbserver_port_is_passed_as_text(tmp_path: Path) -> None:
     assert "-gdb" not in emulator_argv(emulator["binary"], emulator["args"], tmp_path / "e", line)
 
 
+def test_a_missing_emulator_names_the_boards_package(mlf: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """qemu_x86 runs under qemu-system-i386, which Debian's qemu-system-x86 installs: the
+    one-line error says so (it named qemu-system-arm for every board)."""
+    from project_api.template import elf, qemu
+
+    assert BOARDS["qemu_x86"]["emulator"]["package"] == "qemu-system-x86"
+    prj = _generate(mlf, tmp_path / "prj", board="qemu_x86")
+    (prj / "build/zephyr").mkdir(parents=True)
+    (prj / "build/zephyr/zephyr.elf").write_bytes(b"\x7fELF")
+    monkeypatch.setattr(elf, "check_image", lambda path, *a, **k: path.read_bytes())
+    monkeypatch.setattr(qemu.shutil, "which", lambda name: None)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(qemu.tempfile, "tempdir", str(tmp_path / "tmp"))
+    with pytest.raises(ServerError, match=r"'qemu-system-i386' is not installed \(not found on "
+                                          r"PATH\); install QEMU, e.g. 'apt-get install "
+                                          r"qemu-system-x86'"):
+        Z.Handler(project_dir=prj).open_transport({})
+    assert not list((tmp_path / "tmp").iterdir())  # the serial line's folder is gone
+
+
 DTS = """/dts-v1/;
 / {
 	#address-cells = < 0x1 >;

@@ -12,8 +12,6 @@ import logging
 import os
 from typing import Any
 
-import yaml
-
 from project_api.cli.base import Subcommand
 
 _LOG = logging.getLogger(__name__)
@@ -21,22 +19,15 @@ _LOG = logging.getLogger(__name__)
 
 def board_usb_ids() -> dict[tuple[int, int], list[str]]:
     """``(vid, pid) -> ["template/board", ...]`` from every template's ``boards.yaml``."""
-    from project_api import paths
-    from project_api.template.boards import BOARDS_FILE, read_boards
+    from project_api.template.boards import templates_boards
     from project_api.template.serial_ports import usb_ids
 
     out: dict[tuple[int, int], list[str]] = {}
-    root = paths.templates_dir()
-    for boards_file in sorted(root.glob(f"*/{BOARDS_FILE}")):
-        try:
-            boards = read_boards(boards_file)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            _LOG.warning("skipping %s: %s", boards_file, exc)
-            continue
+    for template, boards in templates_boards():
         for name, board in boards.items():
             key = usb_ids((board or {}).get("usb"))
             if key:
-                out.setdefault(key, []).append(f"{boards_file.parent.name}/{name}")
+                out.setdefault(key, []).append(f"{template}/{name}")
     return out
 
 

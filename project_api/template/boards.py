@@ -9,6 +9,7 @@ warnings (:mod:`.targets`) all read boards through :func:`read_boards`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,24 @@ def read_boards(path: str | Path) -> dict[str, dict[str, Any]]:
     defaults = (data.get("defaults") or {}) if "boards" in data else {}
     return {name: {**defaults, **entry} if isinstance(entry, dict) else entry
             for name, entry in boards.items()}
+
+
+def templates_boards(templates_root: Path | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(template name, its boards)`` for every template under ``templates_root`` (default:
+    the built-in ones) with a ``boards.yaml``; a file that cannot be read is skipped with a
+    warning naming it."""
+    import yaml
+
+    from project_api import paths
+
+    root = templates_root or paths.templates_dir()
+    for path in sorted(root.glob(f"*/{BOARDS_FILE}")):
+        try:
+            boards = read_boards(path)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            _LOG.warning("skipping %s: %s", path, exc)
+            continue
+        yield path.parent.name, boards
 
 
 def load_boards(server_file: str | Path) -> dict[str, dict[str, Any]]:

@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from project_api import paths
-
 _LOG = logging.getLogger(__name__)
 
 _TITLES = {"cortex-m": "Arm Cortex-M", "cortex-a": "Arm Cortex-A", "cortex-r": "Arm Cortex-R",
@@ -102,21 +100,13 @@ def family_title(family: str) -> str:
 
 def templates_building_for(family: str, templates_root: Path | None = None) -> list[str]:
     """Names of the built-in templates with a board of ``family`` in their ``boards.yaml``."""
-    import yaml
+    from project_api.template.boards import templates_boards
 
-    from project_api.template.boards import BOARDS_FILE, read_boards
-
-    root = templates_root or paths.templates_dir()
     found = []
-    for path in sorted(root.glob(f"*/{BOARDS_FILE}")):
-        try:
-            entries = read_boards(path)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            _LOG.debug("skipping %s: %s", path, exc)
-            continue
-        cpus = [b.get("cpu", "") for b in entries.values() if isinstance(b, dict)]
+    for template, boards in templates_boards(templates_root):
+        cpus = [b.get("cpu", "") for b in boards.values() if isinstance(b, dict)]
         if builds(family, {family_of(str(c)) for c in cpus}):
-            found.append(path.parent.name)
+            found.append(template)
     return found
 
 

@@ -103,10 +103,15 @@ RECORDING_SERVER = textwrap.dedent('''
 ''')
 
 
-def write_recording_template(directory: Path) -> Path:
+def write_template(directory: Path, server_text: str) -> Path:
+    """A template directory at ``directory`` whose server script is ``server_text``."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "microtvm_api_server.py").write_text(RECORDING_SERVER)
+    (directory / "microtvm_api_server.py").write_text(server_text)
     return directory
+
+
+def write_recording_template(directory: Path) -> Path:
+    return write_template(directory, RECORDING_SERVER)
 
 
 def calls(directory: Path) -> list[dict]:
@@ -161,6 +166,4 @@ LIBRARY_SERVER = textwrap.dedent('''
 
 
 def write_library_template(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "microtvm_api_server.py").write_text(LIBRARY_SERVER)
-    return directory
+    return write_template(directory, LIBRARY_SERVER)
