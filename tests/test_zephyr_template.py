@@ -486,6 +486,22 @@ def test_build_names_every_missing_part_at_once(mlf: Path, tmp_path: Path) -> No
             project.build()
 
 
+def test_build_opens_the_archive_once(mlf: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target check and the board's CPU check read one opened archive (build opened it
+    twice)."""
+    from project_api import mlf as mlf_mod
+
+    prj = _generate(mlf, tmp_path / "prj", west_cmd="no-such-west-program")
+    opened = []
+    real_open = mlf_mod.open_mlf
+    monkeypatch.setattr(mlf_mod, "open_mlf", lambda path, *a, **k: opened.append(path) or
+                        real_open(path, *a, **k))
+    with pytest.raises(ProjectAPIError, match="build needs west and a Zephyr tree"):
+        Z.Handler(project_dir=prj).build({})  # both checks ran; then west is missing
+    assert opened == [prj / "model"]
+
+
 def test_a_build_that_writes_no_image_fails(mlf: Path, tmp_path: Path, west,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #17, item 12: west_cmd=/bin/true on a bare VERSION file built nothing; it is not
