@@ -12,10 +12,15 @@ project*, a new directory with its own server that can build, flash and talk to 
         with project.session() as session:
             ...
 
-Every call checks the options against what the server advertises *before* the call goes out
-(:func:`check_options`): unknown names (with the closest valid name suggested), wrong types,
-values outside ``choices`` and options the method requires are reported as :class:`OptionError`;
-options not given get their defaults (:func:`add_unspecified_options`).
+A server of our template library is the authority on its options: it says so in
+``server_info_query`` (``fills_defaults``), and each call then sends it only the options the user
+gave (a default given again included, so it can be set back); the server checks them and fills in
+the saved and default values. A server that does not say so (microTVM's) gets what microTVM's
+client sends: every call checks the options against what the server advertises *before* it goes
+out (:func:`check_options`: unknown names with the closest valid name suggested, wrong types,
+values outside ``choices`` and options the method requires are :class:`OptionError`), and options
+not given get their defaults (:func:`add_unspecified_options`). ``-o NAME=VALUE`` on the command
+line is typed by the advertised options in either case (:func:`parse_option_assignments`).
 
 Unlike microTVM, every server process started here is shut down again: projects are context
 managers, and :func:`generate_project` stops the template server before returning. The options a

@@ -9,6 +9,7 @@ The full flow with Zephyr itself is test_zephyr_flow.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 import sys
@@ -96,7 +97,10 @@ def _stand_in(mlf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         "args": ["-M", "netduinoplus2", "-nographic", "-semihosting-config",
                  "enable=on,target=native"]}}
     monkeypatch.setitem(module.BOARDS, "qemu_cortex_m3", board)
-    monkeypatch.setattr(module, "BANNER", b"project-api stm32 ready")
+    for name, kind in module.PROJECT_TYPES.items():  # the stand-in firmware's ready line
+        if kind.banner is not None:
+            monkeypatch.setitem(module.PROJECT_TYPES, name,
+                                dataclasses.replace(kind, banner=b"project-api stm32 ready"))
     return module.Handler(project_dir=prj)
 
 

@@ -75,7 +75,8 @@ class TemplateHandler(server.ProjectAPIHandler):
     #: Every option the template takes, with bounds (:func:`project_api.template.option`; the
     #: common ones through :func:`~project_api.template.common_options.common`).
     OPTIONS: ClassVar[list[DeclaredOption]] = []
-    #: CPU families the template compiles for ("host", "cortex-m"); see :meth:`check_targets`.
+    #: CPU families the template compiles the model's C for ("host", "cortex-m"); ``build``
+    #: checks the model against them first (:meth:`check_targets`), unless there are none.
     BUILDS_FOR: ClassVar[tuple[str, ...]] = ()
     #: Arm-only headers the template supplies itself for code it builds elsewhere (the host
     #: template's portable ``<arm_acle.h>``), so including them is no reason to refuse.
@@ -168,7 +169,7 @@ class TemplateHandler(server.ProjectAPIHandler):
         project = NewProject(
             dir=project_dir, template_dir=self.project_dir, crt_dir=crt_dir,
             options=MappingProxyType(values), platform=self.PLATFORM_NAME,
-            project_type=self.PROJECT_TYPES.get(values.get("project_type") or ""),
+            project_type=self.project_type(values),
             env=quoting.environment(self.project_dir / "templates"),
         )
         self.render(project)
@@ -216,10 +217,6 @@ class TemplateHandler(server.ProjectAPIHandler):
 
         return mlf.open_mlf(self.project_dir / "model")
 
-    def model_library(self) -> Any:
-        """The project's extracted archive (:attr:`library`)."""
-        return self.library
-
     def check_targets(self, modules: Iterable[Any] | None = None) -> None:
         """BuildError if a module's C builds only for a CPU family this template does not build
         for (see :func:`project_api.template.targets.arch_requirement`)."""
@@ -257,7 +254,8 @@ class TemplateHandler(server.ProjectAPIHandler):
 
     def build(self, options: dict) -> None:
         values = self.options_for("build", options)
-        self.check_targets()
+        if self.BUILDS_FOR:  # a template that compiles the model's C for some CPU families
+            self.check_targets()
         self.do_build(values)
 
     def flash(self, options: dict) -> None:
