@@ -119,9 +119,9 @@ class ShardedReport:
 
 def matching_places(coordinator: str, pattern: str) -> tuple[list[str], list[PlaceRun]]:
     """The free places matching ``pattern`` and the busy ones (as refused PlaceRuns)."""
-    from project_api.template import remote
+    from project_api.labgrid_places import list_places
 
-    places = [p for p in remote.list_places(coordinator) if fnmatch.fnmatchcase(p.name, pattern)]
+    places = [p for p in list_places(coordinator) if fnmatch.fnmatchcase(p.name, pattern)]
     if not places:
         raise ProjectError(f"no labgrid place on {coordinator} matches {pattern!r}; "
                            "'project-api devices' lists them")
@@ -153,11 +153,45 @@ def validate_on_places(
     ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``);
     ``quantize``, ``timeout_sec`` and ``timeout_advice`` are as for
     :func:`project_api.validate.validate`."""
+    from project_api.project import GeneratedProject
+    from project_api.validate import _module_info
+
+    address = _coordinator(coordinator)
+    want_hash = _project_build_hash(Path(project_dir))
+    with GeneratedProject.from_directory(project_dir) as local:
+        info = _module_info(local, module)
+    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize)
+    free, busy = matching_places(address, places)
+    if not free:
+        raise ProjectError(f"every place matching {places!r} is held: " + "; ".join(
+            f"{p.name} {p.error}" for p in busy) + "; wait, or release them")
+    runs = [PlaceRun(name) for name in free]
+    shard = _Shard(plan, want_hash, len(runs),
+                   progress("device", plan.samples) if progress is not None else None,
+                   {"timeout_sec": timeout_sec, "timeout_advice": timeout_advice})
+    shard.queue_chunks(chunk_samples or max(1, min(16, plan.samples // (4 * len(runs)) or 1)))
+    began = time.monotonic()
+    _stream_on_places(runs, Path(project_dir), {**(options or {}),
+                                                "labgrid_coordinator": address}, shard)
+    ended = time.monotonic()
+    shard.check_every_sample_ran_once(runs + busy)
+    seconds = _stream_seconds(runs, ended - began)
+    validation = plan.report(shard.outputs, stream_seconds=seconds, pipeline_depth=1,
+                             litert=litert, progress=progress)
+    for r in runs:
+        if r.status == "failed":
+            _LOG.warning("place %s failed mid-run: %s; its samples ran on the others",
+                         r.name, r.error)
+    return ShardedReport(validation, runs + busy, seconds, shard.retried, ended - began)
+
+
+def _coordinator(coordinator: str | None) -> str:
+    """The labgrid coordinator's HOST:PORT (``coordinator``, else ``LG_COORDINATOR``); the
+    labgrid extra must be installed."""
     import os
 
     from project_api import extras
-    from project_api.project import GeneratedProject
-    from project_api.template import glue, remote
+    from project_api.template.labgrid_place import coordinator_address
 
     extras.require("labgrid", "validating on labgrid places (--places)")
     address = coordinator or os.environ.get("LG_COORDINATOR")
@@ -165,61 +199,42 @@ def validate_on_places(
         raise ProjectError("validating on labgrid places needs the coordinator's address: pass "
                            "--coordinator HOST:PORT (coordinator= in Python) or set "
                            "LG_COORDINATOR")
-    coordinator = remote.coordinator_address({"labgrid_coordinator": address})
-    want_hash = glue.read_build_hash(Path(project_dir))
-    if want_hash is None:
+    return coordinator_address({"labgrid_coordinator": address})
+
+
+def _project_build_hash(project_dir: Path) -> str:
+    """The build hash the project's firmware reports (every place must report it)."""
+    from project_api.template import glue
+
+    want = glue.read_build_hash(project_dir)
+    if want is None:
         raise ProjectError(f"{project_dir} has no {glue.BUILD_HASH_FILE}; regenerate the project "
                            "so that its firmware reports a build hash")
-    with GeneratedProject.from_directory(project_dir) as local:
-        from project_api.validate import _module_info
+    return want
 
-        info = _module_info(local, module)
-    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize)
-    free, busy = matching_places(coordinator, places)
-    if not free:
-        raise ProjectError(f"every place matching {places!r} is held: " + "; ".join(
-            f"{p.name} {p.error}" for p in busy) + "; wait, or release them")
-    runs = [PlaceRun(name) for name in free]
-    n = plan.samples
-    chunk = chunk_samples or max(1, min(16, n // (4 * len(runs)) or 1))
-    shard = _Shard(plan, want_hash, len(runs),
-                   progress("device", n) if progress is not None else None,
-                   {"timeout_sec": timeout_sec, "timeout_advice": timeout_advice})
-    for start in range(0, n, chunk):
-        shard.work.put((start, min(n, start + chunk)))
-    began = time.monotonic()
-    threads = [threading.Thread(
-        target=_run_place,
-        args=(run, Path(project_dir), {**(options or {}), "labgrid_place": run.name,
-                                       "labgrid_coordinator": coordinator}, shard),
-        name=f"place-{run.name}", daemon=True) for run in runs]
+
+def _stream_on_places(runs: list[PlaceRun], project_dir: Path, options: Mapping[str, Any],
+                      shard: _Shard) -> None:
+    """One worker thread per place (:func:`_run_place`), each holding its place through
+    ``-o labgrid_place``; returns when every one has finished."""
+    threads = [threading.Thread(target=_run_place,
+                                args=(run, project_dir, {**options, "labgrid_place": run.name},
+                                      shard),
+                                name=f"place-{run.name}", daemon=True) for run in runs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    ended = time.monotonic()
+
+
+def _stream_seconds(runs: list[PlaceRun], wall_seconds: float) -> float:
+    """The sharded stream's duration: from the first place's first sample to the last place's
+    end (``wall_seconds`` when no place streamed at all)."""
     streamed = [r for r in runs if r.started_at is not None and r.samples]
-    seconds = (max(r.started_at + r.seconds for r in streamed)  # type: ignore[operator]
-               - min(r.started_at for r in streamed)  # type: ignore[type-var]
-               if streamed else ended - began)
-    missing = int(np.count_nonzero(shard.done == 0))
-    twice = int(np.count_nonzero(shard.done > 1))
-    if twice:  # cannot happen: a chunk is stored once, under the lock
-        raise ProjectAPIError(f"{twice} samples were stored twice; this is a bug")
-    all_runs = runs + busy
-    if missing:
-        states = "; ".join(f"{r.name}: {r.status}{' (' + r.error + ')' if r.error else ''}"
-                           for r in all_runs)
-        raise ProjectError(f"{missing} of {n} samples were not run: no place was left to run "
-                           f"them ({states})")
-    depth = 1
-    validation = plan.report(shard.outputs, stream_seconds=seconds, pipeline_depth=depth,
-                             litert=litert, progress=progress)
-    for r in runs:
-        if r.status == "failed":
-            _LOG.warning("place %s failed mid-run: %s; its samples ran on the others",
-                         r.name, r.error)
-    return ShardedReport(validation, all_runs, seconds, shard.retried, ended - began)
+    if not streamed:
+        return wall_seconds
+    return (max(r.started_at + r.seconds for r in streamed)  # type: ignore[operator]
+            - min(r.started_at for r in streamed))  # type: ignore[type-var]
 
 
 #: How long a place that is ready waits for the others before it starts streaming anyway.
@@ -244,6 +259,26 @@ class _Shard:
         self.retried = 0
         self.in_flight = 0  # chunks taken and not yet stored or put back
         self.starting = places  # places still opening their sessions
+
+    def queue_chunks(self, chunk_samples: int) -> None:
+        """Cut the plan's samples into chunks of ``chunk_samples`` on the shared queue."""
+        n = self.plan.samples
+        for start in range(0, n, chunk_samples):
+            self.work.put((start, min(n, start + chunk_samples)))
+
+    def check_every_sample_ran_once(self, runs: list[PlaceRun]) -> None:
+        """ProjectError when samples were left (no place was left to run them, each place's
+        state named), ProjectAPIError when any was stored twice (a bug)."""
+        n = self.plan.samples
+        twice = int(np.count_nonzero(self.done > 1))
+        if twice:  # cannot happen: a chunk is stored once, under the lock
+            raise ProjectAPIError(f"{twice} samples were stored twice; this is a bug")
+        missing = int(np.count_nonzero(self.done == 0))
+        if missing:
+            states = "; ".join(f"{r.name}: {r.status}{' (' + r.error + ')' if r.error else ''}"
+                               for r in runs)
+            raise ProjectError(f"{missing} of {n} samples were not run: no place was left to "
+                               f"run them ({states})")
 
     def ready(self) -> None:
         """This place is set up (or gave up): one fewer to wait for."""

@@ -283,7 +283,7 @@ def model_facts(project_dir: str | Path) -> ModelFacts:
     classes of its labels: the output's size for a classifier, 2 (normal, anomalous) for AD."""
     from project_api import mlf
     from project_api.template import options as saved_options
-    from project_api.template.ai_api import MLPERFTINY_MODELS, mlperftiny_version
+    from project_api.template.mlperftiny_model import MLPERFTINY_MODELS, mlperftiny_version
 
     lib = mlf.open_mlf(Path(project_dir) / "model")
     mod = next(iter(lib.modules.values()))

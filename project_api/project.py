@@ -12,10 +12,15 @@ project*, a new directory with its own server that can build, flash and talk to 
         with project.session() as session:
             ...
 
-Every call checks the options against what the server advertises *before* the call goes out
-(:func:`check_options`): unknown names (with the closest valid name suggested), wrong types,
-values outside ``choices`` and options the method requires are reported as :class:`OptionError`;
-options not given get their defaults (:func:`add_unspecified_options`).
+A server of our template library is the authority on its options: it says so in
+``server_info_query`` (``fills_defaults``), and each call then sends it only the options the user
+gave (a default given again included, so it can be set back); the server checks them and fills in
+the saved and default values. A server that does not say so (microTVM's) gets what microTVM's
+client sends: every call checks the options against what the server advertises *before* it goes
+out (:func:`check_options`: unknown names with the closest valid name suggested, wrong types,
+values outside ``choices`` and options the method requires are :class:`OptionError`), and options
+not given get their defaults (:func:`add_unspecified_options`). ``-o NAME=VALUE`` on the command
+line is typed by the advertised options in either case (:func:`parse_option_assignments`).
 
 Unlike microTVM, every server process started here is shut down again: projects are context
 managers, and :func:`generate_project` stops the template server before returning. The options a
@@ -44,9 +49,11 @@ from project_api.errors import (
     TemplateProjectError,
 )
 from project_api.template import options as template_options
+from project_api.template.project_types import LINK_TITLES, speaks, type_with_link
 
 if TYPE_CHECKING:
     from project_api.client import ProjectAPIClient
+    from project_api.mlf import ModelLibrary
     from project_api.transport import Transport
 
 _LOG = logging.getLogger(__name__)
@@ -59,18 +66,18 @@ OPTIONS_FILE = template_options.OPTIONS_FILE
 #: Methods that take options, as named in ``required``/``optional`` of a ProjectOption.
 OPTION_METHODS = ("generate_project", "build", "flash", "open_transport")
 
-#: The protocol each ``project_type`` speaks on its device link (None: it has none). The one
-#: place that knows it: :meth:`GeneratedProject.require_link` refuses a verb that needs another
-#: before anything starts. A template without a ``project_type`` option is not checked.
+#: The protocol each of microTVM's ``project_type`` names speaks on its device link (None: it
+#: has none), for servers that do not say (ours carry their own table in ``server_info_query``,
+#: from the template's PROJECT_TYPES): :meth:`GeneratedProject.require_link` refuses a verb that
+#: needs another before anything starts. A template without a ``project_type`` option is not
+#: checked.
 PROJECT_TYPE_LINKS: dict[str, str | None] = {
     "host_driven": "rpc",
     "mlperftiny": "mlperftiny",
     "standalone": None,
 }
-_LINK_NAME = {"rpc": "the RPC protocol", "mlperftiny": "the MLPerf Tiny benchmark protocol"}
 _LINK_NEEDED = {"rpc": "'run' and 'validate' need the RPC protocol",
                 "mlperftiny": "'mlperftiny' needs the MLPerf Tiny benchmark protocol"}
-_LINK_TYPE = {"rpc": "host_driven", "mlperftiny": "mlperftiny"}
 
 _TYPES: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "str": (str,)}
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
@@ -384,36 +391,52 @@ class TemplateProject(_ServerOwner):
     def where(self) -> str:
         return f" for template {self.platform_name or str(self.directory)!r}"
 
-    def generate_project_from_mlf(
+    @property
+    def checks_options(self) -> bool:
+        """Whether the server checks options and fills in defaults itself (our template
+        library's servers say so in ``server_info_query``): then the client sends only what its
+        user gave. microTVM's servers get the defaults filled in, as microTVM's client does."""
+        return bool(self._info.get("fills_defaults"))
+
+    def generate(
         self,
-        model_library_format_path: str | os.PathLike[str],
+        model: str | os.PathLike[str] | ModelLibrary,
         project_dir: str | os.PathLike[str],
         options: Mapping[str, Any] | None = None,
         *,
         force: bool = False,
-    ) -> GeneratedProject:
-        """Generate ``project_dir`` from an MLF tar or directory and open the new project.
+    ) -> Path:
+        """Generate ``project_dir`` from ``model`` (an MLF tar or directory, or one already
+        opened with :func:`~project_api.mlf.open_mlf`, which is then not read again) without
+        starting the new project's server; its absolute path.
 
-        The options are checked first (nothing is sent when they are wrong). ``project_dir`` must
-        not exist unless ``force`` is true, in which case it is removed first. If generation
-        fails, whatever was generated is removed again.
+        ``project_dir`` must not exist unless ``force`` is true, in which case it is removed
+        first. If generation fails, whatever was generated is removed again.
 
         Raises:
-            OptionError: bad options. MLFError: the archive is unsafe or invalid.
-            ProjectError: ``project_dir`` exists. Server errors propagate unchanged.
+            OptionError: bad options (checked here for servers that do not check them).
+            MLFError: the archive is unsafe or invalid. ProjectError: ``project_dir`` exists.
+            Server errors propagate unchanged.
         """
-        from project_api.mlf import open_mlf
+        from project_api.mlf import ModelLibrary, open_mlf
 
         client = self._require_open()
         user_options = resolve_path_options(options or {})
-        full = check_options(user_options, self.project_options, "generate_project", self.where)
-        mlf = Path(model_library_format_path)
-        project = Path(project_dir).absolute()
-
-        with open_mlf(mlf) as library:  # validates (and safety-checks) before the server sees it
+        sent = (user_options if self.checks_options else
+                check_options(user_options, self.project_options, "generate_project", self.where))
+        if isinstance(model, ModelLibrary):
+            library, opened = model, None
+        else:  # validates (and safety-checks) before the server sees it
+            library = opened = open_mlf(Path(model))
+        try:
             if library.has_bundled_runtime:
                 _LOG.info("%s carries its producer's C runtime (./runtime); the generated project "
-                          "uses project-api's runtime instead", mlf)
+                          "uses project-api's runtime instead", library.path)
+        finally:
+            if opened is not None:
+                opened.close()
+        mlf = Path(library.path)
+        project = Path(project_dir).absolute()
         _prepare_output_dir(project, force, protect=[mlf, self.directory])
 
         with tempfile.TemporaryDirectory(prefix="project-api-gen-") as tmp:
@@ -423,15 +446,37 @@ class TemplateProject(_ServerOwner):
                     model_library_format_path=str(tar_path.absolute()),
                     standalone_crt_dir=str(paths.crt_dir()),
                     project_dir=str(project),
-                    options=full,
+                    options=sent,
                 )
                 _save_options(project, user_options)
-                return GeneratedProject.from_directory(project, user_options, debug=self.debug)
             except BaseException:
-                if project.exists():
-                    _LOG.info("generation failed; removing %s", project)
-                    shutil.rmtree(project, ignore_errors=True)
+                _remove_failed(project)
                 raise
+        return project
+
+    def generate_project_from_mlf(
+        self,
+        model_library_format_path: str | os.PathLike[str] | ModelLibrary,
+        project_dir: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        *,
+        force: bool = False,
+    ) -> GeneratedProject:
+        """Generate ``project_dir`` from an MLF tar or directory (:meth:`generate`) and open the
+        new project (its server started); if that fails, the project is removed again."""
+        project = self.generate(model_library_format_path, project_dir, options, force=force)
+        try:
+            return GeneratedProject.from_directory(project, resolve_path_options(options or {}),
+                                                   debug=self.debug)
+        except BaseException:
+            _remove_failed(project)
+            raise
+
+
+def _remove_failed(project: Path) -> None:
+    if project.exists():
+        _LOG.info("generation failed; removing %s", project)
+        shutil.rmtree(project, ignore_errors=True)
 
 
 def _pack_dir(directory: Path, tar_path: Path) -> Path:
@@ -476,15 +521,18 @@ def _save_options(project: Path, options: Mapping[str, Any]) -> None:
         _LOG.warning("could not record the project options in %s: %s", project, exc)
 
 
-def _load_options(project: Path) -> dict[str, Any]:
-    return template_options.load_options(project, error=ProjectError)
+def load_project_options(project: str | os.PathLike[str]) -> dict[str, Any]:
+    """The options a generated project was generated with (its options file; ``{}`` if none);
+    ProjectError naming the fix for a corrupt file."""
+    return template_options.load_options(Path(project), error=ProjectError)
 
 
 class GeneratedProject(_ServerOwner):
     """A generated project's server: build, flash and open the device transport."""
 
     def __init__(self, client: ProjectAPIClient, options: Mapping[str, Any] | None = None,
-                 directory: Path | None = None, info: dict[str, Any] | None = None):
+                 directory: Path | None = None, info: dict[str, Any] | None = None,
+                 saved: Mapping[str, Any] | None = None):
         if info is None:
             info = _query(client)
         if info.get("is_template"):
@@ -493,6 +541,8 @@ class GeneratedProject(_ServerOwner):
                 "one with 'project-api generate' or TemplateProject.generate_project_from_mlf"
             )
         super().__init__(client, info, directory)
+        self._saved = dict(saved or {})
+        self._given: dict[str, Any] = {}
         self._options: dict[str, Any] = {}
         try:
             self.options = dict(options or {})
@@ -509,7 +559,7 @@ class GeneratedProject(_ServerOwner):
     ) -> GeneratedProject:
         """Launch the server of a generated project.
 
-        The options it was generated with (``project_options.json``) are used, updated by
+        The options it was generated with (``project_options.json``) are in force, updated by
         ``options``; names the server no longer advertises are dropped from the saved ones.
         """
         directory = Path(project_dir)
@@ -517,9 +567,8 @@ class GeneratedProject(_ServerOwner):
         try:
             info = _query(client)
             known = {o["name"] for o in info.get("project_options") or []}
-            saved = {k: v for k, v in _load_options(directory).items() if k in known}
-            merged = {**saved, **dict(options or {})}
-            return cls(client, merged, directory, info)
+            saved = {k: v for k, v in load_project_options(directory).items() if k in known}
+            return cls(client, dict(options or {}), directory, info, saved=saved)
         except BaseException:
             client.shutdown()
             raise
@@ -529,13 +578,24 @@ class GeneratedProject(_ServerOwner):
         return f" for project {str(self.directory or self.platform_name)!r}"
 
     @property
+    def checks_options(self) -> bool:
+        """Whether the server checks options and fills in defaults and saved options itself
+        (see :attr:`TemplateProject.checks_options`); then each call sends only the given ones."""
+        return bool(self._info.get("fills_defaults"))
+
+    @property
     def options(self) -> dict[str, Any]:
-        """The full options (given values plus defaults) sent with every call."""
+        """The options in force: the saved ones updated by the given ones (and, for a server
+        that does not fill them in, every default: what each call sends such a server)."""
         return dict(self._options)
 
     @options.setter
     def options(self, options: Mapping[str, Any]) -> None:
-        self._options = check_options(options, self.project_options, None, self.where)
+        given = dict(options)
+        merged = {**self._saved, **given}
+        self._options = (merged if self.checks_options else
+                         check_options(merged, self.project_options, None, self.where))
+        self._given = given
 
     def override(self, given: Mapping[str, Any]) -> None:
         """Use ``given`` (e.g. parsed ``-o`` options) for the calls that follow.
@@ -556,9 +616,13 @@ class GeneratedProject(_ServerOwner):
                     f"option {name} cannot change after generate: {project} was generated with "
                     f"{name}={current!r}; generate the project again with -o {name}={value}"
                 )
-        self.options = {**self._options, **given}
+        self.options = {**self._given, **given}
 
     def _options_for(self, method: str) -> dict[str, Any]:
+        """What ``method`` is sent: the given options to a server that checks them (an explicit
+        default included, so it can be set back), else every option, checked here."""
+        if self.checks_options:
+            return dict(self._given)
         return check_options(self._options, self.project_options, method, self.where)
 
     def build(self) -> None:
@@ -596,22 +660,27 @@ class GeneratedProject(_ServerOwner):
 
     def require_link(self, link: str) -> None:
         """ProjectError, before anything starts, when this project's ``project_type`` does not
-        speak ``link`` ("rpc" or "mlperftiny") on its device link (see PROJECT_TYPE_LINKS)."""
+        speak ``link`` ("rpc" or "mlperftiny") on its device link: the server's table of
+        project types says which does (``server_info_query``'s ``project_types``), else
+        :data:`PROJECT_TYPE_LINKS`, microTVM's types."""
         kind = self._options.get("project_type")
-        if not isinstance(kind, str) or kind not in PROJECT_TYPE_LINKS:
+        table = self._info.get("project_types")
+        links = ({name: entry.get("link") for name, entry in table.items()}
+                 if isinstance(table, dict) else PROJECT_TYPE_LINKS)
+        if not isinstance(kind, str) or kind not in links:
             return  # a template without project types: its server decides
-        has = PROJECT_TYPE_LINKS[kind]
+        has = links[kind]
         if has == link:
             return
         name = self.directory or "the project"
-        speaks = (f"its firmware speaks {_LINK_NAME[has]}" if has is not None else
-                  "its firmware has no link to the host")
         use = f"use 'project-api mlperftiny {name}', or " if has == "mlperftiny" else (
             f"use 'project-api run {name}', or " if has == "rpc" else "")
+        other = type_with_link(links, link)
+        fix = f"generate the project again with -o project_type={other}" if other else \
+            f"generate it with a template whose firmware speaks {LINK_TITLES[link]}"
         raise ProjectError(
-            f"{name} is a {kind} project (project_type={kind}): {speaks}, and "
-            f"{_LINK_NEEDED[link]}; {use}generate the project again with "
-            f"-o project_type={_LINK_TYPE[link]}"
+            f"{name} is a {kind} project (project_type={kind}): {speaks(has)}, and "
+            f"{_LINK_NEEDED[link]}; {use}{fix}"
         )
 
 

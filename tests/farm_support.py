@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
+from project_api.template.link import DeviceProcess
 from project_api.template.qemu import start_qemu
-from project_api.template.transport import DeviceProcess
 
 BIN = Path(sys.executable).parent
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from mlf_factory import tvm_interface_header
 
 _C_TYPES = {
     "int8": "int8_t",
@@ -64,58 +65,10 @@ class Module:
 
 
 def interface_header(mod: Module) -> str:
-    """``tvmgen_<name>.h`` in the shape TVM's C interface generator gives it (spec §3.5)."""
-    upper = re.sub(r"[^a-zA-Z0-9]", "_", mod.name).upper()
-    lines = [
-        f"#ifndef TVMGEN_{upper}_H_",
-        f"#define TVMGEN_{upper}_H_",
-        "#include <stdint.h>",
-        "",
-        "#ifdef __cplusplus",
-        'extern "C" {',
-        "#endif",
-        "",
-    ]
-    for kind, tensors in (("Input", mod.inputs), ("Output", mod.outputs)):
-        for t in tensors:
-            lines += [
-                "/*!",
-                f' * \\brief {kind} tensor {t.name} size (in bytes) for TVM module "{mod.name}" ',
-                " */",
-                f"#define TVMGEN_{upper}_{t.c_name.upper()}_SIZE {t.size_bytes}",
-            ]
-    for kind, tensors in (("inputs", mod.inputs), ("outputs", mod.outputs)):
-        lines += [
-            "/*!",
-            f' * \\brief {kind[:-1].capitalize()} tensor pointers for TVM module "{mod.name}" ',
-            " */",
-            f"struct tvmgen_{mod.name}_{kind} {{",
-        ]
-        lines += [f"  void* {t.c_name};" for t in tensors]
-        lines += ["};", ""]
-    lines += [
-        "/*!",
-        f' * \\brief entrypoint function for TVM module "{mod.name}"',
-        " * \\param inputs Input tensors for the module ",
-        " * \\param outputs Output tensors for the module ",
-        " */",
-        f"int32_t tvmgen_{mod.name}_run(",
-        f"  struct tvmgen_{mod.name}_inputs* inputs,",
-        f"  struct tvmgen_{mod.name}_outputs* outputs",
-        ");",
-        "/*!",
-        f' * \\brief Workspace size for TVM module "{mod.name}" ',
-        " */",
-        f"#define TVMGEN_{upper}_WORKSPACE_SIZE {mod.workspace_size_bytes}",
-        "",
-        "#ifdef __cplusplus",
-        "}",
-        "#endif",
-        "",
-        f"#endif // TVMGEN_{upper}_H_",
-        "",
-    ]
-    return "\n".join(lines)
+    """``tvmgen_<name>.h`` as TVM's C interface generator writes it (spec §3.5)."""
+    return tvm_interface_header(mod.name, [(t.name, t.size_bytes) for t in mod.inputs],
+                                [(t.name, t.size_bytes) for t in mod.outputs],
+                                mod.workspace_size_bytes)
 
 
 def _tensor_json(t: Tensor, with_shape: bool) -> dict:

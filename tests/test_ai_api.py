@@ -24,7 +24,7 @@ from project_api import mlf, paths
 from project_api.crt_manifest import read_manifest
 from project_api.emit import emit
 from project_api.errors import ServerError
-from project_api.template import ai_api, quoting
+from project_api.template import ai_api, glue, quoting
 
 UNIT_C = Path(__file__).resolve().parent / "ai_api_unit.c"
 
@@ -42,7 +42,10 @@ def _project(where: Path, main: Path, extra: list[Path], shared: bool) -> ai_api
     where.mkdir()
     mlf.safe_extract(main, where / "model")
     project = ai_api.prepare(where, extra, "test", shared_pool=shared, seed=3)
-    ai_api.write_sources(quoting.environment(), where, project)
+    env = quoting.environment()
+    (where / "src").mkdir()
+    (where / "src" / "model_glue.c").write_text(glue.render_model_glue(env, project.modules))
+    ai_api.write_sources(env, where, project)
     return project
 
 
@@ -148,8 +151,8 @@ def test_pool_sizes_shared_and_separate(archives, tmp_path: Path) -> None:
 
 def test_bad_per_channel_metadata_is_one_line() -> None:
     with pytest.raises(ServerError, match="4 per-channel scales do not match axis 0"):
-        ai_api.quant_context({"scale": [1.0] * 4, "zero_point": [0] * 4, "axis": 0}, (1, 4), "t")
-    q = ai_api.quant_context({"scale": [0.5, 0.25], "zero_point": [1, 2],
+        glue.quant_context({"scale": [1.0] * 4, "zero_point": [0] * 4, "axis": 0}, (1, 4), "t")
+    q = glue.quant_context({"scale": [0.5, 0.25], "zero_point": [1, 2],
                               "quantized_dimension": -1}, (3, 2), "t")
     assert q["axis"] == 1 and q["scale_literals"] == ["0.5f", "0.25f"]
 

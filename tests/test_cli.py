@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
+from helpers.recording_template import write_recording_template
 from mlf_factory import make_mlf
-from test_project import write_recording_template
 
 from project_api import cli
 from project_api.cli.base import Subcommand
@@ -128,8 +128,10 @@ def test_existing_out_needs_force(tmp_path, templates_root, mlf):
         (["-o", "bord=x"], "unknown option 'bord'"),
         (["-o", "board=x", "-o", "buffer_size_bytes=lots"], "expects an integer, got 'lots'"),
         (["-o", "board=x", "-o", "verbose=perhaps"], "expects a bool"),
-        (["-o", "board=x", "-o", "transport=carrier-pigeon"], "not one of its choices: rpc, fifo"),
-        ([], "'board' is required by generate_project"),
+        # The server checks the values (it is the authority) and says so in one line.
+        (["-o", "board=x", "-o", "transport=carrier-pigeon"],
+         "option transport='carrier-pigeon' is not one of rpc, fifo; pick one of those"),
+        ([], "option board is required by generate_project; pass -o board=<value>"),
         (["-o", "board"], "is not NAME=VALUE"),
     ],
 )
@@ -255,6 +257,35 @@ def test_main_in_process(tmp_path, templates_root, mlf, capsys):
 
     assert cli.main(["info", str(templates_root / "recording")]) == 0
     assert "template project, platform recording" in capsys.readouterr().out
+
+
+def test_generate_opens_the_archive_once_and_starts_no_project_server(
+        tmp_path, templates_root, mlf, capsys, monkeypatch):
+    """One pass over the data: ``generate`` reads the archive once (the notes, the check before
+    the server sees it) and prints what it generated from the project's options file, without a
+    second server for the new project."""
+    from project_api import mlf as mlf_mod
+    from project_api import project as project_mod
+
+    opened = []
+    real_open = mlf_mod.open_mlf
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(Path(path))
+        return real_open(path, *args, **kwargs)
+
+    def no_second_server(*args, **kwargs):
+        raise AssertionError("generate started the generated project's server")
+
+    monkeypatch.setattr(mlf_mod, "open_mlf", counting_open)
+    monkeypatch.setattr(project_mod.GeneratedProject, "from_directory", no_second_server)
+    out = tmp_path / "prj"
+    assert cli.main(["generate", "-t", "loopback", "-m", str(mlf), "--out", str(out),
+                     "-o", "board=b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert opened == [mlf]
+    assert data["platform"] == "loopback" and data["options"]["board"] == "b"
+    assert data["options"]["buffer_size_bytes"] == 16 * 1024 * 1024  # the server's default
 
 
 def test_server_failure_is_one_line_in_process(tmp_path, templates_root, mlf, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
+from conftest import missing, require_tool
 from mlf_kernels import device_pids
 
 from project_api.cli import main
@@ -110,7 +110,7 @@ def test_hybrid_model_under_check_is_a_clear_error(models_dir, tmp_path, capsys)
     require_tool("cc")
     model = models_dir / "kws_ref_model_float32.tflite"
     if not model.is_file():
-        pytest.skip(f"{model} is missing")
+        missing(f"{model} is missing from the shared models folder")
     status, _, err = _run(capsys, "run", "--template", "host", "--model", str(model), "--check",
                           "--repeat", "1", "--number", "1", "-q")
     assert status == 1

@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from test_serial_ports import NUCLEO_A, TTYS0, USB_UART, comports
+from helpers.serial_ports import NUCLEO_A, TTYS0, USB_UART, comports
 
 from project_api import paths
 from project_api.cli import devices

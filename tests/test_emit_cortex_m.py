@@ -17,6 +17,7 @@ import tarfile
 import numpy as np
 import pytest
 from conftest import require_tool
+from helpers.emit_cases import dsp_cases, int16x8_network
 
 from project_api.cli import main
 from project_api.emit import cortex_m_harness as H
@@ -141,13 +142,7 @@ def test_kws_profile_build_sums_to_the_whole(qemu_tools, models_dir, tmp_path):
     assert abs(total - whole.instructions) < 0.01 * whole.instructions
 
 
-def _dsp_op_cases():
-    from test_emit_random import _dsp_cases
-
-    return list(_dsp_cases())
-
-
-DSP_OP_CASES = _dsp_op_cases()
+DSP_OP_CASES = list(dsp_cases())
 
 
 @pytest.mark.parametrize("case", DSP_OP_CASES, ids=[c.id for c in DSP_OP_CASES])
@@ -166,8 +161,6 @@ def test_dsp_operator_on_qemu_matches_tflm(qemu_tools, tmp_path, case):
 
 def test_int16x8_network_on_qemu_matches_tflm(qemu_tools, tmp_path):
     """int16x8 (int64 accumulators and requantization, the softmax tables) on the Cortex-M4."""
-    from test_emit_random_networks import int16x8_network
-
     model = int16x8_network()
     gen = emit_sources(model, name="net16", target="cortex-m4")
     rng = np.random.default_rng(1)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.emit_cases import dsp_cases
 from helpers.emit_parity import Case, Prefetcher, check_parity, with_targets
 from helpers.emit_parity import with_branches as _with_branches
 
@@ -29,7 +30,6 @@ SEEDS = (0, 1, 2)
 WEIGHTED_MODES = ("int8", "int8_per_channel", "float32")
 #: int16x8: int16 activations, int8 weights per tensor or per channel, int64 (or int32) bias.
 INT16_MODES = ("int16x8", "int16x8_per_channel")
-WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
 # --- the case matrix ----------------------------------------------------------------------------
@@ -189,50 +189,6 @@ def _edge_cases() -> Iterator[Case]:
             yield case
 
 
-#: Shapes that reach every path of the DSP kernels (run with both targets).
-DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
-    ("CONV_2D", "pw_odd_pixels_odd_filters", {"input_shape": (1, 5, 3, 8), "filters": 5,
-                                              "kernel_size": 1}),
-    ("CONV_2D", "pw_strided", {"input_shape": (1, 7, 6, 12), "filters": 6, "kernel_size": 1,
-                               "stride": 2, "padding": "VALID"}),
-    ("CONV_2D", "pw_c160_loop", {"input_shape": (1, 3, 3, 160), "filters": 4, "kernel_size": 1}),
-    ("CONV_2D", "k3_c8_lanes_loop", {"input_shape": (1, 6, 5, 8), "filters": 7,
-                                     "kernel_size": 3}),
-    ("CONV_2D", "k10x4_c1_s2", {"input_shape": (1, 13, 6, 1), "filters": 8,
-                                "kernel_size": (10, 4), "stride": 2}),
-    ("DEPTHWISE_CONV_2D", "c8_k3_classes", {"input_shape": (1, 7, 5, 8), "kernel_size": 3}),
-    ("DEPTHWISE_CONV_2D", "c8_k3_s2_d2", {"input_shape": (1, 9, 8, 8), "kernel_size": 3,
-                                          "stride": 2, "dilation": 2}),
-    ("DEPTHWISE_CONV_2D", "c4_k9_loop", {"input_shape": (1, 10, 10, 4), "kernel_size": 9}),
-    ("DEPTHWISE_CONV_2D", "c1_m8_k10x8_s2", {"input_shape": (1, 13, 12, 1),
-                                             "kernel_size": (10, 8), "depth_multiplier": 8,
-                                             "stride": 2}),
-    ("DEPTHWISE_CONV_2D", "c1_m3_k3_valid", {"input_shape": (1, 6, 7, 1), "kernel_size": 3,
-                                             "depth_multiplier": 3, "padding": "VALID"}),
-    ("FULLY_CONNECTED", "d16_odd_units", {"input_shape": (1, 16), "units": 7}),
-    ("FULLY_CONNECTED", "batch3_d32", {"input_shape": (3, 32), "units": 10}),
-    ("AVERAGE_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
-                                       "stride": 2, "padding": "SAME"}),
-    ("AVERAGE_POOL_2D", "global_25x5_c12", {"input_shape": (1, 25, 5, 12),
-                                            "filter_size": (25, 5)}),
-    ("MAX_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
-                                   "stride": 1, "padding": "SAME"}),
-    ("ADD", "relu_same_shape", {"input_shape": (1, 6, 6, 8), "b_shape": (1, 6, 6, 8),
-                                "activation": "RELU"}),
-    ("ADD", "bcast_channel", {"input_shape": (1, 4, 4, 8), "b_shape": (1, 1, 1, 8)}),
-]
-
-
-def _dsp_cases() -> Iterator[Case]:
-    for op, label, opts in DSP_CASES:
-        modes = ("int8", "int8_per_channel") if op in WEIGHTED else ("int8",)
-        for mode in modes:
-            case = Case(op, mode, {"dsp": label})
-            for s in SEEDS:
-                case.branches.append({**opts, "seed": s})
-            yield case
-
-
 #: int16x8 geometry of CONV_2D and DEPTHWISE_CONV_2D: (stride, padding, dilation).
 INT16_GEOMETRY = ((1, "SAME", 1), (2, "VALID", 1), (1, "SAME", 2), (2, "SAME", 2))
 #: int16x8 pools: (filter, stride, padding).
@@ -355,7 +311,7 @@ def _int16_edge_cases() -> Iterator[Case]:
             yield case
 
 
-CASES = with_targets(list(_cases()) + list(_edge_cases()) + list(_dsp_cases())
+CASES = with_targets(list(_cases()) + list(_edge_cases()) + list(dsp_cases(SEEDS))
                      + list(_int16_cases()) + list(_int16_edge_cases()))
 
 

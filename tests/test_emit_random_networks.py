@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers.emit_cases import int16x8_network
 from helpers.emit_parity import DSP_TARGET, SEED_BASE, Case, Prefetcher, check_parity
 from helpers.emit_parity import sanitize as _sanitize
 
@@ -58,22 +59,6 @@ class DemoCase(Case):
 
     def build(self) -> tuple[bytes, list[str]]:
         return B.demo_model(), ["output 0 (demo_model softmax)"]
-
-
-def int16x8_network(seed: int = 3) -> bytes:
-    """A small int16x8 CNN (int16 activations, int8 per-channel weights, int64 biases but one
-    int32): CONV_2D 3x3 RELU, DEPTHWISE_CONV_2D x2, ADD, AVERAGE_POOL_2D, RESHAPE,
-    FULLY_CONNECTED, SOFTMAX."""
-    mb = B.ModelBuilder(seed=seed, per_channel=True, description="int16x8 network")
-    x = mb.input((1, 10, 8, 2), "int16", value_range=(-2.0, 2.0), name="x")
-    y = mb.conv2d(x, 6, 3, activation="RELU")
-    y = mb.depthwise_conv2d(y, 3, depth_multiplier=2)
-    y = mb.add(y, y)
-    y = mb.average_pool2d(y, 2)
-    y = mb.reshape(y, (1, -1))
-    y = mb.fully_connected(y, 5, bias_dtype="int32")
-    mb.output(mb.softmax(y))
-    return mb.build()
 
 
 @dataclass

@@ -4,7 +4,6 @@ chosen by -o flash_runner through the stm32 server, and the one-line errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -14,35 +13,21 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-import yaml
+from helpers.flash_doubles import (
+    BOARDS,
+    DATA,
+    F429,
+    L4R5,
+    QEMU,
+    TEXT,
+    PyOcdMocks,
+    arm_elf,
+    fake_probe,
+    stm32_handler,
+)
 
-from project_api import paths
 from project_api.errors import FlashError, MissingProgramError
 from project_api.template import flash
-
-BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text())["boards"]
-F429 = {"name": "nucleo_f429zi", **BOARDS["nucleo_f429zi"]}
-L4R5 = {"name": "nucleo_l4r5zi", **BOARDS["nucleo_l4r5zi"]}
-QEMU = {"name": "qemu_netduinoplus2", **BOARDS["qemu_netduinoplus2"]}
-TEXT = bytes(range(256)) * 4  # the image's flash contents at 0x08000000
-DATA = b"initial .data"  # a second segment loaded at the end of the text, as .data is
-
-
-def arm_elf(path: Path, segments: list[tuple[int, bytes]]) -> Path:
-    """A minimal ELF32 Arm executable with one PT_LOAD per ``(address, bytes)``."""
-    phoff, phentsize = 52, 32
-    offset = phoff + phentsize * len(segments)
-    headers, blobs = b"", b""
-    for addr, data in segments:
-        headers += struct.pack("<8I", 1, offset + len(blobs), addr, addr, len(data), len(data),
-                               5, 4)
-        blobs += data
-    ident = b"\x7fELF\x01\x01\x01" + bytes(9)
-    elf = ident + struct.pack("<HHIIIIIHHHHHH", 2, 40, 1, segments[0][0] | 1, phoff, 0,
-                              0x05000200, 52, phentsize, len(segments), 40, 0, 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(elf + headers + blobs)
-    return path
 
 
 @pytest.fixture
@@ -136,6 +121,25 @@ def test_openocd_target_per_family(stand_in, image: Path) -> None:
     assert targets == ["target/stm32f7x.cfg", "target/stm32l4x.cfg"]
 
 
+def test_the_probe_and_the_image_format_are_the_boards_data(image: Path, tmp_path: Path) -> None:
+    """Nothing in the runners knows ST-LINK or Arm: a board whose boards.yaml entry names
+    another probe script and another CPU gets them (they used to be hard-coded)."""
+    other = {**F429, "name": "x86_board", "openocd_interface": "interface/cmsis-dap.cfg",
+             "elf": {"machine": "EM_386", "bits": 32}, "probe": "CMSIS-DAP"}
+    with mock.patch("shutil.which", return_value="/usr/bin/openocd"), \
+            mock.patch.object(flash.OpenOcdRunner, "output", return_value=""), \
+            mock.patch.object(flash.OpenOcdRunner, "check_call") as call:
+        flash.OpenOcdRunner().flash(image, other, None, lambda f: None)
+    assert call.call_args.args[0][1:3] == ["-f", "interface/cmsis-dap.cfg"]
+    assert flash.check_firmware(image, F429) == image.read_bytes()
+    with pytest.raises(FlashError, match=r"is an ELF file for EM_ARM, not EM_386"):
+        flash.check_firmware(image, other)
+    with pytest.raises(FlashError, match=r"is a 32-bit ELF file, not a 64-bit image for x86_64"):
+        flash.check_firmware(image, {"name": "x86_64", "elf": {"bits": 64}})
+    with PyOcdMocks([]), pytest.raises(FlashError, match="connect the board's CMSIS-DAP by USB"):
+        flash.PyOcdRunner().flash(image, other, None, lambda f: None)
+
+
 @pytest.mark.parametrize("serial_number, connect", [
     ("066DFF495351", ["port=SWD", "sn=066DFF495351"]),
     (None, ["port=SWD"]),
@@ -191,42 +195,8 @@ def test_missing_pyocd(image: Path) -> None:
 # --- pyOCD: golden API calls --------------------------------------------------------------------
 
 
-def _probe(unique_id: str, description: str = "STM32 STLink") -> mock.Mock:
-    probe = mock.Mock(unique_id=unique_id, description=description)
-    return probe
-
-
-class PyOcdMocks:
-    """pyOCD's ConnectHelper, Session and FileProgrammer replaced by mocks."""
-
-    def __init__(self, probes: list, flash_contents: dict[int, bytes] | None = None):
-        self.list = mock.patch("pyocd.core.helpers.ConnectHelper.get_all_connected_probes",
-                               return_value=probes)
-        self.session_cls = mock.MagicMock(name="Session")
-        self.session = self.session_cls.return_value
-        self.session.__enter__.return_value = self.session
-        contents = flash_contents or {0x08000000: TEXT, 0x08000000 + len(TEXT): DATA}
-        self.session.target.read_memory_block8.side_effect = \
-            lambda addr, size: list(contents[addr][:size])
-        self.programmer_cls = mock.MagicMock(name="FileProgrammer")
-
-    def __enter__(self) -> PyOcdMocks:
-        self.list_mock = self.list.start()
-        self.patches = [mock.patch("pyocd.core.session.Session", self.session_cls),
-                        mock.patch("pyocd.flash.file_programmer.FileProgrammer",
-                                   self.programmer_cls)]
-        for p in self.patches:
-            p.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for p in self.patches:
-            p.stop()
-        self.list.stop()
-
-
 def test_pyocd_golden_calls(image: Path) -> None:
-    probe = _probe("066DFF495351848777254629")
+    probe = fake_probe("066DFF495351848777254629")
     seen, progress = _progress()
     with PyOcdMocks([probe]) as m:
         flash.PyOcdRunner().flash(image, F429, "066DFF495351", progress)
@@ -279,7 +249,7 @@ def test_pyocd_pack(image: Path, tmp_path: Path) -> None:
             image, L4R5, None, lambda f: None)
     pack = tmp_path / "Keil.STM32L4xx_DFP.2.6.1.pack"
     pack.write_bytes(b"PK")
-    probe = _probe("0670FF")
+    probe = fake_probe("0670FF")
     with PyOcdMocks([probe]) as m:
         flash.PyOcdRunner({"pyocd_pack": str(pack)}).flash(image, L4R5, None, lambda f: None)
     m.session_cls.assert_called_once_with(
@@ -295,7 +265,7 @@ def test_pyocd_no_probe_and_several_probes(image: Path) -> None:
     with PyOcdMocks([]), pytest.raises(FlashError, match="^no debug probe found with serial "
                                                          "number ABC; "):
         flash.PyOcdRunner().flash(image, F429, "ABC", lambda f: None)
-    two = [_probe("0670FF11", "NUCLEO-F429ZI"), _probe("066DFF22", "DISCO-L475VG-IOT01A")]
+    two = [fake_probe("0670FF11", "NUCLEO-F429ZI"), fake_probe("066DFF22", "DISCO-L475VG-IOT01A")]
     with PyOcdMocks(two) as m, pytest.raises(FlashError) as info:
         flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
     assert str(info.value) == ("2 debug probes found: 0670FF11 (NUCLEO-F429ZI), 066DFF22 "
@@ -305,18 +275,18 @@ def test_pyocd_no_probe_and_several_probes(image: Path) -> None:
 
 def test_pyocd_verify_mismatch_and_probe_errors(image: Path) -> None:
     stale = {0x08000000: TEXT[:-1] + b"\x00", 0x08000000 + len(TEXT): DATA}
-    with PyOcdMocks([_probe("0670FF")], stale) as m, pytest.raises(FlashError) as info:
+    with PyOcdMocks([fake_probe("0670FF")], stale) as m, pytest.raises(FlashError) as info:
         flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
     assert str(info.value).startswith("verify failed: the flash at 0x08000000 differs from ")
     m.session.target.reset.assert_not_called()
     from pyocd.core.exceptions import ProbeError
 
-    with PyOcdMocks([_probe("0670FF")]) as m, pytest.raises(FlashError) as info:
+    with PyOcdMocks([fake_probe("0670FF")]) as m, pytest.raises(FlashError) as info:
         m.programmer_cls.return_value.program.side_effect = ProbeError("USB transfer failed")
         flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
     assert str(info.value) == ("flash failed (pyocd): USB transfer failed; check the probe's USB "
                                "cable and that no other debugger holds it")
-    with PyOcdMocks([_probe("0670FF")]) as m, pytest.raises(FlashError, match="^flash failed "
+    with PyOcdMocks([fake_probe("0670FF")]) as m, pytest.raises(FlashError, match="^flash failed "
                                                             r"\(pyocd\): \[Errno 16\] busy; "):
         m.session.__enter__.side_effect = OSError(16, "busy")  # libusb: the probe is held
         flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
@@ -399,28 +369,16 @@ def test_progress_report_on_a_terminal() -> None:
 # --- through the stm32 server ----------------------------------------------------------------
 
 
-def _stm32_handler(project: Path, board: str):
-    """The stm32 server's Handler on a generated-project directory with ``image`` built."""
-    spec = importlib.util.spec_from_file_location(
-        "stm32_server_for_flash_tests", paths.template_dir("stm32") / "microtvm_api_server.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    (project / "model.tar").write_bytes(b"")  # marks a generated project
-    (project / "project_options.json").write_text(json.dumps({"board": board}))
-    return module.Handler(project)
-
-
 def test_server_flash_runner_option(stand_in, image: Path) -> None:
     project = image.parent.parent
-    handler = _stm32_handler(project, "nucleo_f429zi")
+    handler = stm32_handler(project, "nucleo_f429zi")
     handler.flash({"flash_runner": "stm32cubeprogrammer", "serial_number": "0670FF"})
     cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
     assert stand_in() == [[cli, "--connect", "port=SWD", "sn=0670FF", "--write", str(image),
                            "--verify", "-rst"]]
     handler.flash({"flash_runner": "openocd"})
     assert stand_in()[-1][-1] == f"program {{{image.name}}} verify reset exit"
-    with PyOcdMocks([_probe("0670FF")]) as m:
+    with PyOcdMocks([fake_probe("0670FF")]) as m:
         handler.flash({"serial_number": "0670FF"})  # pyocd by default on hardware
     m.list_mock.assert_called_once_with(blocking=False, unique_id="0670FF",
                                         print_wait_message=False)
@@ -430,7 +388,7 @@ def test_server_flash_runner_option(stand_in, image: Path) -> None:
 
 
 def test_server_flash_on_emulated_board_checks(image: Path) -> None:
-    handler = _stm32_handler(image.parent.parent, "qemu_netduinoplus2")
+    handler = stm32_handler(image.parent.parent, "qemu_netduinoplus2")
     handler.flash({})
     assert not (image.parent / "flashed.json").exists()
     with pytest.raises(FlashError, match="cannot flash an emulated board"):

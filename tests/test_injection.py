@@ -29,7 +29,7 @@ from project_api import paths
 from project_api.errors import ProjectAPIError, ServerError
 from project_api.mlf import ModuleInfo, TensorInfo
 from project_api.project import generate_project
-from project_api.template import flash, glue, quoting, remote
+from project_api.template import flash, glue, labgrid_place, quoting, remote
 from project_api.template import zephyr as zephyr_tree
 from project_api.template.options import compile_definitions
 from project_api.template.qemu import QemuSerialLine, QemuSocketLine
@@ -656,7 +656,8 @@ def test_openocd_never_sees_the_project_path(tmp_path: Path) -> None:
     folder.mkdir()
     image = folder / "firmware.elf"
     image.write_bytes(b"\x7fELF")
-    board = {"name": "b", "openocd_target": "target/stm32f4x.cfg"}
+    board = {"name": "b", "openocd_interface": "interface/stlink.cfg",
+             "openocd_target": "target/stm32f4x.cfg"}
     with mock.patch("shutil.which", return_value="/usr/bin/openocd"), \
             mock.patch.object(flash.OpenOcdRunner, "output", return_value="Open On-Chip "
                               "Debugger 0.12.0\n"), \
@@ -681,10 +682,10 @@ def test_labgrid_keeper_takes_place_and_coordinator_as_values(monkeypatch: pytes
         seen.append(argv)
         raise Stop
 
-    monkeypatch.setattr(remote, "require_labgrid", lambda: None)
-    monkeypatch.setattr(remote.subprocess, "Popen", popen)
+    monkeypatch.setattr(labgrid_place, "require_labgrid", lambda: None)
+    monkeypatch.setattr(labgrid_place.subprocess, "Popen", popen)
     with pytest.raises(Stop):
-        remote.acquire_place("--coordinator=evil:1", "-h:1")
+        labgrid_place.acquire_place("--coordinator=evil:1", "-h:1")
     assert seen[0][-3:] == ["--coordinator=-h:1", "--place=--coordinator=evil:1", "--wait=0.0"]
 
 

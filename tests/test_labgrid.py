@@ -35,8 +35,8 @@ HOLDER = {"LG_USERNAME": "alice", "LG_HOSTNAME": "bench-pc"}
 
 
 def keeper_pids(coordinator: str) -> set[int]:
-    """Place keepers (project_api.template.remote) talking to ``coordinator``."""
-    out = subprocess.run(["pgrep", "-f", f"project_api.template.remote --coordinator="
+    """Place keepers (project_api.template.labgrid_keeper) talking to ``coordinator``."""
+    out = subprocess.run(["pgrep", "-f", f"project_api.template.labgrid_keeper --coordinator="
                           f"{coordinator}"], capture_output=True, text=True)
     return {int(p) for p in out.stdout.split()}
 
@@ -285,9 +285,9 @@ def test_flash_through_labgrids_openocd_driver_golden_calls(lab: dict, tmp_path:
     OpenOCD command line labgrid runs there. The place is released afterwards."""
     from unittest import mock
 
-    from test_flash_runners import F429, arm_elf
+    from helpers.flash_doubles import F429, arm_elf
 
-    from project_api.template import remote
+    from project_api.template import labgrid_place
 
     farm = lab["farm"]
     image = arm_elf(tmp_path / "build" / "firmware.elf", [(0x08000000, bytes(range(64)))])
@@ -309,7 +309,7 @@ def test_flash_through_labgrids_openocd_driver_golden_calls(lab: dict, tmp_path:
                        new_callable=mock.PropertyMock, return_value=ssh), \
             mock.patch("labgrid.driver.openocddriver.processwrapper.check_output",
                        return_value=b"") as run:
-        assert remote.flash_with_labgrid(
+        assert labgrid_place.flash_with_labgrid(
             {"labgrid_place": "dbg-0", "labgrid_coordinator": farm.coordinator}, image, F429)
     script = image.parent / "labgrid-openocd.cfg"
     assert script.read_text() == "source [find target/stm32f4x.cfg]\n"
@@ -323,8 +323,8 @@ def test_flash_through_labgrids_openocd_driver_golden_calls(lab: dict, tmp_path:
     assert farm.holder("dbg-0") is None
     # A place without a debugger, and a pyOCD remote probe given instead.
     with pytest.raises(ServerError, match="exports no USB debugger"):
-        remote.flash_with_labgrid({"labgrid_place": "farm-1",
+        labgrid_place.flash_with_labgrid({"labgrid_place": "farm-1",
                                    "labgrid_coordinator": farm.coordinator}, image, F429)
     assert farm.holder("farm-1") is None
-    assert not remote.flash_with_labgrid({"labgrid_place": "farm-1", "probe": "remote:h:5555"},
+    assert not labgrid_place.flash_with_labgrid({"labgrid_place": "farm-1", "probe": "remote:h:5555"},
                                          image, F429)

@@ -5,7 +5,6 @@ dequantized outputs for the shared KWS model (#13)."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,83 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import require_tool
+from helpers.mlperftiny_transcript import (
+    golden_blocks,
+    play_golden,
+    samples,
+    tflm_results,
+)
 
 from project_api.emit import emit
-from project_api.errors import IoTimeoutError
-from project_api.mlperftiny import DB_CHUNK_BYTES, Device, DeviceError
+from project_api.mlperftiny import Device, DeviceError
 from project_api.project import GeneratedProject, generate_project
 from project_api.transport import Transport
-from project_api.validate import tflm_outputs
-
-GOLDEN = Path(__file__).parent / "golden" / "mlperftiny" / "kws01.txt"
-RESULTS = r"-?\d+\.\d{3}(?:,-?\d+\.\d{3})*"
-
-
-def _pattern(line: str) -> re.Pattern[str]:
-    text = re.escape(line).replace(re.escape("<N>"), r"\d+").replace(re.escape("<RESULTS>"),
-                                                                      RESULTS)
-    return re.compile(text + r"\Z")
-
-
-def read_block(transport: Transport, buf: bytearray, timeout: float = 60.0) -> list[str]:
-    """Raw reply lines up to and including m-ready; every line must end in \\r\\n."""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while not lines or lines[-1] != "m-ready":
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no m-ready within {timeout} s; got {lines!r} {bytes(buf)!r}"
-            try:
-                buf += transport.read(4096, left)
-            except IoTimeoutError:
-                continue
-        i = buf.index(b"\n")
-        raw = bytes(buf[:i + 1])
-        del buf[:i + 1]
-        assert raw.endswith(b"\r\n"), f"line not ended by \\r\\n: {raw!r}"
-        lines.append(raw[:-2].decode("ascii"))
-    return lines
-
-
-def golden_blocks() -> list[tuple[str | None, list[str]]]:
-    """(command or None for start-up, expected lines) in transcript order."""
-    blocks: list[tuple[str | None, list[str]]] = [(None, [])]
-    for line in GOLDEN.read_text().splitlines():
-        if line.startswith("#") or not line:
-            continue
-        if line.startswith("> "):
-            blocks.append((line[2:], []))
-        elif line.startswith("< "):
-            blocks[-1][1].append(line[2:])
-        elif line == "<":
-            blocks[-1][1].append("")
-        else:
-            raise AssertionError(f"bad golden line {line!r}")
-    return blocks
-
-
-def play_golden(transport: Transport, sample: bytes) -> list[list[float]]:
-    """Play the transcript; return the values of every m-results line."""
-    buf = bytearray()
-    results: list[list[float]] = []
-    for command, expected in golden_blocks():
-        if command == "@input":
-            chunks = [sample[i:i + DB_CHUNK_BYTES] for i in range(0, len(sample), DB_CHUNK_BYTES)]
-            for k, chunk in enumerate(chunks):
-                transport.write(b"db " + chunk.hex().encode() + b"%", 5.0)
-                got = read_block(transport, buf)
-                assert got == (["m-load-done", "m-ready"] if k == len(chunks) - 1
-                               else ["m-ready"]), (k, got)
-            continue
-        if command is not None:
-            transport.write(command.encode("ascii"), 5.0)
-        got = read_block(transport, buf)
-        assert len(got) == len(expected), f"after {command!r}: expected {expected!r}, got {got!r}"
-        for want, line in zip(expected, got, strict=True):
-            assert _pattern(want).match(line), f"after {command!r}: {line!r} is not {want!r}"
-            if line.startswith("m-results-["):
-                results.append([float(v) for v in line[len("m-results-["):-1].split(",")])
-    return results
 
 
 def test_golden_commands_are_well_formed() -> None:
@@ -97,24 +30,8 @@ def test_golden_commands_are_well_formed() -> None:
     assert too_long and len(too_long[0]) - 1 > 80  # longer than EE_CMD_SIZE
 
 
-def tflm_results(tflite: Path, mlf, x: np.ndarray) -> list[str]:
-    """TFLite Micro's int8 outputs for one input, dequantized in float32 as the firmware does
-    and formatted like printf's %0.3f."""
-    (out,) = tflm_outputs(tflite.read_bytes(), [x[None]])
-    q = mlf.outputs[0].quantization
-    scale, zero = np.float32(q["scale"][0]), int(q["zero_point"][0])
-    values = scale * (out.reshape(-1).astype(np.int32) - zero).astype(np.float32)
-    return [f"{float(v):.3f}" for v in values.astype(np.float32)]
-
-
-def _samples(mlf, n: int, seed: int) -> list[np.ndarray]:
-    t = mlf.inputs[0]
-    rng = np.random.default_rng(seed)
-    return [rng.integers(-128, 128, t.shape, dtype=np.int8) for _ in range(n)]
-
-
 def check_against_tflm(device: Device, tflite: Path, mlf, n: int, seed: int) -> None:
-    for x in _samples(mlf, n, seed):
+    for x in samples(mlf, n, seed):
         device.load(x.tobytes())
         got = device.infer(1, 0, 120.0).results
         assert [f"{v:.3f}" for v in got] == tflm_results(tflite, mlf, x)
@@ -148,7 +65,7 @@ def _open(project: GeneratedProject) -> Transport:
 
 def test_host_golden_transcript_and_results_equal_tflm(host_project, kws) -> None:
     tflite, mlf = kws
-    (x,) = _samples(mlf, 1, seed=13)
+    (x,) = samples(mlf, 1, seed=13)
     t = _open(host_project)
     try:
         results = play_golden(t, x.tobytes())
@@ -194,7 +111,7 @@ def test_host_float32_input_is_quantized_on_the_device(host_project, kws) -> Non
     tflite, mlf = kws
     q = mlf.inputs[0].quantization
     scale, zero = np.float32(q["scale"][0]), int(q["zero_point"][0])
-    (x,) = _samples(mlf, 1, seed=7)
+    (x,) = samples(mlf, 1, seed=7)
     xf = ((x.astype(np.float32) - zero) * scale).astype("<f4")
     t = _open(host_project)
     try:
@@ -232,7 +149,7 @@ def test_qemu_golden_transcript_and_results_equal_tflm(qemu_project, kws) -> Non
 
     before = qemu_pids()
     tflite, mlf = kws
-    (x,) = _samples(mlf, 1, seed=13)
+    (x,) = samples(mlf, 1, seed=13)
     t = _open(qemu_project)
     try:
         results = play_golden(t, x.tobytes())
@@ -256,7 +173,7 @@ def test_host_image_models_take_uint8_pixels_less_128(kws, tmp_path: Path) -> No
     with generate_project("host", mlf.path, tmp_path / "prj",
                           {"project_type": "mlperftiny", "mlperftiny_model": "ic01"},
                           build=True) as project:
-        (x,) = _samples(mlf, 1, seed=21)
+        (x,) = samples(mlf, 1, seed=21)
         pixels = (x.astype(np.int16) + 128).astype(np.uint8)
         t = _open(project)
         try:

@@ -1,19 +1,24 @@
 """TemplateProject / GeneratedProject / generate_project against real server processes.
 
-Two templates: ``tests/loopback_template`` (rpc-core's echo device) and a *recording* template
-written here, whose server appends every call it receives to ``calls.jsonl`` beside itself, so a
-test can prove what reached the server and what never did.
+Templates: ``tests/loopback_template`` (rpc-core's echo device) and the *recording* ones of
+``tests/helpers/recording_template.py``, whose servers append every call they receive to
+``calls.jsonl`` beside themselves, so a test can prove what reached a server and what never did.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
+from helpers.recording_template import (
+    calls,
+    methods,
+    write_library_template,
+    write_recording_template,
+)
 from mlf_factory import make_mlf
 
 from project_api import project as project_mod
@@ -21,6 +26,7 @@ from project_api.errors import (
     MLFError,
     NotATemplateProjectError,
     OptionError,
+    OptionValueError,
     ProjectError,
     ServerError,
     TemplateProjectError,
@@ -34,113 +40,6 @@ from project_api.project import (
 )
 
 LOOPBACK = REPO_ROOT / "tests" / "loopback_template"
-
-RECORDING_SERVER = textwrap.dedent('''
-    """A template that records every call (tests only)."""
-    import json
-    import pathlib
-    import shutil
-
-    from project_api import server
-
-    HERE = pathlib.Path(__file__).resolve().parent
-    IS_TEMPLATE = not (HERE / "model.tar").exists()
-    OPTIONS = [
-        server.ProjectOption("project_type", type="str", required=["generate_project"],
-                             choices=["host_driven", "standalone"], help="What to generate."),
-        server.ProjectOption("verbose", type="bool", optional=["build"], default=False,
-                             help="Verbose build."),
-        server.ProjectOption("workspace_size_bytes", type="int", optional=["generate_project"],
-                             default=2048, help="Pool size."),
-        server.ProjectOption("serial_number", type="str", required=["flash"],
-                             help="Board to flash."),
-        server.ProjectOption("fail_generate", type="bool", optional=["generate_project"],
-                             default=False, help="Fail half-way through generation."),
-        server.ProjectOption("fail_build", type="bool", optional=["build"], default=False,
-                             help="Fail the build."),
-    ]
-
-
-    def record(method, payload):
-        with open(HERE / "calls.jsonl", "a") as f:
-            f.write(json.dumps({"method": method, "payload": payload}) + "\\n")
-
-
-    class Handler(server.ProjectAPIHandler):
-        def __init__(self):
-            super().__init__()
-            self._buf = None
-
-        def server_info_query(self, tvm_version):
-            record("server_info_query", tvm_version)
-            return server.ServerInfo(
-                platform_name="recording", is_template=IS_TEMPLATE,
-                model_library_format_path="" if IS_TEMPLATE else str(HERE / "model.tar"),
-                project_options=OPTIONS)
-
-        def generate_project(self, mlf, crt_dir, project_dir, options):
-            record("generate_project", {"mlf": str(mlf), "crt": str(crt_dir),
-                                        "project_dir": str(project_dir), "options": options})
-            project_dir.mkdir(parents=True)
-            shutil.copy2(__file__, project_dir / "microtvm_api_server.py")
-            (project_dir / "half.txt").write_text("partial")
-            if options.get("fail_generate"):
-                raise RuntimeError("generation failed half-way (fail_generate)")
-            shutil.copy2(mlf, project_dir / "model.tar")
-
-        def build(self, options):
-            record("build", options)
-            if options.get("fail_build"):
-                raise RuntimeError("compiler exploded")
-
-        def flash(self, options):
-            record("flash", options)
-
-        def open_transport(self, options):
-            record("open_transport", options)
-            self._buf = bytearray()
-            return server.TransportTimeouts(0, 0, 0)
-
-        def close_transport(self):
-            record("close_transport", None)
-            self._buf = None
-
-        def read_transport(self, n, timeout_sec):
-            if self._buf is None:
-                raise server.TransportClosedError()
-            if not self._buf:
-                raise server.IoTimeoutError()
-            data = bytes(self._buf[:n])
-            del self._buf[:n]
-            return data
-
-        def write_transport(self, data, timeout_sec):
-            if self._buf is None:
-                raise server.TransportClosedError()
-            self._buf += data
-
-
-    if __name__ == "__main__":
-        server.main(Handler())
-''')
-
-
-def write_recording_template(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "microtvm_api_server.py").write_text(RECORDING_SERVER)
-    return directory
-
-
-def calls(directory: Path) -> list[dict]:
-    path = directory / "calls.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def methods(directory: Path) -> list[str]:
-    return [c["method"] for c in calls(directory)]
-
 
 @pytest.fixture
 def recording(tmp_path) -> Path:
@@ -362,7 +261,10 @@ def test_session_is_built_lazily_over_the_transport(tmp_path, mlf):
 
 
 def test_loopback_required_board(tmp_path, mlf):
-    with pytest.raises(OptionError, match="'board' is required by generate_project"):
+    """Our template library's server checks the options itself: the client sends only what it
+    was given, and the server's one line names the missing option."""
+    with pytest.raises(OptionValueError, match="option board is required by generate_project; "
+                                               "pass -o board=<value>"):
         generate_project(LOOPBACK, mlf, tmp_path / "prj", {})
     assert not (tmp_path / "prj").exists()
 
@@ -381,3 +283,44 @@ def test_tvm_style_entry_points(tmp_path, recording, mlf):
         with pytest.raises(NotATemplateProjectError):
             TemplateProject(client)
         client.shutdown()
+
+
+# --- servers of our template library check the options themselves ------------------------------
+
+
+def test_library_server_is_sent_only_what_the_user_gave(tmp_path, mlf):
+    """Our client sends a server that says it fills in defaults (``fills_defaults``) only the
+    given options, so a default given again is kept: a project generated with level=3 builds
+    with level=1 when -o level=1 is given (the server used to drop a value equal to the default
+    and keep 3), and with the saved 3 when nothing is given."""
+    template = write_library_template(tmp_path / "library")
+    out = tmp_path / "prj"
+    with TemplateProject.from_directory(template) as tpl:
+        assert tpl.checks_options
+        tpl.generate(mlf, out, {"level": 3})
+    with GeneratedProject.from_directory(out) as prj:
+        assert prj.options["level"] == 3  # the saved one, as the server wrote it
+        prj.build()
+        prj.override({"level": 1})
+        prj.build()
+    sent = [c["payload"] for c in calls(out) if c["method"] == "build"]
+    ran = [c["payload"]["level"] for c in calls(out) if c["method"] == "build_values"]
+    assert sent == [{}, {"level": 1}] and ran == [3, 1]
+
+
+def test_project_types_come_from_the_server(tmp_path):
+    """require_link reads the server's own table of project types (server_info_query), so a
+    template's type names need not be microTVM's."""
+    info = {"is_template": False, "platform_name": "typed", "fills_defaults": True,
+            "project_options": [{"name": "project_type", "type": "str", "choices": ["rpc_fw",
+                                                                                   "files"],
+                                 "optional": ["generate_project"], "help": "h"}],
+            "project_types": {"rpc_fw": {"link": "rpc"}, "files": {"link": None}}}
+    prj = GeneratedProject(object(), {}, tmp_path / "p", info, saved={"project_type": "files"})
+    with pytest.raises(ProjectError, match=r"p is a files project \(project_type=files\): its "
+                                           r"firmware has no link to the host, and 'run' and "
+                                           r"'validate' need the RPC protocol; generate the "
+                                           r"project again with -o project_type=rpc_fw$"):
+        prj.require_link("rpc")
+    GeneratedProject(object(), {}, tmp_path / "p", info,
+                     saved={"project_type": "rpc_fw"}).require_link("rpc")

@@ -13,19 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from farm_support import Farm, require_farm_tools
+from helpers.flash_doubles import F429, PyOcdMocks, arm_elf, fake_probe, stm32_handler
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     qemu_pids,
     stm32_tools_and_no_qemu_left,
 )
-from test_flash_runners import F429, PyOcdMocks, _probe, _stm32_handler, arm_elf
 
 from project_api.emit import emit
 from project_api.errors import ServerError, SessionTimeoutError
 from project_api.micro.api import Session
 from project_api.project import GeneratedProject
 from project_api.server import TransportTimeouts
-from project_api.template import remote
+from project_api.template import labgrid_place, remote, remote_serial
 from project_api.transport import SerialTransport
 from project_api.validate import validate
 
@@ -41,36 +41,36 @@ def test_probe_id() -> None:
 
 
 def test_serial_url_of_a_network_serial_port() -> None:
-    assert remote.serial_url({"host": "lab", "port": 4000, "protocol": "raw"}) == \
+    assert labgrid_place.serial_url({"host": "lab", "port": 4000, "protocol": "raw"}) == \
         "socket://lab:4000"
-    assert remote.serial_url({"host": "lab", "port": 4000}).startswith("rfc2217://lab:4000?")
+    assert labgrid_place.serial_url({"host": "lab", "port": 4000}).startswith("rfc2217://lab:4000?")
     with pytest.raises(ServerError, match="speaks 'ssh'"):
-        remote.serial_url({"host": "lab", "port": 1, "protocol": "ssh"})
+        labgrid_place.serial_url({"host": "lab", "port": 1, "protocol": "ssh"})
     with pytest.raises(ServerError, match="no host and port"):
-        remote.serial_url({"host": "lab"})
+        labgrid_place.serial_url({"host": "lab"})
 
 
 def test_coordinator_address(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LG_COORDINATOR", raising=False)
     with pytest.raises(ServerError, match="set LG_COORDINATOR=HOST:PORT or pass -o "
                                           "labgrid_coordinator"):
-        remote.coordinator_address({})
+        labgrid_place.coordinator_address({})
     monkeypatch.setenv("LG_COORDINATOR", "lab-pc")
-    assert remote.coordinator_address({}) == "lab-pc:20408"
-    assert remote.coordinator_address({"labgrid_coordinator": "127.0.0.1:1234"}) == \
+    assert labgrid_place.coordinator_address({}) == "lab-pc:20408"
+    assert labgrid_place.coordinator_address({"labgrid_coordinator": "127.0.0.1:1234"}) == \
         "127.0.0.1:1234"
 
 
 def test_stm32_server_declares_the_remote_options(tmp_path: Path) -> None:
-    handler = _stm32_handler(tmp_path, "nucleo_f429zi")
+    handler = stm32_handler(tmp_path, "nucleo_f429zi")
     names = {o.name: o for o in handler.OPTIONS}
     for name in ("serial_url", "labgrid_place", "labgrid_coordinator", "labgrid_wait", "probe"):
         assert name in names
     assert "open_transport" in names["serial_url"].wire.optional
     assert "flash" in names["probe"].wire.optional
     with pytest.raises(ServerError, match="serial_url or labgrid_place, not both"):
-        remote.open_link({"serial_url": "socket://x:1", "labgrid_place": "p"})
-    assert remote.open_link({}) is None
+        remote.remote_link({"serial_url": "socket://x:1", "labgrid_place": "p"})
+    assert remote.remote_link({}) is None
 
 
 # --- pyOCD through a remote probe: golden calls -----------------------------------------------
@@ -91,8 +91,8 @@ def test_flash_through_a_remote_probe_golden_calls(tmp_path: Path) -> None:
     for exactly that probe and programs the board's pyocd_target from boards.yaml."""
     image = arm_elf(tmp_path / "build" / "firmware.elf", [(0x08000000, bytes(range(256)) * 4),
                                                           (0x08000400, b"initial .data")])
-    handler = _stm32_handler(tmp_path, "nucleo_f429zi")
-    probe = _probe("remote:127.0.0.1:5555", "remote probe")
+    handler = stm32_handler(tmp_path, "nucleo_f429zi")
+    probe = fake_probe("remote:127.0.0.1:5555", "remote probe")
     with PyOcdMocks([probe]) as m:
         handler.flash({"probe": "remote:127.0.0.1:5555", "serial_number": "ignored"})
     m.list_mock.assert_called_once_with(blocking=False, unique_id="remote:127.0.0.1:5555",
@@ -135,7 +135,7 @@ def test_session_timeout_names_the_network_link() -> None:
 
 
 def test_network_uart_transport_opens_on_first_use() -> None:
-    transport = remote.NetworkUartTransport("socket://127.0.0.1:1")
+    transport = remote_serial.NetworkUartTransport("socket://127.0.0.1:1")
     transport.open()  # nothing happens: the client connects through the endpoint itself
     assert transport._ser is None
     with pytest.raises(ServerError, match=r"connection refused to socket://127.0.0.1:1 \(nothing "
@@ -223,4 +223,4 @@ def test_missing_labgrid_is_one_install_line(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ServerError, match=r"-o labgrid_place needs the 'labgrid' package, which "
                                           r"is not installed; install it with: "
                                           r"pip install 'project-api\[labgrid\]'$"):
-        remote.open_link({"labgrid_place": "p", "labgrid_coordinator": "127.0.0.1:1"})
+        remote.remote_link({"labgrid_place": "p", "labgrid_coordinator": "127.0.0.1:1"})

@@ -4,35 +4,15 @@ server's open_transport on a real-board project whose port is pyserial's loop://
 from __future__ import annotations
 
 from pathlib import Path
-from unittest import mock
 
 import pytest
-from serial.tools.list_ports_common import ListPortInfo
+from helpers.serial_ports import NUCLEO_A, NUCLEO_B, ST, TTYS0, USB_UART, comports
 
 from project_api.emit import emit
 from project_api.errors import ServerError
 from project_api.project import generate_project
 from project_api.template import serial_ports
 from project_api.transport import ProjectTransport
-
-ST = (0x0483, 0x374B)
-
-
-def port(device: str, vid: int | None = None, pid: int | None = None,
-         serial_number: str | None = None, description: str = "n/a") -> ListPortInfo:
-    info = ListPortInfo(device, skip_link_detection=True)
-    info.vid, info.pid, info.serial_number, info.description = vid, pid, serial_number, description
-    return info
-
-
-def comports(*ports: ListPortInfo):
-    return mock.patch("serial.tools.list_ports.comports", return_value=list(ports))
-
-
-TTYS0 = port("/dev/ttyS0")
-USB_UART = port("/dev/ttyUSB0", 0x10C4, 0xEA60, "0001", "CP2102 USB to UART Bridge Controller")
-NUCLEO_A = port("/dev/ttyACM0", *ST, "0670FF495351848777254629", "STM32 STLink")
-NUCLEO_B = port("/dev/ttyACM1", *ST, "066DFF555185754867081234", "STM32 STLink")
 
 
 def test_describe_port() -> None:
@@ -149,15 +129,14 @@ def test_open_transport_without_a_board_lists_ports(nucleo_project: Path) -> Non
 
 
 def test_baud_rate_reaches_the_firmware_and_the_host(models_dir: Path, tmp_path: Path) -> None:
-    """The generated baud rate is compiled into the firmware and kept by open_transport, even
-    from a client that sends only the option's default (microTVM's fills in defaults)."""
+    """The generated baud rate is compiled into the firmware and kept by open_transport when
+    the call gives none; a value the call gives wins, the option's default too (it sets the host
+    side back: the server no longer drops a value equal to the default)."""
     mlf = emit(models_dir / "hello_world_int8.tflite", tmp_path / "hello.tar", name="default")
     with generate_project("stm32", mlf.path, tmp_path / "prj",
                           {"board": "nucleo_f429zi", "baud_rate": 921600}) as project:
         assert "#define BOARD_UART_BAUDRATE 921600u" in (tmp_path / "prj/src/board.h").read_text()
-        reply = project.client.open_transport({"serial_port": "loop://", "baud_rate": 115200})
-        assert reply["endpoint"]["baudrate"] == 921600
-        project.client.close_transport()
-        reply = project.client.open_transport({"serial_port": "loop://", "baud_rate": 230400})
-        assert reply["endpoint"]["baudrate"] == 230400  # a value the caller chose wins
-        project.client.close_transport()
+        for given, want in ((None, 921600), (230400, 230400), (115200, 115200)):
+            options = {"serial_port": "loop://", **({"baud_rate": given} if given else {})}
+            assert project.client.open_transport(options)["endpoint"]["baudrate"] == want
+            project.client.close_transport()

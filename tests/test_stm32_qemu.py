@@ -24,7 +24,7 @@ def test_serial_line_fifos_and_endpoint(tmp_path: Path) -> None:
     endpoint = line.to_json()
     assert endpoint["type"] == "fifo" and endpoint["tx_path"].endswith("uart.in")
     assert endpoint["rx_path"].endswith("uart.out") and endpoint["remove_after_open"] is True
-    transport = line.transport()
+    transport = line.open()
     transport.open()  # the spare ends let both ends open before any QEMU runs
     transport.close()
     line.close()
@@ -39,7 +39,7 @@ def test_emulator_that_exits_is_one_clear_error(tmp_path: Path) -> None:
     qemu = start_qemu(["qemu-system-arm", "-M", "netduinoplus2", "-nographic", "-monitor", "none",
                        "-kernel", str(tmp_path / "missing.elf"), *line.qemu_args("uart"),
                        "-serial", "chardev:uart"], cwd=tmp_path, log_path=log)
-    transport = line.transport()
+    transport = line.open()
     try:
         transport.open()
         with pytest.raises(ServerError) as info:

@@ -155,3 +155,48 @@ def test_float_model_alone(models_dir: Path, tmp_path: Path) -> None:
     got = np.frombuffer(hex_of(lines["output"], "sine"), dtype=np.float32)
     want = run_tflm(tflite.read_bytes(), [x])[0].reshape(-1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# --- generated without building: what the template library decides from the project type -------
+
+
+def test_a_standalone_project_has_no_link_and_open_transport_says_so_at_once(
+        archives, tmp_path: Path) -> None:
+    """The stm32 server used to go on to the emulator (or the board's UART) for a standalone
+    firmware, which has no RPC server; the base class refuses it in one line from the project
+    type's data, before anything starts."""
+    with generate_project("stm32", archives["hello"], tmp_path / "prj",
+                          {"project_type": "standalone"}) as project:
+        with pytest.raises(ProjectAPIError, match=r"prj is a standalone project "
+                                                  r"\(project_type=standalone\): its firmware "
+                                                  r"has no link to the host; generate the "
+                                                  r"project again with -o "
+                                                  r"project_type=host_driven"):
+            project.client.open_transport({})
+
+
+def test_the_model_glue_has_one_writer_and_reports_the_build_hash(archives,
+                                                                   tmp_path: Path) -> None:
+    """A standalone firmware's model_glue.c comes from the same writer as every other's, with
+    the build hash of build_hash.txt (the ai_ API used to write it without)."""
+    hashes = []
+    for k, extra in enumerate((archives["speech"], archives["hello_default"])):
+        prj = tmp_path / f"prj{k}"
+        generate_project("stm32", archives["hello"], prj,
+                         {"project_type": "standalone", "extra_models": str(extra)}).close()
+        digest = (prj / "build_hash.txt").read_text().strip()
+        assert f"return INT64_C(0x{digest});" in (prj / "src/model_glue.c").read_text()
+        hashes.append(digest)
+    assert hashes[0] != hashes[1]  # the extra model is part of what the firmware is made of
+
+
+def test_receive_ring_follows_the_one_rule(archives, tmp_path: Path) -> None:
+    """mlperftiny's UART ring is a short line's (1 KiB, as on zephyr; it was 8 KiB here), an
+    RPC firmware's holds one whole packet of max_packet_size_bytes."""
+    rings = {}
+    for kind in ("mlperftiny", "host_driven", "standalone"):
+        generate_project("stm32", archives["hello"], tmp_path / kind,
+                         {"project_type": kind}).close()
+        header = (tmp_path / kind / "src/board.h").read_text()
+        rings[kind] = int(header.split("#define BOARD_UART_RX_RING_BYTES ")[1].split("u")[0])
+    assert rings == {"mlperftiny": 1024, "host_driven": 8192, "standalone": 1024}

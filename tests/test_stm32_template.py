@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     QEMU_BOARD,
     build_project,
@@ -27,8 +26,9 @@ from project_api.emit import emit
 from project_api.emit.reference import run_tflm
 from project_api.errors import ProjectAPIError
 from project_api.project import generate_project
+from project_api.template.boards import read_boards
 
-BOARDS = yaml.safe_load((paths.template_dir("stm32") / "boards.yaml").read_text())["boards"]
+BOARDS = read_boards(paths.template_dir("stm32") / "boards.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 
+from project_api import paths
 from project_api.errors import BuildError, JSONRPCError, MissingProgramError, ServerError
 from project_api.template import (
     OPTIONS_FILE,
+    Link,
+    ProjectType,
+    TemplateHandler,
     check_declared,
     compile_definitions,
     first_error,
     load_options,
     option,
+    project_type_option,
     require,
     run_logged,
     save_options,
 )
+from project_api.template.common_options import COMMON, common
 from project_api.template.targets import family_of, templates_building_for
 
 OPTIONS = [
@@ -44,9 +48,11 @@ def test_bounds_reach_the_help_and_the_wire_keeps_seven_keys() -> None:
 
 
 def test_check_declared_fills_defaults_and_checks() -> None:
-    values = check_declared(OPTIONS, {"name": "n", "unknown": 1}, "generate_project")
+    values = check_declared(OPTIONS, {"name": "n"}, "generate_project")
     assert values == {"size": 2048, "kind": "a", "name": "n", "loud": False}
     cases = [
+        ({"name": "n", "sise": 1}, "unknown option 'sise' for the t template; did you mean "
+                                   "'size'? valid options: kind, loud, name, size"),
         ({"name": "n", "size": 99999999999}, "option size=99999999999 is above its maximum 65536; "
                                              "pass -o size=N with N in 256..65536"),
         ({"name": "n", "size": 1}, "option size=1 is below its minimum 256"),
@@ -56,7 +62,7 @@ def test_check_declared_fills_defaults_and_checks() -> None:
     ]
     for given, message in cases:
         with pytest.raises(ServerError, match=re.escape(message)):
-            check_declared(OPTIONS, given, "generate_project")
+            check_declared(OPTIONS, given, "generate_project", "the t template")
     # Without the method, a missing required option is not an error (build need not repeat it).
     assert check_declared(OPTIONS, {})["name"] is None
 
@@ -149,43 +155,108 @@ def test_targets(tmp_path: Path) -> None:
     assert templates_building_for("arm", tmp_path) == ["mcu"]  # any Arm family builds Arm code
 
 
-# --- layering --------------------------------------------------------------------------------
+# --- options through the base class: the server is the authority ------------------------------
 
 
-def _python_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
+class _Saved(TemplateHandler):
+    PLATFORM_NAME = "saved"
+    OPTIONS = [
+        option("rate", "int", default=1, optional=["generate_project", "open_transport"],
+               help="A rate."),
+        option("name", "str", optional=["generate_project"], help="A name."),
+    ]
 
 
-def test_template_library_imports_nothing_from_templates() -> None:
-    lib = REPO_ROOT / "project_api" / "template"
-    for path in lib.rglob("*.py"):
-        text = path.read_text()
-        for name in _python_imports(path):
-            assert not name.startswith("templates"), f"{path} imports {name}"
-        assert not re.search(r"templates/(host|stm32|zephyr)\b", text), \
-            f"{path} refers to a template's files"
-        assert "microtvm_api_server" not in {n.split(".")[-1] for n in _python_imports(path)}
+def test_an_explicit_default_is_kept_and_sets_the_saved_value_back(tmp_path: Path) -> None:
+    """A value given for a step is used even when it equals the default: a project generated
+    with rate=5 can be set back to 1 at open_transport (it used to keep 5)."""
+    (tmp_path / "model.tar").write_bytes(b"")
+    save_options(tmp_path, {"rate": 5, "name": "n"})
+    handler = _Saved(project_dir=tmp_path)
+    assert handler.options_for("open_transport", {})["rate"] == 5  # saved
+    assert handler.options_for("open_transport", {"rate": 1})["rate"] == 1  # the default, given
+    assert handler.options_for("open_transport", {"name": "m"})["name"] == "n"  # generate only
+    with pytest.raises(ServerError, match="unknown option 'rat' for the saved template; did you "
+                                          "mean 'rate'"):
+        handler.options_for("open_transport", {"rat": 2})
+    with pytest.raises(ServerError, match="option rate must be an integer"):
+        handler.options_for("open_transport", {"rate": "fast"})
 
 
-def test_crt_includes_nothing_from_templates() -> None:
-    crt = REPO_ROOT / "crt"
-    include = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-    for path in [*crt.rglob("*.c"), *crt.rglob("*.h")]:
-        for target in include.findall(path.read_text(errors="replace")):
-            resolved = (path.parent / target).resolve()
-            assert "templates" not in target and resolved.is_relative_to(crt.resolve()) or \
-                not target.startswith(".."), f"{path} includes {target}, outside crt/"
+# --- project types as data --------------------------------------------------------------------
+
+TYPES = {
+    "rpc_fw": ProjectType(sources=("src/a.c",), crt="host_driven", link="rpc",
+                          help="an RPC server", banner=b"ready"),
+    "files": ProjectType(sources=("src/b.c",), crt="standalone", link=None,
+                         help="runs on files"),
+}
 
 
-def test_templates_reach_the_library_not_each_other() -> None:
-    for server_path in [*(REPO_ROOT / "templates").glob("*/microtvm_api_server.py"),
-                        REPO_ROOT / "tests" / "loopback_template" / "microtvm_api_server.py"]:
-        imports = _python_imports(server_path)
-        assert "project_api.template" in imports, f"{server_path} does not use the template library"
-        assert not any(n.startswith("templates") for n in imports), server_path
+class _Typed(TemplateHandler):
+    PLATFORM_NAME = "typed"
+    PROJECT_TYPES = TYPES
+    OPTIONS = [project_type_option(TYPES)]
+
+    def do_open_transport(self, values: dict) -> Link:
+        raise AssertionError("a type without a link must be refused before the hook runs")
+
+
+def test_project_type_option_and_the_wire() -> None:
+    wire = project_type_option(TYPES).wire
+    assert wire.choices == ["rpc_fw", "files"] and wire.default == "rpc_fw"
+    assert wire.help == "rpc_fw: an RPC server; files: runs on files."
+    info = _Typed(project_dir=Path("/nonexistent")).server_info_query("0.15.0")
+    assert info["project_types"] == {"rpc_fw": {"link": "rpc"}, "files": {"link": None}}
+    assert info["fills_defaults"] is True and info["platform_name"] == "typed"
+    with pytest.raises(TypeError, match="OPTIONS must hold project_type_option"):
+        type("NoOption", (TemplateHandler,), {"PROJECT_TYPES": TYPES, "OPTIONS": []})
+    with pytest.raises(ValueError, match="link 'uart'"):
+        ProjectType(sources=(), crt="x", link="uart", help="")
+
+
+def test_open_transport_refuses_a_type_without_a_link_at_once(tmp_path: Path) -> None:
+    (tmp_path / "model.tar").write_bytes(b"")
+    save_options(tmp_path, {"project_type": "files"})
+    with pytest.raises(ServerError) as info:
+        _Typed(project_dir=tmp_path).open_transport({})
+    assert info.value.message == (f"open_transport: {tmp_path} is a files project "
+                                  "(project_type=files): its firmware has no link to the host; "
+                                  "generate the project again with -o project_type=rpc_fw")
+
+
+def test_receive_ring_rule() -> None:
+    """One rule for every template: an RPC link holds one whole framed packet, any other link a
+    short line (the mlperftiny ring was 8 KiB on stm32 and 1 KiB on zephyr)."""
+    rpc, bench, none = (ProjectType((), "c", link, "h") for link in ("rpc", "mlperftiny", None))
+    assert [rpc.rx_ring_bytes(n) for n in (256, 2048, 4096, 8192)] == [1024, 4096, 8192, 16384]
+    assert bench.rx_ring_bytes(4096) == none.rx_ring_bytes(4096) == 1024
+
+
+def _template_handlers() -> dict[str, type]:
+    import importlib.util
+
+    handlers = {}
+    for name in ("host", "stm32", "zephyr"):
+        spec = importlib.util.spec_from_file_location(
+            f"{name}_server_for_common", paths.template_dir(name) / "microtvm_api_server.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[spec.name] = module  # type: ignore[union-attr]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        handlers[name] = module.Handler
+    return handlers
+
+
+def test_templates_take_the_common_options_from_the_library() -> None:
+    """A template overrides a common option's default, range or help, never its type, its
+    steps or its characters; and its project types' sources exist."""
+    for name, handler in _template_handlers().items():
+        by_name = {o.name: o for o in handler.OPTIONS}
+        assert by_name["project_type"].wire == project_type_option(handler.PROJECT_TYPES).wire
+        for common_name in set(by_name) & set(COMMON):
+            ours, base = by_name[common_name], common(common_name)
+            assert (ours.wire.type, ours.methods, ours.chars) == \
+                (base.wire.type, base.methods, base.chars), f"{name}: {common_name}"
+        for kind in handler.PROJECT_TYPES.values():
+            for src in kind.sources:
+                assert (paths.template_dir(name) / src).is_file(), f"{name}: {src}"

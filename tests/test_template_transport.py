@@ -1,4 +1,5 @@
-"""project_api.template.transport: the mixin, device processes and the serial endpoint."""
+"""project_api.template.link and the base class's link plumbing: a Link attached, served and
+closed by TemplateHandler, device processes, the serial endpoint."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from conftest import REPO_ROOT
 
 from project_api import client
 from project_api.errors import IoTimeoutError, TransportClosedError
-from project_api.template import DeviceProcess, TemplateHandler, TransportMixin
+from project_api.server import TransportTimeouts
+from project_api.template import DeviceProcess, Link, TemplateHandler
 from project_api.transport import LoopTransport, ProjectTransport
 
 
@@ -24,34 +26,46 @@ class _Part:
     def close(self) -> None:
         self.log.append(self.name)
 
+    def to_json(self) -> None:  # as an endpoint: one only the server holds
+        return None
 
-class _Handler(TransportMixin, TemplateHandler):
+
+TIMEOUTS = TransportTimeouts(0, 1.0, 1.0)
+
+
+class _Handler(TemplateHandler):
+    """A generated project whose link is whatever the test puts in ``next_link``."""
+
     PLATFORM_NAME = "test"
+    next_link: Link | None = None
+    opened = 0
 
-    def build(self, options: dict) -> None:
-        pass
-
-    def flash(self, options: dict) -> None:
-        pass
-
-    def open_transport(self, options: dict) -> dict:
-        return {}
+    def do_open_transport(self, values: dict) -> Link:
+        self.opened += 1
+        assert self.next_link is not None
+        return self.next_link
 
 
-def test_mixin_delegates_and_tears_down(tmp_path: Path) -> None:
-    handler = _Handler(project_dir=tmp_path)
+def _generated(tmp_path: Path) -> _Handler:
+    (tmp_path / "model.tar").write_bytes(b"")
+    return _Handler(project_dir=tmp_path)
+
+
+def test_base_attaches_serves_and_tears_down(tmp_path: Path) -> None:
+    handler = _generated(tmp_path)
     with pytest.raises(TransportClosedError):
         handler.read_transport(1, 0)
     log: list[str] = []
     loop = LoopTransport(capacity_bytes=4)
-    handler.attach(loop, _Part(log, "device"), _Part(log, "endpoint"))
+    handler.next_link = Link(loop, TIMEOUTS, _Part(log, "endpoint"), _Part(log, "device"))
+    assert handler.open_transport({}) == {"timeouts": TIMEOUTS}  # its endpoint has no JSON
     handler.write_transport(b"abc", 1.0)
     assert handler.read_transport(2, 1.0) == b"ab"
     assert handler.read_transport(10, 1.0) == b"c"
     with pytest.raises(IoTimeoutError):
         handler.read_transport(1, 0.01)
     handler.close_transport()
-    assert log == ["device", "endpoint"]  # parts closed after the transport, in order
+    assert log == ["device", "endpoint"]  # parts after the transport, the endpoint last
     with pytest.raises(TransportClosedError):
         handler.write_transport(b"x", 1.0)
     handler.close_transport()  # idempotent
@@ -59,14 +73,47 @@ def test_mixin_delegates_and_tears_down(tmp_path: Path) -> None:
 
 
 def test_closed_channel_tears_everything_down(tmp_path: Path) -> None:
-    handler = _Handler(project_dir=tmp_path)
+    handler = _generated(tmp_path)
     log: list[str] = []
     loop = LoopTransport()
-    handler.attach(loop, _Part(log, "device"))
+    handler.next_link = Link(loop, TIMEOUTS, None, _Part(log, "device"))
+    handler.open_transport({})
     loop.close()  # the device went away
     with pytest.raises(TransportClosedError):
         handler.read_transport(1, 1.0)
     assert log == ["device"]
+
+
+def test_open_transport_again_closes_the_old_link_first(tmp_path: Path) -> None:
+    """After the device went away, open_transport runs the hook again (issue 21 restarts
+    QEMU or reopens a port this way): the old link is closed before the hook builds a new one."""
+    handler = _generated(tmp_path)
+    log: list[str] = []
+    handler.next_link = Link(LoopTransport(), TIMEOUTS, None, _Part(log, "first"))
+    handler.open_transport({})
+    second = LoopTransport()
+    handler.next_link = Link(second, TIMEOUTS, None, _Part(log, "second"))
+    handler.open_transport({})
+    assert log == ["first"] and handler.opened == 2
+    handler.write_transport(b"z", 1.0)
+    assert handler.read_transport(1, 1.0) == b"z"  # served from the new link
+    handler.close_transport()
+    assert log == ["first", "second"]
+
+
+def test_a_link_that_cannot_open_is_closed_whole(tmp_path: Path) -> None:
+    class Broken(LoopTransport):
+        def open(self) -> None:
+            raise TransportClosedError(data={"reason": "no such port"})
+
+    handler = _generated(tmp_path)
+    log: list[str] = []
+    handler.next_link = Link(Broken(), TIMEOUTS, _Part(log, "endpoint"), _Part(log, "device"))
+    with pytest.raises(TransportClosedError):
+        handler.open_transport({})
+    assert log == ["device", "endpoint"]
+    with pytest.raises(TransportClosedError):
+        handler.read_transport(1, 0)
 
 
 def test_device_process_is_killed_if_it_ignores_sigterm(tmp_path: Path) -> None:
@@ -86,21 +133,14 @@ SERIAL_SERVER = """\
 import sys
 sys.path.insert(0, {root!r})
 from project_api import server
-from project_api.template import SerialEndpoint, TemplateHandler, TransportMixin
+from project_api.template import TemplateHandler, uart_link
 
 
-class Handler(TransportMixin, TemplateHandler):
+class Handler(TemplateHandler):
     PLATFORM_NAME = "uart"
 
-    def build(self, options):
-        pass
-
-    def flash(self, options):
-        pass
-
-    def open_transport(self, options):
-        timeouts = server.TransportTimeouts(0, 2.0, 2.0)
-        return {{"timeouts": timeouts, "endpoint": SerialEndpoint("loop://", 921600).to_json()}}
+    def do_open_transport(self, values):
+        return uart_link("loop://", 921600, server.TransportTimeouts(0, 2.0, 2.0))
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ import io
 import json
 import logging
 import re
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, require_tool
 from tvm_corpus import CORPUS, CorpusArchive, build_archive, save_param_dict
 
 from project_api.cli import format_error, main
@@ -227,9 +226,7 @@ def test_cortex_m_archives_are_real_arm_code(key: str, tmp_path: Path) -> None:
     """TVM's DSP C compiles for a Cortex-M7 as it is (so the corpus does not fake it), not for
     x86 with the system's headers (no <arm_acle.h>; inline Arm assembly), and for x86 with the
     host template's portable <arm_acle.h>."""
-    gcc = shutil.which("arm-none-eabi-gcc")
-    if gcc is None:
-        pytest.skip("arm-none-eabi-gcc is not installed")
+    gcc = require_tool("arm-none-eabi-gcc")
     entry = _archive(key, tmp_path)
     src = tmp_path / "default_lib1.c"
     src.write_bytes(entry.files["codegen/host/src/default_lib1.c"])

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_mlperftiny_protocol import _samples, play_golden, tflm_results
+from helpers.mlperftiny_transcript import play_golden, samples, tflm_results
 
 from project_api.emit import emit
 from project_api.emit.reference import run_tflm
@@ -85,7 +85,7 @@ def test_mlperftiny_golden_transcript_on_qemu_cortex_m3(zephyr_installation: Pat
     options = {"board": "qemu_cortex_m3", "zephyr_base": str(zephyr_installation),
                "west_cmd": _west_cmd(), "project_type": "mlperftiny",
                "mlperftiny_model": "kws01"}
-    (x,) = _samples(kws, 1, seed=13)
+    (x,) = samples(kws, 1, seed=13)
     with generate_project("zephyr", kws.path, tmp_path / "prj", options, build=True) as project:
         assert (Path(project.directory) / "build/zephyr/zephyr.elf").is_file()
         project.flash()  # QEMU board: nothing to write

@@ -9,6 +9,7 @@ The full flow with Zephyr itself is test_zephyr_flow.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 import sys
@@ -18,12 +19,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.mlperftiny_transcript import play_golden, samples, tflm_results
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     qemu_pids,
     stm32_tools_and_no_qemu_left,
 )
-from test_mlperftiny_protocol import _samples, play_golden, tflm_results
 
 from project_api import paths, server
 from project_api.emit import emit
@@ -96,7 +97,10 @@ def _stand_in(mlf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         "args": ["-M", "netduinoplus2", "-nographic", "-semihosting-config",
                  "enable=on,target=native"]}}
     monkeypatch.setitem(module.BOARDS, "qemu_cortex_m3", board)
-    monkeypatch.setattr(module, "BANNER", b"project-api stm32 ready")
+    for name, kind in module.PROJECT_TYPES.items():  # the stand-in firmware's ready line
+        if kind.banner is not None:
+            monkeypatch.setitem(module.PROJECT_TYPES, name,
+                                dataclasses.replace(kind, banner=b"project-api stm32 ready"))
     return module.Handler(project_dir=prj)
 
 
@@ -156,7 +160,7 @@ def test_qemu_mlperftiny_golden_transcript(models_dir: Path, tmp_path: Path,
     handler = _stand_in(kws.path, tmp_path, monkeypatch, project_type="mlperftiny",
                         mlperftiny_model="kws01")
     before = qemu_pids()
-    (x,) = _samples(kws, 1, seed=13)
+    (x,) = samples(kws, 1, seed=13)
     transport = HandlerTransport(handler, {})
     transport.open()
     try:

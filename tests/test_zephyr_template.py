@@ -170,8 +170,10 @@ def test_generate_every_board_matches_golden(mlf: Path, tmp_path: Path, board: s
     cmake = (prj / "CMakeLists.txt").read_text()
     assert f"set(BOARD {spec['zephyr_board']})" in cmake
     assert "find_package(Zephyr REQUIRED HINTS $ENV{ZEPHYR_BASE})" in cmake
+    # The heap is derived from the board, not written back into the checked options: what is
+    # saved is what was checked (issue 19).
     saved = json.loads((prj / "project_options.json").read_text())
-    assert saved["workspace_size_bytes"] == spec["recommended_heap_bytes"]
+    assert saved["workspace_size_bytes"] is None
 
 
 def test_crt_sources_come_from_the_manifest(mlf: Path, tmp_path: Path) -> None:
@@ -253,7 +255,10 @@ def test_generate_mlperftiny_matches_golden(mlf: Path, tmp_path: Path, board: st
     conf = (prj / "prj.conf").read_text()
     assert "CONFIG_UART_INTERRUPT_DRIVEN=y" in conf and "CONFIG_UART_CONSOLE=n" in conf
     assert "CONFIG_HEAP_MEM_POOL_SIZE" not in conf and "RANDOM" not in conf
-    assert f"CONFIG_MAIN_STACK_SIZE={Z.MLPERFTINY_MAIN_STACK_BYTES}\n" in conf
+    assert f"CONFIG_MAIN_STACK_SIZE={Z.MAIN_STACK_BYTES['mlperftiny']}\n" in conf
+    # What is saved is what was checked: the stack derived from the project type is not.
+    saved = json.loads((prj / "project_options.json").read_text())
+    assert saved["config_main_stack_size"] is None and saved["workspace_size_bytes"] is None
     assert '"kws01"' in (prj / "src/mlperftiny_model.c").read_text()
     assert (prj / "crt_config/crt_config.h").is_file()
 
@@ -268,9 +273,9 @@ def test_mlperftiny_ready_line_is_the_banner_open_transport_waits_for() -> None:
 
 
 def test_mlperftiny_model_option_is_the_shared_one() -> None:
-    from project_api.template import ai_api
+    from project_api.template import mlperftiny_model
 
-    assert ai_api.MLPERFTINY_MODEL_OPTION in Z.Handler.OPTIONS
+    assert mlperftiny_model.MLPERFTINY_MODEL_OPTION in Z.Handler.OPTIONS
 
 
 def test_mlperftiny_model_guessed_without_the_option(mlf: Path, tmp_path: Path) -> None:
@@ -481,6 +486,22 @@ def test_build_names_every_missing_part_at_once(mlf: Path, tmp_path: Path) -> No
             project.build()
 
 
+def test_build_opens_the_archive_once(mlf: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target check and the board's CPU check read one opened archive (build opened it
+    twice)."""
+    from project_api import mlf as mlf_mod
+
+    prj = _generate(mlf, tmp_path / "prj", west_cmd="no-such-west-program")
+    opened = []
+    real_open = mlf_mod.open_mlf
+    monkeypatch.setattr(mlf_mod, "open_mlf", lambda path, *a, **k: opened.append(path) or
+                        real_open(path, *a, **k))
+    with pytest.raises(ProjectAPIError, match="build needs west and a Zephyr tree"):
+        Z.Handler(project_dir=prj).build({})  # both checks ran; then west is missing
+    assert opened == [prj / "model"]
+
+
 def test_a_build_that_writes_no_image_fails(mlf: Path, tmp_path: Path, west,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #17, item 12: west_cmd=/bin/true on a bare VERSION file built nothing; it is not
@@ -576,6 +597,27 @@ def test_gdbserver_port_is_passed_as_text(tmp_path: Path) -> None:
     assert "-gdb" not in emulator_argv(emulator["binary"], emulator["args"], tmp_path / "e", line)
 
 
+def test_a_missing_emulator_names_the_boards_package(mlf: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """qemu_x86 runs under qemu-system-i386, which Debian's qemu-system-x86 installs: the
+    one-line error says so (it named qemu-system-arm for every board)."""
+    from project_api.template import elf, qemu
+
+    assert BOARDS["qemu_x86"]["emulator"]["package"] == "qemu-system-x86"
+    prj = _generate(mlf, tmp_path / "prj", board="qemu_x86")
+    (prj / "build/zephyr").mkdir(parents=True)
+    (prj / "build/zephyr/zephyr.elf").write_bytes(b"\x7fELF")
+    monkeypatch.setattr(elf, "check_image", lambda path, *a, **k: path.read_bytes())
+    monkeypatch.setattr(qemu.shutil, "which", lambda name: None)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(qemu.tempfile, "tempdir", str(tmp_path / "tmp"))
+    with pytest.raises(ServerError, match=r"'qemu-system-i386' is not installed \(not found on "
+                                          r"PATH\); install QEMU, e.g. 'apt-get install "
+                                          r"qemu-system-x86'"):
+        Z.Handler(project_dir=prj).open_transport({})
+    assert not list((tmp_path / "tmp").iterdir())  # the serial line's folder is gone
+
+
 DTS = """/dts-v1/;
 / {
 	#address-cells = < 0x1 >;
@@ -641,7 +683,9 @@ def test_open_transport_mlperftiny_real_board_and_standalone_refused(mlf: Path,
     finally:
         handler.close_transport()
     alone = _generate(mlf, tmp_path / "alone", board="nucleo_f746zg", project_type="standalone")
-    with pytest.raises(ServerError, match="a standalone firmware has no RPC server"):
+    with pytest.raises(ServerError, match=r"open_transport: .*alone is a standalone project "
+                       r"\(project_type=standalone\): its firmware has no link to the host; "
+                       r"generate the project again with -o project_type=host_driven$"):
         Z.Handler(project_dir=alone).open_transport({"serial_port": "loop://"})
 
 

@@ -12,8 +12,6 @@ import logging
 import os
 from typing import Any
 
-import yaml
-
 from project_api.cli.base import Subcommand
 
 _LOG = logging.getLogger(__name__)
@@ -21,21 +19,15 @@ _LOG = logging.getLogger(__name__)
 
 def board_usb_ids() -> dict[tuple[int, int], list[str]]:
     """``(vid, pid) -> ["template/board", ...]`` from every template's ``boards.yaml``."""
-    from project_api import paths
+    from project_api.template.boards import templates_boards
     from project_api.template.serial_ports import usb_ids
 
     out: dict[tuple[int, int], list[str]] = {}
-    root = paths.templates_dir()
-    for boards_file in sorted(root.glob("*/boards.yaml")):
-        try:
-            boards = (yaml.safe_load(boards_file.read_text()) or {}).get("boards") or {}
-        except (OSError, yaml.YAMLError) as exc:
-            _LOG.warning("skipping %s: %s", boards_file, exc)
-            continue
+    for template, boards in templates_boards():
         for name, board in boards.items():
             key = usb_ids((board or {}).get("usb"))
             if key:
-                out.setdefault(key, []).append(f"{boards_file.parent.name}/{name}")
+                out.setdefault(key, []).append(f"{template}/{name}")
     return out
 
 
@@ -107,12 +99,13 @@ examples:
         data["labgrid"] = None
         if coordinator:
             from project_api import extras
-            from project_api.template import remote
+            from project_api.labgrid_places import list_places
+            from project_api.template.labgrid_place import coordinator_address
 
             extras.require("labgrid", "listing labgrid places (--coordinator, LG_COORDINATOR)")
-            address = remote.coordinator_address({"labgrid_coordinator": coordinator})
+            address = coordinator_address({"labgrid_coordinator": coordinator})
             data["labgrid"] = {"coordinator": address,
-                               "places": [p.to_json() for p in remote.list_places(address)]}
+                               "places": [p.to_json() for p in list_places(address)]}
         self.output(data, lambda: _text(data))
         return 0
 

@@ -12,7 +12,12 @@ from typing import Any
 
 from project_api.cli.base import Subcommand, add_option_argument, format_options, model_with_specs
 from project_api.errors import ProjectAPIError
-from project_api.project import TemplateProject, parse_option_assignments, resolve_template
+from project_api.project import (
+    TemplateProject,
+    add_unspecified_options,
+    parse_option_assignments,
+    resolve_template,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -74,56 +79,75 @@ examples:
         parser.epilog = f"{title}\n{listing}\n\n{parser.epilog or ''}"
 
     def invoke(self) -> int:
+        from project_api.mlf import open_mlf
+        from project_api.project import load_project_options
+
         args = self.args
         template_dir = resolve_template(args.template)
         self.progress(f"starting the server of template {args.template} ...")
         with TemplateProject.from_directory(template_dir, debug=self.verbosity >= 2) as tpl, \
                 tempfile.TemporaryDirectory(prefix="project-api-specs-") as tmp:
             options = parse_option_assignments(args.options, tpl.project_options, tpl.where)
-            model = model_with_specs(args.model, args.input_specs, tmp)
-            warnings = self._notes(model, template_dir, options, tpl.project_options)
-            self.progress(f"generating {args.out} from {args.model} ...")
-            project = tpl.generate_project_from_mlf(model, args.out, options, force=args.force)
-            with project:
-                full = project.options
-                platform = project.platform_name
+            with open_mlf(model_with_specs(args.model, args.input_specs, tmp)) as library:
+                warnings = self._notes(library, template_dir, options, tpl.project_options)
+                self.progress(f"generating {args.out} from {args.model} ...")
+                project_dir = tpl.generate(library, args.out, options, force=args.force)
+            platform = tpl.platform_name
+            full = {**add_unspecified_options({}, tpl.project_options),
+                    **load_project_options(project_dir)}
         for line in warnings:  # not progress: shown with -q too
             sys.stderr.write(f"warning: {args.model}: {line}\n")
         out = str(Path(args.out))
-        data = {"project_dir": str(Path(args.out).absolute()), "template": str(template_dir),
+        data = {"project_dir": str(project_dir), "template": str(template_dir),
                 "platform": platform, "options": full, "warnings": warnings}
         self.output(data, f"generated {out} (template {args.template}, platform {platform}); "
                           f"next: project-api build {shlex.quote(out)}")  # pasted into a shell
         return 0
 
-    def _notes(self, model: Path, template_dir: Path, options: dict[str, Any],
+    def _notes(self, library: Any, template_dir: Path, options: dict[str, Any],
                project_options: list[dict[str, Any]]) -> list[str]:
         """A progress line for each tensor whose facts were inferred, not read (see
         :attr:`project_api.mlf.TensorInfo.note`); the warnings to show after generating
         (kernels slower than the board's, float in software)."""
         from project_api.cli.base import _default_of
-        from project_api.mlf import open_mlf
-        from project_api.template.targets import (
-            board_cpu,
-            board_entry,
-            slower_kernels,
-            software_float,
-        )
+        from project_api.template.boards import board_entry
+        from project_api.template.targets import board_cpu, software_float
 
         board = options.get("board", _default_of(project_options, "board"))
+        for m in library.modules.values():
+            for kind, tensors in (("input", m.inputs), ("output", m.outputs)):
+                for t in tensors:
+                    if t.note:
+                        self.progress(f"note: {kind} {t.name!r}: {t.note} (--input-spec "
+                                      f"{t.name}:{t.dtype}:D0xD1x... overrides it)")
         warnings = []
-        with open_mlf(model) as lib:
-            for m in lib.modules.values():
-                for kind, tensors in (("input", m.inputs), ("output", m.outputs)):
-                    for t in tensors:
-                        if t.note:
-                            self.progress(f"note: {kind} {t.name!r}: {t.note} (--input-spec "
-                                          f"{t.name}:{t.dtype}:D0xD1x... overrides it)")
-            if board:
-                warnings += [slower_kernels(lib, board, board_cpu(template_dir, board)),
-                             software_float(lib.modules.values(), board,
-                                            board_entry(template_dir, board))]
+        if board:
+            warnings += [slower_kernels(library, board, board_cpu(template_dir, board)),
+                         software_float(library.modules.values(), board,
+                                        board_entry(template_dir, board))]
         return [w for w in warnings if w]
+
+
+def slower_kernels(library: Any, board: str, cpu: str | None) -> str | None:
+    """A warning when ``library`` (a ModelLibrary) holds a module our emitter wrote with the
+    portable kernels although ``board``'s ``cpu`` has DSP-extension kernels (which run several
+    times faster, bit for bit the same); None otherwise. Archives from TVM record no
+    ``kernel_target`` and are left alone."""
+    from project_api.emit.target import for_cpu
+
+    best = for_cpu(cpu)
+    if not best.dsp:
+        return None
+    modules = (library.metadata.get("modules") or {}) if isinstance(library.metadata, dict) else {}
+    generic = [name for name, entry in modules.items()
+               if isinstance(entry, dict) and entry.get("kernel_target") in ("generic",
+                                                                             "cortex-m0")]
+    if not generic:
+        return None
+    return (f"module {generic[0]!r} was emitted with the portable kernels, but {board} is a "
+            f"{cpu} with the {best.name} DSP kernels (several times faster, the same results): "
+            f"emit the model again with 'project-api emit MODEL.tflite --target {best.name}'")
+
 
 
 def _value_of(argv: list[str], flags: tuple[str, ...]) -> str | None:

@@ -14,7 +14,7 @@ from project_api.cli.base import (
     tflite_not_mlf_error,
 )
 from project_api.mlf import ModelLibrary, open_mlf
-from project_api.project import OPTIONS_FILE, SERVER_SCRIPT, _load_options
+from project_api.project import OPTIONS_FILE, SERVER_SCRIPT, load_project_options
 
 
 def describe_library(lib: ModelLibrary) -> str:
@@ -99,7 +99,7 @@ examples:
         model_text = ""
         mlf_path = info.get("model_library_format_path")
         if not info.get("is_template"):
-            data["saved_options"] = _load_options(path)
+            data["saved_options"] = load_project_options(path)
             if mlf_path and Path(mlf_path).exists():
                 with open_mlf(mlf_path) as lib:
                     data["model"] = lib.to_json()

@@ -1,11 +1,11 @@
 """The ``ai_`` standalone API (X-CUBE-AI style ``ai_create`` / ``ai_run``) generated from MLFs.
 
-Any template with a standalone project type uses this module: :func:`prepare` extracts the
-extra archives beside the project's own ``model/``, renames a module whose name another archive
-already took (its C is rewritten from ``tvmgen_<old>`` to ``tvmgen_<new>`` before anything is
-compiled, so two ``default`` modules link together), and builds the contexts;
-:func:`write_sources` renders ``model_glue.c`` (one ``TVMCrtAotModel`` per module) and the ai_
-files from ``jinja/ai_*.j2``:
+A project type whose ``model`` is ``ai_api`` gets it (:meth:`~.new_project.NewProject.
+write_model_sources` calls :func:`generate`): :func:`prepare` extracts the extra archives beside
+the project's own ``model/``, renames a module whose name another archive already took
+(:func:`.symbols.rename_module`, before anything is compiled, so two ``default`` modules link
+together), and builds the contexts; the model glue covers every module, and
+:func:`write_sources` renders the ai_ files from ``jinja/ai_*.j2``:
 
 * ``ai_runtime.h`` / ``ai_runtime.c``: the API, no heap; the model workspace is served from the
   pool the application passes to ``ai_create`` (``TVMCrtWorkspace_Init`` before each run);
@@ -19,9 +19,7 @@ Only the backend C library (``crt/libraries.txt``, project type ``standalone``) 
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ import numpy as np
 
 from project_api import mlf
 from project_api.errors import OptionValueError, ServerError
-from project_api.template import glue, quoting
+from project_api.template import glue, quoting, symbols
 from project_api.template.options import option
 
 _LOG = logging.getLogger(__name__)
@@ -105,92 +103,6 @@ def _fail(message: str) -> ServerError:
     return ServerError(message=message)
 
 
-def _module_names(root: Path, archive: str) -> list[str]:
-    meta = json.loads((root / "metadata.json").read_text())
-    modules = meta.get("modules")
-    if isinstance(modules, dict):
-        return list(modules)
-    name = meta.get("model_name")
-    if not isinstance(name, str):
-        raise _fail(f"{archive}: metadata.json names no module")
-    return [name]
-
-
-def rename_module(root: Path, old: str, new: str, archive: str) -> None:
-    """Rename module ``old`` of the extracted archive at ``root`` to ``new`` in place: its
-    metadata entry, its files (``<old>_*.c``, ``tvmgen_<old>.h``) and every ``tvmgen_<old>`` /
-    ``TVMGEN_<OLD>`` identifier in its C, so its symbols no longer clash with another module."""
-    meta_path = root / "metadata.json"
-    meta = json.loads(meta_path.read_text())
-    if isinstance(meta.get("modules"), dict):
-        meta["modules"] = {(new if k == old else k): v for k, v in meta["modules"].items()}
-        meta["modules"][new]["model_name"] = new
-    else:
-        meta["model_name"] = new
-    codegen = root / "codegen" / "host"
-    single = len(_module_names(root, archive)) == 1
-    if (codegen / "lib").is_dir() and any(
-            p.suffix == ".o" and (single or p.name.startswith(f"{old}_"))
-            for p in (codegen / "lib").iterdir()):
-        raise _fail(
-            f"{archive}: module {old!r} clashes with a module of the same name in another archive "
-            f"and ships prebuilt objects that cannot be renamed; emit it again with another name "
-            f"(e.g. 'project-api emit --name {new}' or emit(..., name={new!r}))"
-        )
-    lo_old, lo_new = mlf.sanitize_c_name(old).lower(), mlf.sanitize_c_name(new).lower()
-    pattern = re.compile(rf"\b(tvmgen|TVMGEN)_({re.escape(lo_old)}|{re.escape(lo_old.upper())})"
-                         r"(?=_|\b|\.h)")
-
-    def sub(m: re.Match[str]) -> str:
-        return f"{m.group(1)}_{lo_new if m.group(1) == 'tvmgen' else lo_new.upper()}"
-
-    files = [p for d in ("src", "include") if (codegen / d).is_dir()
-             for p in sorted((codegen / d).iterdir()) if p.suffix in (".c", ".h", ".cc")]
-    for path in files:
-        if not single and not (path.name.startswith(f"{old}_") or
-                               path.name == f"tvmgen_{lo_old}.h"):
-            continue
-        path.write_text(pattern.sub(sub, path.read_text(errors="replace")))
-        name = path.name
-        if name == f"tvmgen_{lo_old}.h":
-            path.rename(path.with_name(f"tvmgen_{lo_new}.h"))
-        elif name.startswith(f"{old}_"):
-            path.rename(path.with_name(new + name[len(old):]))
-    for extra in (root / "parameters" / f"{old}.params", root / "src" / f"{old}.relay"):
-        if extra.is_file():
-            extra.rename(extra.with_name(new + extra.name[len(old):]))
-    meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-
-
-def _float_literal(value: float) -> str:
-    f = np.float32(value)
-    if not np.isfinite(f):
-        raise _fail(f"quantization scale {value!r} is not a finite number")
-    return f"{float(f):.9g}f" if "e" in f"{float(f):.9g}" or "." in f"{float(f):.9g}" \
-        else f"{float(f):.9g}.0f"
-
-
-def quant_context(quant: dict[str, Any] | None, shape: Sequence[int],
-                  where: str) -> dict[str, Any] | None:
-    """The C view of a metadata.json ``quantization``: scales, zero points and the channel axis
-    (``axis`` or ``quantized_dimension``; -1 for one scale per tensor)."""
-    if not quant:
-        return None
-    scale, zero = list(quant["scale"]), [int(z) for z in quant["zero_point"]]
-    if len(scale) != len(zero) or not scale:
-        raise _fail(f"{where}: quantization has {len(scale)} scales and {len(zero)} zero points")
-    if len(scale) == 1:
-        axis = -1
-    else:
-        axis = int(quant.get("axis", quant.get("quantized_dimension", -1)))
-        if axis < 0:
-            axis += len(shape)
-        if not 0 <= axis < len(shape) or shape[axis] != len(scale):
-            raise _fail(f"{where}: {len(scale)} per-channel scales do not match axis "
-                        f"{quant.get('axis', quant.get('quantized_dimension'))} of shape "
-                        f"{list(shape)}")
-    return {"axis": axis, "scale": scale, "zero_point": zero,
-            "scale_literals": [_float_literal(s) for s in scale]}
 
 
 def _hex_rows(data: bytes) -> list[str]:
@@ -233,14 +145,14 @@ def prepare(project_dir: Path, extra_archives: Iterable[str | Path], platform: s
     taken: set[str] = set()
     for root, rel, archive in roots:
         original: dict[str, str] = {}  # final name -> name in the archive
-        for name in _module_names(root, archive):
+        for name in symbols.module_names(root, archive):
             first = name
             if name in taken or mlf.sanitize_c_name(name).lower() in {
                     mlf.sanitize_c_name(t).lower() for t in taken}:
                 k = 1
                 while f"{name}_{k}" in taken:
                     k += 1
-                rename_module(root, name, f"{name}_{k}", archive)
+                symbols.rename_module(root, name, f"{name}_{k}", archive)
                 project.renamed[f"{archive}:{name}"] = f"{name}_{k}"
                 _LOG.info("%s: module %r renamed %r (another archive has a module %r)", archive,
                           name, f"{name}_{k}", name)
@@ -298,9 +210,9 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
     inputs = []
     for i, (t, c) in enumerate(zip(mod.inputs, ctx["inputs"], strict=True)):
         data = sample_input(seed, index, i, t.dtype, t.shape).tobytes()
-        inputs.append({**c, "quant": quant_context(t.quantization, t.shape, f"{where}, input "
+        inputs.append({**c, "quant": glue.quant_context(t.quantization, t.shape, f"{where}, input "
                                                    f"{t.name!r}"), "sample_rows": _hex_rows(data)})
-    outputs = [{**c, "quant": quant_context(t.quantization, t.shape,
+    outputs = [{**c, "quant": glue.quant_context(t.quantization, t.shape,
                                             f"{where}, output {t.name!r}")}
                for t, c in zip(mod.outputs, ctx["outputs"], strict=True)]
     cident = quoting.c_identifier(mod.name).lower()
@@ -314,10 +226,10 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
 
 
 def write_sources(env: quoting.Environments, project_dir: Path, ai: AiProject) -> None:
-    """Render ``src/model_glue.c`` and the ai_ files of :data:`AI_DIR` into the project."""
+    """Render the ai_ files of :data:`AI_DIR` into the project (the model glue of
+    ``ai.modules`` is :meth:`~.new_project.NewProject.write_model_glue`'s)."""
     out = project_dir / AI_DIR
     out.mkdir(parents=True, exist_ok=True)
-    (project_dir / "src" / "model_glue.c").write_text(glue.render_model_glue(env, ai.modules))
     values = {
         "models": ai.models, "max_networks": max(MAX_NETWORKS, 2 * len(ai.models)),
         "max_io": max(max(len(m["inputs"]), len(m["outputs"])) for m in ai.models),
@@ -341,11 +253,6 @@ def generate(project: Any, extra_models: str | None, shared_pool: bool, seed: in
     return ai
 
 
-#: MLPerf Tiny model versions (the benchmark's EE_MODEL_VERSION_*) and how each is scored.
-MLPERFTINY_MODELS = {"kws01": "vector", "vww01": "vector", "ic01": "vector",
-                     "ad01": "reconstruction"}
-#: The ``mlperftiny_model`` option, declared once for every template with project type
-#: mlperftiny (add it to the handler's OPTIONS).
 #: The options of a standalone (ai_ API) project, for a template's ``OPTIONS``.
 STANDALONE_OPTIONS = [
     option("extra_models", "str", optional=["generate_project"],
@@ -357,85 +264,10 @@ STANDALONE_OPTIONS = [
 ]
 
 
-
-def write_model_sources(project: Any) -> tuple[list[str], list[str]]:
-    """The model's side of a firmware for ``project``'s ``project_type``: standalone, the ai_ API
-    (:func:`generate`); otherwise the model glue and, for mlperftiny, the benchmark's model file.
-    Returns the generated C sources and the model folders their code is in."""
-    opts = project.options
-    if opts["project_type"] == "standalone":
-        ai = generate(project, opts["extra_models"], opts["shared_pool"], opts["sample_seed"])
-        return list(ai.sources), list(ai.model_dirs)
-    project.write_model_glue()
-    if opts["project_type"] == "mlperftiny":
-        write_mlperftiny_model(project, opts["mlperftiny_model"])
-        return ["src/model_glue.c", "src/mlperftiny_model.c"], ["model"]
-    return ["src/model_glue.c"], ["model"]
-
-
 def check_standalone_options(options: Mapping[str, Any]) -> None:
-    """ServerError when a project that is not standalone is given standalone-only options."""
+    """OptionValueError when a project whose type has no ai_ API (not standalone) is given
+    the ai_ API's options."""
     if options.get("project_type") != "standalone" and (options.get("extra_models")
                                                         or options.get("shared_pool")):
         raise OptionValueError("extra_models and shared_pool need project_type=standalone; "
                                "add -o project_type=standalone or drop them")
-
-
-MLPERFTINY_MODEL_OPTION = option(
-    "mlperftiny_model", "str", choices=list(MLPERFTINY_MODELS), optional=["generate_project"],
-    help="mlperftiny: the benchmark's model (default: guessed from the outputs).")
-#: Models whose data sets hold uint8 pixels that an int8 model takes less 128 (the benchmark's
-#: reference firmware does so).
-MLPERFTINY_UINT8_IMAGES = ("vww01", "ic01")
-#: Output sizes that name a model version when the option does not.
-_MLPERFTINY_BY_OUTPUTS = {12: "kws01", 2: "vww01", 10: "ic01"}
-
-
-def mlperftiny_version(mod: Any, version: str | None) -> str:
-    """The benchmark's model version of ``mod``: ``version`` if given, else guessed from the
-    outputs (an output as large as the input: ad01; 12 classes: kws01; 2: vww01; 10: ic01)."""
-    if version:
-        return version
-    in_n = int(np.prod(mod.inputs[0].shape)) if mod.inputs[0].shape else None
-    out_n = int(np.prod(mod.outputs[0].shape)) if mod.outputs[0].shape else None
-    if out_n is not None and out_n == in_n:
-        return "ad01"
-    if out_n in _MLPERFTINY_BY_OUTPUTS:
-        return _MLPERFTINY_BY_OUTPUTS[out_n]
-    raise _fail(f"module {mod.name!r}: cannot tell which MLPerf Tiny model this is ({out_n} "
-                f"outputs); set -o mlperftiny_model={'|'.join(MLPERFTINY_MODELS)}")
-
-
-def write_mlperftiny_model(project: Any, version: str | None,
-                           dest: str = "src/mlperftiny_model.c") -> str:
-    """Render ``src/mlperftiny_model.c`` (the ``TVMCrtMlperfTinyAotInfo`` of the project's one
-    module, for ``crt/src/mlperftiny``) from the MLF's quantization; return the model version."""
-    modules = list(project.library.modules.values())
-    if len(modules) != 1:
-        raise _fail(f"project type mlperftiny runs one model; the archive has {len(modules)} "
-                    "modules")
-    mod = modules[0]
-    where = f"module {mod.name!r}"
-    if len(mod.inputs) != 1 or len(mod.outputs) != 1:
-        raise _fail(f"{where}: MLPerf Tiny models have one input and one output; this one has "
-                    f"{len(mod.inputs)} and {len(mod.outputs)}")
-    version = mlperftiny_version(mod, version)
-    tensors = {}
-    for kind, t in (("input", mod.inputs[0]), ("output", mod.outputs[0])):
-        if t.dtype not in ("int8", "float32"):
-            raise _fail(f"{where}, {kind} {t.name!r}: dtype {t.dtype} (MLPerf Tiny firmware "
-                        "takes int8 or float32)")
-        quant = quant_context(t.quantization, t.shape or (), f"{where}, {kind} {t.name!r}")
-        if quant and quant["axis"] != -1:
-            raise _fail(f"{where}, {kind} {t.name!r}: per-channel quantization of a model "
-                        "input or output is not supported")
-        tensors[kind] = {"quant": quant if t.dtype == "int8" else None,
-                         "size_bytes": t.size_bytes}
-    db_bytes = tensors["input"]["size_bytes"] * (4 if tensors["input"]["quant"] else 1)
-    path = project.dir / dest
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(project.env.get_template("mlperftiny_model.c.j2").render(
-        module=mod.name, version=version, score=MLPERFTINY_MODELS[version], db_bytes=db_bytes,
-        input_uint8=version in MLPERFTINY_UINT8_IMAGES and mod.inputs[0].dtype == "int8",
-        input=tensors["input"], output=tensors["output"]))
-    return version

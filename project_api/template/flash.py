@@ -9,15 +9,18 @@ argv for the command-line tools, golden calls for pyOCD's Python API)::
         runner.flash(elf, {"name": name, **board}, values["serial_number"], progress)
 
 ``board`` is the board's entry of the template's ``boards.yaml`` plus its ``name``; the runners
-read ``emulated``, ``pyocd_target``, ``openocd_target`` (an OpenOCD target script, e.g.
-``target/stm32f4x.cfg``) and ``memory.flash`` from it. ``serial_number`` picks the debug probe
-(for ST-LINK, the USB serial number its virtual COM port shows too); None means "the only one".
+read ``emulated``, ``pyocd_target``, ``openocd_interface`` and ``openocd_target`` (OpenOCD's
+scripts for the probe and the chip, e.g. ``interface/stlink.cfg`` and ``target/stm32f4x.cfg``),
+``elf`` (the image's ``machine`` and ``bits``), ``probe`` (how messages name the debug probe)
+and ``memory.flash`` from it: nothing here knows a CPU or a probe. ``serial_number`` picks the
+debug probe (for ST-LINK, the USB serial number its virtual COM port shows too); None means
+"the only one".
 
 Runners: :class:`PyOcdRunner` (the default on hardware; pyOCD's Python API, which is a
 dependency), :class:`OpenOcdRunner` and :class:`CubeProgrammerRunner` (when installed), and
 :class:`QemuRunner` for emulated boards, which only checks the image (the emulator that
-``open_transport`` starts loads it); :func:`check_arm_elf` checks an image before any runner
-gets it. Every runner on hardware programs, verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
+``open_transport`` starts loads it); :func:`check_firmware` checks an image against the board
+before any runner gets it. Every runner on hardware programs, verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
 that is absent or ambiguous raises a one-line FlashError listing the candidates.
 """
 
@@ -126,16 +129,19 @@ class FlashRunner(abc.ABC):
                              log=str(log_path))
 
 
-def check_arm_elf(image: Path) -> bytes:
-    """The bytes of ``image`` if it is a whole 32-bit Arm ELF executable (header, program
-    headers and every loadable segment inside the file; :func:`.elf.check_image`), else
-    FlashError saying what is wrong and to rebuild."""
+def check_firmware(image: Path, board: Mapping[str, Any]) -> bytes:
+    """The bytes of ``image`` if it is a whole ELF executable (header, program headers and every
+    loadable segment inside the file; :func:`.elf.check_image`) for ``board``'s CPU (its
+    boards.yaml ``elf``: ``machine``, pyelftools' ``e_machine`` name such as ``EM_ARM``, and
+    ``bits``), else FlashError saying what is wrong and to rebuild."""
     from project_api.template.elf import check_image
 
-    data = check_image(image, "EM_ARM", FlashError)
-    if data[4] != 1:
-        raise FlashError(f"{image} is a 64-bit ELF file, not a 32-bit Arm image; rebuild it "
-                         "with 'project-api build'")
+    elf = board.get("elf") or {}
+    data = check_image(image, elf.get("machine"), FlashError)
+    bits = {1: 32, 2: 64}.get(data[4])
+    if elf.get("bits") and bits != elf["bits"]:
+        raise FlashError(f"{image} is a {bits}-bit ELF file, not a {elf['bits']}-bit image for "
+                         f"{board.get('name', 'the board')}; rebuild it with 'project-api build'")
     return data
 
 
@@ -206,7 +212,7 @@ class PyOcdRunner(FlashRunner):
         segments = load_segments(image, board.get("memory", {}).get("flash"))
         probes = ConnectHelper.get_all_connected_probes(
             blocking=False, unique_id=serial_number, print_wait_message=False)
-        probe = _one_probe(probes, serial_number)
+        probe = _one_probe(probes, serial_number, board.get("probe", "debug probe"))
         _LOG.info("pyocd: %s (%s), target %s", probe.description, probe.unique_id,
                   options["target_override"])
         try:
@@ -234,11 +240,12 @@ def _managed_pack_targets() -> set[str]:
         return set()
 
 
-def _one_probe(probes: Sequence[Any], serial_number: str | None) -> Any:
-    """The only probe of ``probes``, or FlashError listing what is there."""
+def _one_probe(probes: Sequence[Any], serial_number: str | None, probe: str) -> Any:
+    """The only probe of ``probes``, or FlashError listing what is there (``probe``: how the
+    board's debug probe is named, e.g. ST-LINK)."""
     which = f" with serial number {serial_number}" if serial_number else ""
     if not probes:
-        raise FlashError(f"no debug probe found{which}; connect the board's ST-LINK by USB "
+        raise FlashError(f"no debug probe found{which}; connect the board's {probe} by USB "
                          "('pyocd list' shows the probes)")
     if len(probes) > 1:
         listed = ", ".join(f"{p.unique_id} ({p.description})" for p in probes)
@@ -248,13 +255,12 @@ def _one_probe(probes: Sequence[Any], serial_number: str | None) -> Any:
 
 
 class OpenOcdRunner(FlashRunner):
-    """OpenOCD with the ST-LINK interface: ``program <elf> verify reset exit``."""
+    """OpenOCD with the board's probe and chip scripts: ``program <elf> verify reset exit``."""
 
     NAME = "openocd"
     PROGRAM = "openocd"
     CAPS = RunnerCaps(hardware=True, serial_number=True, verify=True, reset=True)
     INSTALL_HINT = "install OpenOCD, e.g. 'apt-get install openocd'"
-    INTERFACE = "interface/stlink.cfg"
 
     def version(self, program: str) -> tuple[int, ...]:
         """OpenOCD's version (``Open On-Chip Debugger 0.12.0``); (0,) if it prints none."""
@@ -268,16 +274,17 @@ class OpenOcdRunner(FlashRunner):
         procedure passes its file name to ``eval`` again, so it gets the image's bare name and
         the serial number, both checked by :func:`~project_api.template.quoting.tcl_word`:
         the project's path, whatever it holds, never reaches Tcl."""
-        target = board.get("openocd_target")
-        if not target:
-            raise FlashError(f"board {board.get('name')} has no openocd_target; add it to the "
-                             "board's entry or use another flash_runner")
-        argv = [program, "-f", self.INTERFACE]
+        missing = [key for key in ("openocd_interface", "openocd_target") if not board.get(key)]
+        if missing:
+            raise FlashError(f"board {board.get('name')} has no {' or '.join(missing)}; add "
+                             "it to the board's entry or use another flash_runner")
+        argv = [program, "-f", str(board["openocd_interface"])]
         if serial_number:
             word = "adapter serial" if version >= (0, 11) else "hla_serial"
             argv += ["-c", f"{word} {tcl_word(serial_number, 'serial_number')}"]
         name = tcl_word(image.name, "the image's file name")
-        return argv + ["-f", target, "-c", f"program {{{name}}} verify reset exit"]
+        return argv + ["-f", str(board["openocd_target"]), "-c",
+                       f"program {{{name}}} verify reset exit"]
 
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
@@ -310,15 +317,15 @@ class CubeProgrammerRunner(FlashRunner):
 
 
 class QemuRunner(FlashRunner):
-    """Emulated boards: checks that the image is a whole Arm ELF executable; nothing is
-    written (the emulator that ``open_transport`` starts loads ``build/firmware.elf`` itself)."""
+    """Emulated boards: checks that the image is a whole ELF executable for the board; nothing
+    is written (the emulator that ``open_transport`` starts loads ``build/firmware.elf`` itself)."""
 
     NAME = "qemu"
     CAPS = RunnerCaps(hardware=False)
 
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
-        data = check_arm_elf(image)
+        data = check_firmware(image, board)
         _LOG.info("qemu: %s (%d bytes, sha256 %s) is ready for %s", image.name, len(data),
                   hashlib.sha256(data).hexdigest()[:16], board.get("name"))
         progress(1.0)

@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from project_api import dtypes, paths
 from project_api.errors import ServerError
@@ -183,14 +185,15 @@ BUILD_HASH_DIGITS = 15
 _BUILD_HASH_RE = re.compile(f"[0-9a-f]{{{BUILD_HASH_DIGITS}}}")
 
 
-def compute_build_hash(model_dir: Path, options: Mapping[str, Any], template_dir: Path,
-                       platform: str) -> str:
-    """A hash of what a firmware is generated from: every file of the extracted model archive,
-    the options (as sorted JSON) and every file of the template; :data:`BUILD_HASH_DIGITS`
-    hex digits. Two projects generated alike from the same inputs get the same hash."""
+def compute_build_hash(model_dirs: Iterable[Path], options: Mapping[str, Any],
+                       template_dir: Path, platform: str) -> str:
+    """A hash of what a firmware is generated from: every file of each extracted model archive
+    (``model_dirs``, in order), the options (as sorted JSON) and every file of the template;
+    :data:`BUILD_HASH_DIGITS` hex digits. Two projects generated alike from the same inputs get
+    the same hash."""
     digest = hashlib.sha256(platform.encode() + b"\0")
     digest.update(json.dumps(dict(options), sort_keys=True, default=str).encode() + b"\0")
-    for root in (Path(model_dir), Path(template_dir)):
+    for root in (*map(Path, model_dirs), Path(template_dir)):
         for path in sorted(p for p in root.rglob("*")
                            if p.is_file() and "__pycache__" not in p.parts):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
@@ -236,3 +239,34 @@ def render_crt_config(
         if defaults.get(name) != str(value)
     ]
     return env.get_template("crt_config.h.j2").render(title=title, knobs=kept)
+
+
+def _float_literal(value: float) -> str:
+    f = np.float32(value)
+    if not np.isfinite(f):
+        raise _fail(f"quantization scale {value!r} is not a finite number")
+    return f"{float(f):.9g}f" if "e" in f"{float(f):.9g}" or "." in f"{float(f):.9g}" \
+        else f"{float(f):.9g}.0f"
+
+
+def quant_context(quant: dict[str, Any] | None, shape: Sequence[int],
+                  where: str) -> dict[str, Any] | None:
+    """The C view of a metadata.json ``quantization``: scales, zero points and the channel axis
+    (``axis`` or ``quantized_dimension``; -1 for one scale per tensor)."""
+    if not quant:
+        return None
+    scale, zero = list(quant["scale"]), [int(z) for z in quant["zero_point"]]
+    if len(scale) != len(zero) or not scale:
+        raise _fail(f"{where}: quantization has {len(scale)} scales and {len(zero)} zero points")
+    if len(scale) == 1:
+        axis = -1
+    else:
+        axis = int(quant.get("axis", quant.get("quantized_dimension", -1)))
+        if axis < 0:
+            axis += len(shape)
+        if not 0 <= axis < len(shape) or shape[axis] != len(scale):
+            raise _fail(f"{where}: {len(scale)} per-channel scales do not match axis "
+                        f"{quant.get('axis', quant.get('quantized_dimension'))} of shape "
+                        f"{list(shape)}")
+    return {"axis": axis, "scale": scale, "zero_point": zero,
+            "scale_literals": [_float_literal(s) for s in scale]}

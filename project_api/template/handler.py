@@ -1,27 +1,35 @@
 """The base of every template's Project API handler: everything that is not platform-specific.
 
 A template server subclasses :class:`TemplateHandler`, declares its platform as data and writes
-only what differs between platforms::
+only what differs between platforms (the hooks, as west's runners implement ``do_run`` under
+the base class's ``run``)::
 
-    class Handler(TransportMixin, TemplateHandler):
+    class Handler(TemplateHandler):
         PLATFORM_NAME = "host"
-        OPTIONS = [option("project_type", "str", choices=[...], ...), ...]
+        PROJECT_TYPES = {"host_driven": ProjectType(...), ...}   # sources, crt, link, banner
+        OPTIONS = [project_type_option(PROJECT_TYPES), common("verbose"), option(...), ...]
         BUILDS_FOR = ("host",)            # CPU families it can compile for
 
-        def render(self, project: NewProject) -> None:   # write the project's own files
-        def build(self, options: dict) -> None:
-        def flash(self, options: dict) -> None:
-        def open_transport(self, options: dict) -> dict:
+        def render(self, project: NewProject) -> None:           # the project's own files
+        def do_build(self, values: dict) -> None:
+        def do_flash(self, values: dict) -> None:
+        def do_open_transport(self, values: dict) -> Link:        # the device link
 
     if __name__ == "__main__":
         server.main(Handler())
 
 The base owns ``IS_TEMPLATE`` (a directory is a generated project when ``model.tar`` sits beside
-its server script), ``server_info_query``, and the generate skeleton: option checks (types,
-choices and bounds, :mod:`project_api.template.options`), the project directory, copying the
-server script and the archive, safe extraction, model glue contexts, the options file, and
-removal of everything when any step fails. ``require_generated`` and ``options_for`` give the
-later steps the options the project was generated with.
+its server script), ``server_info_query`` (which also carries the project types' links, and
+says that this server fills in defaults and saved options itself), and the generate skeleton:
+option checks (names, types, choices and bounds, :mod:`project_api.template.options`: the
+server is the authority), the project directory, copying the server script and the archive,
+safe extraction, model glue contexts, the options file, and removal of everything when any
+step fails. ``build``, ``flash`` and ``open_transport`` check the call's options against the
+saved ones once (:meth:`TemplateHandler.options_for`) and hand the values to the hook;
+``open_transport`` refuses a project type without a link at once, closes the link it holds,
+and opens, replies with and serves the :class:`~project_api.template.link.Link` the hook builds.
+The hook may run again after the device went away: it builds the link from the options and
+the project alone.
 """
 
 from __future__ import annotations
@@ -32,19 +40,23 @@ import inspect
 import logging
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from project_api import server
-from project_api.crt_manifest import CrtManifestError, read_manifest
-from project_api.errors import BuildError, ServerError
+from project_api.errors import BuildError, ServerError, TransportClosedError
+from project_api.template import project_types
+from project_api.template.link import Link
+from project_api.template.new_project import NewProject
 from project_api.template.options import (
     DeclaredOption,
     check_declared,
+    check_names,
     load_options,
     save_options,
 )
+from project_api.template.project_types import ProjectType
 
 _LOG = logging.getLogger(__name__)
 
@@ -53,147 +65,18 @@ MODEL_LIBRARY_FORMAT_RELPATH = "model.tar"
 SERVER_SCRIPT = "microtvm_api_server.py"
 
 
-def load_boards(server_file: str | Path) -> dict[str, dict[str, Any]]:
-    """The ``boards`` of the ``boards.yaml`` beside a template's server (``__file__``)."""
-    import yaml
-
-    path = Path(server_file).resolve().parent / "boards.yaml"
-    return yaml.safe_load(path.read_text())["boards"]
-
-
-@dataclass
-class NewProject:
-    """A project being generated, handed to :meth:`TemplateHandler.render`."""
-
-    dir: Path  #: the new project directory (exists, holds the server script and model/)
-    template_dir: Path  #: the template's own directory (static files, templates/)
-    crt_dir: Path  #: the C runtime sources (include/, src/)
-    options: dict[str, Any]  #: every declared option's checked value
-    platform: str  #: the template's platform name, for messages
-    #: Jinja2 environments, one per file kind (template's templates/ first; see quoting)
-    env: Any = field(repr=False, default=None)
-
-    @functools.cached_property
-    def library(self) -> Any:
-        """The extracted archive (``model/``), a :class:`project_api.mlf.ModelLibrary`."""
-        from project_api import mlf
-        from project_api.template import glue
-
-        glue.check_build_files(self.dir / "model", "model.tar")
-        library = mlf.open_mlf(self.dir / "model")
-        if library.has_bundled_runtime:
-            _LOG.info("ignoring the archive's bundled ./runtime and ./templates: the project "
-                      "uses project-api's C runtime")
-        return library
-
-    @functools.cached_property
-    def modules(self) -> list[dict[str, Any]]:
-        """One model glue context per module (:func:`glue.module_context`); raises ServerError
-        for a module the glue cannot serve (not AOT, no entry point, no shape)."""
-        from project_api.template import glue
-
-        return [glue.module_context(m, self.platform) for m in self.library.modules.values()]
-
-    def copy(self, *relpaths: str) -> None:
-        """Copy static files or folders of the template into the project, at the same paths."""
-        for rel in relpaths:
-            src, dest = self.template_dir / rel, self.dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if src.is_dir():
-                shutil.copytree(src, dest)
-            else:
-                shutil.copy2(src, dest)
-
-    def copy_crt(self, sources: Iterable[str], dest: str = "crt") -> None:
-        """Copy the runtime's ``include/``, the given sources (paths relative to the runtime
-        directory, e.g. from :mod:`project_api.crt_manifest`) and the private headers the
-        manifest lists for their libraries, so the project builds without project-api
-        installed."""
-        if not (self.crt_dir / "include").is_dir():
-            raise ServerError(message=f"standalone_crt_dir {self.crt_dir} holds no include/ "
-                                      "directory; reinstall project-api")
-        sources = list(sources)
-        try:
-            headers = read_manifest(self.crt_dir).private_headers(sources)
-        except CrtManifestError as exc:
-            raise ServerError(message=f"{exc}; reinstall project-api") from exc
-        root = self.dir / dest
-        shutil.copytree(self.crt_dir / "include", root / "include")
-        for rel in [*sources, *map(str, headers)]:
-            src = self.crt_dir / rel
-            if not src.is_file():
-                raise ServerError(message=f"the C runtime at {self.crt_dir} lacks {rel}; "
-                                          "reinstall project-api")
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, root / rel)
-
-    def extract_tar(self, archive: str | Path, option: str = "extra_files_tar") -> None:
-        """Extract a user's tar archive (the ``option`` that names it) into the project, safely
-        (no absolute paths, no ``..``, no links out)."""
-        from project_api import mlf
-
-        archive = Path(archive)
-        if not archive.is_file():
-            raise ServerError(message=f"{option} {archive} is not a file; pass a tar archive's "
-                                      "path")
-        try:
-            mlf.safe_extract(archive, self.dir)
-        except mlf.MLFError as exc:
-            raise ServerError(message=f"{option} {archive}: {exc}; pass a tar archive") from None
-
-    def render(self, template: str, dest: str, **context: Any) -> None:
-        """Render Jinja2 ``template`` to ``dest`` with the options, modules and ``context``."""
-        path = self.dir / dest
-        path.parent.mkdir(parents=True, exist_ok=True)
-        values = {**self.options, "modules": self.modules, **context}
-        path.write_text(self.env.get_template(template).render(values))
-
-    def write_model_glue(self, dest: str = "src/model_glue.c") -> None:
-        """The model glue (one TVMCrtAotModel per module) at ``dest``, reporting the build hash
-        that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`)."""
-        from project_api.template import glue
-
-        path = self.dir / dest
-        path.parent.mkdir(parents=True, exist_ok=True)
-        build_hash = glue.compute_build_hash(self.dir / "model", self.options, self.template_dir,
-                                             self.platform)
-        (self.dir / glue.BUILD_HASH_FILE).write_text(build_hash + "\n")
-        path.write_text(glue.render_model_glue(self.env, self.modules, build_hash))
-
-    def write_crt_config(self, knobs: Mapping[str, tuple[Any, str]], title: str,
-                         dest: str = "crt_config/crt_config.h") -> None:
-        """``crt_config.h`` with the knobs that differ from the runtime's defaults."""
-        from project_api.template import glue
-
-        path = self.dir / dest
-        path.parent.mkdir(parents=True, exist_ok=True)
-        header = self.crt_dir / "include" / "tvm" / "runtime" / "crt" / "config.h"
-        path.write_text(glue.render_crt_config(self.env, knobs, title=title, config_header=header))
-
-    def write_device_crt_config(self, max_packet_bytes: int, title: str) -> None:
-        """``crt_config.h`` of a firmware: its largest RPC packet and the model's workspace."""
-        self.write_crt_config({
-            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (max_packet_bytes,
-                                              "Largest RPC packet, header included."),
-            "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (self.workspace_bytes(),
-                                               "Model workspace given to TVMCrtWorkspace_Init."),
-        }, title=title)
-
-    def workspace_bytes(self) -> int:
-        """The model workspace to reserve for all modules (see :func:`glue.workspace_bytes`)."""
-        from project_api.template import glue
-
-        return glue.workspace_bytes(self.modules)
-
-
 class TemplateHandler(server.ProjectAPIHandler):
     """What every template server shares; subclasses declare their platform and write the rest."""
 
     #: ``platform_name`` of ``server_info_query``.
     PLATFORM_NAME: ClassVar[str] = ""
-    #: Every option the template takes, with bounds (:func:`project_api.template.option`).
+    #: The kinds of firmware it generates, by ``project_type`` (empty: one kind, no such option).
+    PROJECT_TYPES: ClassVar[Mapping[str, ProjectType]] = {}
+    #: Every option the template takes, with bounds (:func:`project_api.template.option`; the
+    #: common ones through :func:`~project_api.template.common_options.common`).
     OPTIONS: ClassVar[list[DeclaredOption]] = []
-    #: CPU families the template compiles for ("host", "cortex-m"); see :meth:`check_targets`.
+    #: CPU families the template compiles the model's C for ("host", "cortex-m"); ``build``
+    #: checks the model against them first (:meth:`check_targets`), unless there are none.
     BUILDS_FOR: ClassVar[tuple[str, ...]] = ()
     #: Arm-only headers the template supplies itself for code it builds elsewhere (the host
     #: template's portable ``<arm_acle.h>``), so including them is no reason to refuse.
@@ -201,12 +84,22 @@ class TemplateHandler(server.ProjectAPIHandler):
     #: Its boards (:func:`load_boards`), for templates with a ``board`` option.
     BOARDS: ClassVar[dict[str, dict[str, Any]]] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.PROJECT_TYPES:
+            return
+        declared = next((o for o in cls.OPTIONS if o.name == "project_type"), None)
+        if declared is None or list(declared.wire.choices or []) != list(cls.PROJECT_TYPES):
+            raise TypeError(f"{cls.__name__}: OPTIONS must hold project_type_option(PROJECT_TYPES)"
+                            " (its choices are the project types)")
+
     def __init__(self, project_dir: Path | None = None) -> None:
         super().__init__()
         script = Path(inspect.getfile(type(self))).resolve()
         #: The directory of this server script: the template, or a generated project.
         self.project_dir = Path(project_dir) if project_dir is not None else script.parent
         self._script = script
+        self._link: Link | None = None
         atexit.register(self.close_transport)
 
     @property
@@ -219,8 +112,8 @@ class TemplateHandler(server.ProjectAPIHandler):
 
     # --- info --------------------------------------------------------------------------------
 
-    def server_info_query(self, tvm_version: str) -> server.ServerInfo:
-        return server.ServerInfo(
+    def server_info_query(self, tvm_version: str) -> dict[str, Any]:
+        info = server.ServerInfo(
             platform_name=self.PLATFORM_NAME,
             is_template=self.is_template,
             model_library_format_path=(
@@ -228,6 +121,11 @@ class TemplateHandler(server.ProjectAPIHandler):
             ),
             project_options=[o.wire for o in self.OPTIONS],
         )
+        # Our extensions (microTVM's client ignores them): the link each project type speaks,
+        # and that this server fills in defaults and saved options, so a client sends only
+        # what its user gave.
+        return {**info._asdict(), "project_types": project_types.to_wire(self.PROJECT_TYPES),
+                "fills_defaults": True}
 
     # --- generate ------------------------------------------------------------------------------
 
@@ -242,7 +140,7 @@ class TemplateHandler(server.ProjectAPIHandler):
         if not self.is_template:
             raise ServerError(message=f"generate_project: {self.project_dir} is a generated "
                                       "project; generate from the template instead")
-        values = check_declared(self.OPTIONS, options, "generate_project")
+        values = check_declared(self.OPTIONS, options, "generate_project", self.where)
         mlf_path, crt_dir, project_dir = (
             Path(model_library_format_path), Path(standalone_crt_dir), Path(project_dir)
         )
@@ -269,8 +167,10 @@ class TemplateHandler(server.ProjectAPIHandler):
         shutil.copy2(mlf_path, project_dir / MODEL_LIBRARY_FORMAT_RELPATH)
         mlf.safe_extract(project_dir / MODEL_LIBRARY_FORMAT_RELPATH, project_dir / "model")
         project = NewProject(
-            dir=project_dir, template_dir=self.project_dir, crt_dir=crt_dir, options=values,
-            platform=self.PLATFORM_NAME, env=quoting.environment(self.project_dir / "templates"),
+            dir=project_dir, template_dir=self.project_dir, crt_dir=crt_dir,
+            options=MappingProxyType(values), platform=self.PLATFORM_NAME,
+            project_type=self.project_type(values),
+            env=quoting.environment(self.project_dir / "templates"),
         )
         self.render(project)
         save_options(project_dir, values)
@@ -289,29 +189,30 @@ class TemplateHandler(server.ProjectAPIHandler):
         saved = load_options(self.project_dir)
         return {o.name: saved.get(o.name, o.default) for o in self.OPTIONS}
 
-    def board(self) -> tuple[str, dict[str, Any]]:
-        """The generated project's board: its name and its :attr:`BOARDS` entry."""
-        name = self.require_generated("board")["board"]
-        return name, self.BOARDS[name]
-
     def options_for(self, method: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """The values ``method`` runs with: the call's for options scoped to ``method``, the
-        saved ones for the rest (a client that did not generate the project sends defaults)."""
+        """The values ``method`` runs with, checked: the call's for the options ``method``
+        takes (a default given again is a value like any other), the saved ones for the rest.
+        OptionValueError for a name the template does not take."""
         values = self.require_generated(method)
+        check_names(self.OPTIONS, options, self.where)
         for o in self.OPTIONS:
-            methods = (o.wire.optional or []) + (o.wire.required or [])
-            given = options.get(o.name)
-            if method not in methods or given is None:
-                continue
-            # An option the project was also generated with keeps its generated value when the
-            # call sends only the default (a client that did not generate the project does).
-            if "generate_project" in methods and given == o.default:
-                continue
-            values[o.name] = given
-        return check_declared(self.OPTIONS, values, method)
+            if method in o.methods and options.get(o.name) is not None:
+                values[o.name] = options[o.name]
+        return check_declared(self.OPTIONS, values, method, self.where)
 
-    def model_library(self) -> Any:
-        """The project's extracted archive (``model/``), as a ModelLibrary."""
+    def project_type(self, values: Mapping[str, Any]) -> ProjectType | None:
+        """The PROJECT_TYPES entry of a generated project's ``values`` (None: no types)."""
+        return self.PROJECT_TYPES.get(values.get("project_type") or "")
+
+    def board(self, values: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The project's board (``values["board"]``): its name and its :attr:`BOARDS` entry
+        with the name in it (``{"name": ..., **entry}``, as the flash runners take it)."""
+        name = values["board"]
+        return name, {"name": name, **self.BOARDS[name]}
+
+    @functools.cached_property
+    def library(self) -> Any:
+        """The project's extracted archive (``model/``), as a ModelLibrary, opened once."""
         from project_api import mlf
 
         return mlf.open_mlf(self.project_dir / "model")
@@ -321,7 +222,7 @@ class TemplateHandler(server.ProjectAPIHandler):
         for (see :func:`project_api.template.targets.arch_requirement`)."""
         from project_api.template import targets
 
-        for mod in modules if modules is not None else self.model_library().modules.values():
+        for mod in modules if modules is not None else self.library.modules.values():
             need = targets.arch_requirement(mod, emulated=self.EMULATED_HEADERS)
             if need is None or targets.builds(need[0], self.BUILDS_FOR):
                 continue
@@ -342,21 +243,77 @@ class TemplateHandler(server.ProjectAPIHandler):
         from project_api.template import targets
 
         family = targets.family_of(cpu)
-        for mod in self.model_library().modules.values():
+        for mod in self.library.modules.values():
             need = targets.arch_requirement(mod)
             if need is not None and not targets.builds(need[0], (family,)):
                 raise BuildError(f"module {mod.name!r} targets {targets.family_title(need[0])} "
                                  f"({need[1]}), which board {board_name} ({cpu}) cannot run; "
                                  "regenerate the project with a board of that family")
 
-    def close_transport(self) -> None:
-        """Templates with a device channel override this (see TransportMixin)."""
+    # --- build, flash, open_transport: checked options in, the hook does the rest ------------
 
-    # --- defaults for templates without a device channel -------------------------------------
+    def build(self, options: dict) -> None:
+        values = self.options_for("build", options)
+        if self.BUILDS_FOR:  # a template that compiles the model's C for some CPU families
+            self.check_targets()
+        self.do_build(values)
+
+    def flash(self, options: dict) -> None:
+        self.do_flash(self.options_for("flash", options))
+
+    def open_transport(self, options: dict) -> dict[str, Any]:
+        values = self.options_for("open_transport", options)
+        kind = self.project_type(values)
+        if kind is not None and kind.link is None:
+            raise ServerError(message="open_transport: " + project_types.no_link(
+                str(self.project_dir), values["project_type"], self.PROJECT_TYPES))
+        self.close_transport()
+        link = self.do_open_transport(values)
+        try:
+            link.open()
+        except BaseException:
+            link.close()
+            raise
+        self._link = link
+        return link.reply()
+
+    def do_build(self, values: dict[str, Any]) -> None:
+        """Build the generated project with the checked ``values``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement do_build()")
+
+    def do_flash(self, values: dict[str, Any]) -> None:
+        """Put the built firmware on the device."""
+        raise NotImplementedError(f"{type(self).__name__} must implement do_flash()")
+
+    def do_open_transport(self, values: dict[str, Any]) -> Link:
+        """The link to the device: a :class:`~project_api.template.link.Link`, built from
+        ``values`` and the project alone (it may be called again after the device went away;
+        the old link is closed by then). Templates without a device link keep this refusal."""
+        raise ServerError(message=f"open_transport: {self.where} has no device link")
+
+    # --- the link ----------------------------------------------------------------------------
+
+    def close_transport(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            link.close()
 
     def read_transport(self, n: int, timeout_sec: float | None) -> bytes:
-        raise server.TransportClosedError()
+        if self._link is None:
+            raise TransportClosedError()
+        try:
+            return self._link.transport.read(n, timeout_sec)
+        except TransportClosedError:
+            _LOG.info("transport closed: end of file from the device")
+            self.close_transport()
+            raise
 
     def write_transport(self, data: bytes, timeout_sec: float | None) -> None:
-        raise server.TransportClosedError()
-
+        if self._link is None:
+            raise TransportClosedError()
+        try:
+            self._link.transport.write(data, timeout_sec)
+        except TransportClosedError:
+            _LOG.info("transport closed: the device stopped reading")
+            self.close_transport()
+            raise

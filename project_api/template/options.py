@@ -11,14 +11,15 @@ also written into the option's help, so ``project-api generate --template T --he
     ]
     values = check_declared(OPTIONS, options, "generate_project")   # defaults filled, checked
 
-Our client checks names, types and choices before it calls; :func:`check_declared` repeats those
-checks (a microTVM client sends whatever it was given) and adds the bounds. The options a project
-was generated with are kept in one file, :data:`OPTIONS_FILE`, read by the template server and by
-the client alike.
+The server is the authority: :func:`check_declared` checks names, types, choices and bounds of
+whatever a client sends (ours sends only what its user gave; a microTVM client sends the
+defaults too), and fills in the defaults. The options a project was generated with are kept in
+one file, :data:`OPTIONS_FILE`, read by the template server and by the client alike.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -55,6 +56,11 @@ class DeclaredOption:
     @property
     def default(self) -> Any:
         return self.wire.default
+
+    @property
+    def methods(self) -> list[str]:
+        """The methods that take this option (required or optional)."""
+        return [*(self.wire.optional or []), *(self.wire.required or [])]
 
     def check(self, value: Any) -> Any:
         """``value`` if it fits this option (None means unset), else OptionValueError naming the
@@ -132,13 +138,29 @@ def option(
     return DeclaredOption(wire, minimum, maximum, chars)
 
 
+def check_names(declared: Iterable[DeclaredOption], names: Iterable[str], where: str) -> None:
+    """OptionValueError for the first of ``names`` that no declared option has, naming the
+    closest one and every valid name (``where``: "the host template")."""
+    known = [o.name for o in declared]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise OptionValueError(f"unknown option {name!r} for {where or 'this template'}; "
+                                   f"{hint}valid options: {', '.join(sorted(known)) or 'none'}")
+
+
 def check_declared(
-    declared: Iterable[DeclaredOption], options: Mapping[str, Any], method: str | None = None
+    declared: Iterable[DeclaredOption], options: Mapping[str, Any], method: str | None = None,
+    where: str = "",
 ) -> dict[str, Any]:
-    """Every declared option's value (defaults filled in), each checked; unknown names ignored.
+    """Every declared option's value (defaults filled in), each checked; OptionValueError for a
+    name no option has (:func:`check_names`).
 
     With ``method``, an option that ``method`` requires must have a value.
     """
+    declared = list(declared)
+    check_names(declared, options, where)
     values: dict[str, Any] = {}
     for opt in declared:
         value = options.get(opt.name)

@@ -1,17 +1,16 @@
 """QEMU for template servers: a serial line our client reaches directly, and an emulator that
 never outlives the server that started it.
 
-A template whose boards include emulated ones (the stm32 template; a future Zephyr template)
-builds the same firmware as for hardware and runs it under ``qemu-system-arm``::
+A template whose boards include emulated ones (stm32's, Zephyr's QEMU boards) builds the same
+firmware as for hardware and runs it under QEMU, whose binary and machine options come from the
+board's entry of ``boards.yaml``; ``open_transport`` returns the link :func:`emulator_link`
+builds (QEMU started, the server's end of the serial line open, the firmware's ready line
+read)::
 
     line = QemuSerialLine()                              # FIFOs <dir>/uart.in, <dir>/uart.out
-    qemu = start_qemu(["qemu-system-arm", "-M", "netduinoplus2", "-kernel", "build/firmware.elf",
-                       *line.qemu_args("uart"), "-serial", "chardev:uart"],
-                      cwd=project_dir, log_path=project_dir / "build" / "qemu.log")
-    transport = line.transport(timeouts)
-    self.attach(transport, qemu, line)                   # TransportMixin: closed in this order
-    wait_for_banner(transport, b"ready", 10.0, qemu)     # before the host sends a byte
-    return {"timeouts": timeouts, "endpoint": line.to_json()}
+    argv = emulator_argv(qemu["binary"], qemu["args"], elf, line)
+    return emulator_link(argv, line, cwd=project_dir, log_path=project_dir / "build" / "qemu.log",
+                         timeouts=TIMEOUTS, banner=b"ready", package=qemu.get("package"))
 
 The serial line is QEMU's ``pipe`` chardev on two FIFOs, so the ``"fifo"`` endpoint our client
 already understands reaches the UART without a JSON-RPC round trip; microTVM's client goes
@@ -30,8 +29,9 @@ it returns no ``"endpoint"`` and the bytes go through ``read_transport``/``write
 
 Lifetime: :func:`start_qemu` runs QEMU through a tiny exec wrapper that asks Linux to kill it
 (``PR_SET_PDEATHSIG``) when the server process dies, however it dies (SIGKILL included), and
-refuses to start if the server is already gone; :class:`~project_api.template.DeviceProcess`
-stops it on ``close_transport`` and at exit.
+refuses to start if the server is already gone; the link's
+:class:`~project_api.template.link.DeviceProcess` stops it on ``close_transport`` and at exit, and
+a later ``open_transport`` starts it afresh from the image.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ from typing import Any
 
 from project_api.errors import IoTimeoutError, ServerError
 from project_api.server import TransportTimeouts, remove_fifo_dir
+from project_api.template.link import DeviceProcess, Link
 from project_api.template.quoting import qemu_option_value
-from project_api.template.transport import DeviceProcess
-from project_api.transport import FdTransport
+from project_api.transport import FdTransport, Transport
 
 _LOG = logging.getLogger(__name__)
 
@@ -69,16 +69,19 @@ _PDEATHSIG_WRAPPER = (
 
 
 def start_qemu(argv: Sequence[str | os.PathLike[str]], *, cwd: Path, log_path: Path,
-               stop_wait_sec: float = 2.0) -> DeviceProcess:
+               stop_wait_sec: float = 2.0, package: str | None = None) -> DeviceProcess:
     """Start QEMU (``argv[0]`` a program name or path) with stdin from /dev/null and its
     stdout/stderr (semihosting output included) in ``log_path``; it dies with this process.
+    ``package`` names what installs ``argv[0]`` (boards.yaml), for the message when it is missing.
 
     Linux delivers the death signal when the *thread* that started QEMU ends: call this from the
     server's main thread (template servers have no other), not from a short-lived worker."""
     program = shutil.which(str(argv[0]))
     if program is None:
+        how = (f"e.g. 'apt-get install {package}'" if package
+               else f"the package that provides {Path(str(argv[0])).name}")
         raise ServerError(message=f"'{argv[0]}' is not installed (not found on PATH); install "
-                                  "QEMU, e.g. 'apt-get install qemu-system-arm'")
+                                  f"QEMU, {how}")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
@@ -120,18 +123,11 @@ class QemuSerialLine:
         """``-chardev pipe,...`` defining ``chardev_id``; pass ``-serial chardev:<id>`` too."""
         return ["-chardev", f"pipe,id={chardev_id},path={qemu_option_value(str(self.base))}"]
 
-    def transport(self, timeouts: TransportTimeouts | None = None) -> FdTransport:
-        """The server's own ends (for clients that ignore the endpoint), opened by attach()."""
-        return FdTransport.for_fifos(self.rx_path, self.tx_path, timeouts)
-
     def open(self, timeouts: TransportTimeouts | None = None,
              process: DeviceProcess | None = None, log_path: Path | None = None) -> FdTransport:
-        """The server's own ends as a transport (attach() opens it); QEMU need not run yet."""
-        return self.transport(timeouts)
-
-    def endpoint(self) -> dict[str, Any]:
-        """The endpoint our client opens itself (:meth:`to_json`)."""
-        return self.to_json()
+        """The server's own ends (for clients that ignore the endpoint), not yet opened; QEMU
+        need not run yet."""
+        return FdTransport.for_fifos(self.rx_path, self.tx_path, timeouts)
 
     def to_json(self) -> dict[str, Any]:
         """The ``"fifo"`` endpoint for the ``open_transport`` reply; our client removes the
@@ -195,8 +191,9 @@ class QemuSocketLine:
         """:meth:`connect`: the server's connection, once QEMU listens."""
         return self.connect(timeouts, process, log_path=log_path)
 
-    def endpoint(self) -> None:
-        """None: QEMU takes one connection, the server's, so the bytes go through JSON-RPC."""
+    def to_json(self) -> None:
+        """No endpoint: QEMU takes one connection, the server's, so the bytes go through
+        JSON-RPC."""
         return None
 
     def release_spares(self) -> None:
@@ -231,27 +228,35 @@ def require_image(path: Path) -> Path:
     return Path(path)
 
 
-def run_emulator(handler: Any, line: QemuSerialLine | QemuSocketLine, argv: Sequence[str],
-                 *, cwd: Path, log_path: Path, timeouts: TransportTimeouts, banner: bytes,
-                 banner_timeout_sec: float = 30.0) -> dict[str, Any]:
-    """Start QEMU (``argv``, whose serial line is ``line``), attach it to ``handler`` (a
-    TransportMixin) and wait for the firmware's ``banner``: the ``open_transport`` reply.
-
-    Whatever fails, nothing is left: QEMU is stopped and the line's folder removed."""
-    handler.close_transport()
+def emulator_link(argv: Sequence[str], line: QemuSerialLine | QemuSocketLine, *, cwd: Path,
+                  log_path: Path, timeouts: TransportTimeouts, banner: bytes | None,
+                  banner_timeout_sec: float = 30.0, package: str | None = None) -> Link:
+    """Start QEMU (``argv``, whose serial line is ``line``; ``package`` installs it), open the
+    server's end of the line and wait for the firmware's ``banner``: the device link, with
+    ``line`` as its endpoint. Whatever fails, nothing is left: QEMU is stopped and the line's
+    folder removed."""
     try:
-        qemu = start_qemu(argv, cwd=cwd, log_path=log_path)
-        handler.attach(line.open(timeouts, qemu, log_path), qemu, line)
-        wait_for_banner(handler._transport, banner, banner_timeout_sec, qemu, log_path, line)
+        qemu = start_qemu(argv, cwd=cwd, log_path=log_path, package=package)
     except BaseException:
-        handler.close_transport()
         line.close()
         raise
-    endpoint = line.endpoint()
-    return {"timeouts": timeouts, **({"endpoint": endpoint} if endpoint else {})}
+    link: Link | None = None
+    try:
+        link = Link(line.open(timeouts, qemu, log_path), timeouts, line, qemu)
+        link.open()
+        if banner is not None:
+            wait_for_banner(link.transport, banner, banner_timeout_sec, qemu, log_path, line)
+    except BaseException:
+        if link is not None:
+            link.close()
+        else:
+            qemu.close()
+            line.close()
+        raise
+    return link
 
 
-def wait_for_banner(transport: FdTransport, banner: bytes, timeout_sec: float,
+def wait_for_banner(transport: Transport, banner: bytes, timeout_sec: float,
                     process: DeviceProcess | None = None,
                     log_path: Path | None = None,
                     line_owner: QemuSerialLine | QemuSocketLine | None = None) -> bytes:

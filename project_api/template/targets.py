@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from project_api import paths
-
 _LOG = logging.getLogger(__name__)
 
 _TITLES = {"cortex-m": "Arm Cortex-M", "cortex-a": "Arm Cortex-A", "cortex-r": "Arm Cortex-R",
@@ -102,64 +100,22 @@ def family_title(family: str) -> str:
 
 def templates_building_for(family: str, templates_root: Path | None = None) -> list[str]:
     """Names of the built-in templates with a board of ``family`` in their ``boards.yaml``."""
-    import yaml
+    from project_api.template.boards import templates_boards
 
-    root = templates_root or paths.templates_dir()
     found = []
-    for boards in sorted(root.glob("*/boards.yaml")):
-        try:
-            data = yaml.safe_load(boards.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            _LOG.debug("skipping %s: %s", boards, exc)
-            continue
-        entries = data.get("boards", data) if isinstance(data, dict) else {}
-        cpus = [b.get("cpu", "") for b in entries.values() if isinstance(b, dict)] \
-            if isinstance(entries, dict) else []
+    for template, boards in templates_boards(templates_root):
+        cpus = [b.get("cpu", "") for b in boards.values() if isinstance(b, dict)]
         if builds(family, {family_of(str(c)) for c in cpus}):
-            found.append(boards.parent.name)
+            found.append(template)
     return found
-
-
-def board_entry(template_dir: Path, board: str | None) -> dict[str, Any] | None:
-    """``board``'s entry in the template's ``boards.yaml`` (None: no such file or board)."""
-    import yaml
-
-    path = Path(template_dir) / "boards.yaml"
-    if board is None or not path.is_file():
-        return None
-    try:
-        entry = (yaml.safe_load(path.read_text()) or {}).get("boards", {}).get(board)
-    except yaml.YAMLError as exc:
-        _LOG.debug("%s: %s", path, exc)
-        return None
-    return entry if isinstance(entry, dict) else None
 
 
 def board_cpu(template_dir: Path, board: str | None) -> str | None:
     """The ``cpu`` of ``board`` in the template's ``boards.yaml`` (None: no such file or board)."""
+    from project_api.template.boards import board_entry
+
     entry = board_entry(template_dir, board)
     return str(entry["cpu"]) if entry and entry.get("cpu") else None
-
-
-def slower_kernels(library: Any, board: str, cpu: str | None) -> str | None:
-    """A warning when ``library`` (a ModelLibrary) holds a module our emitter wrote with the
-    portable kernels although ``board``'s ``cpu`` has DSP-extension kernels (which run several
-    times faster, bit for bit the same); None otherwise. Archives from TVM record no
-    ``kernel_target`` and are left alone."""
-    from project_api.emit.target import for_cpu
-
-    best = for_cpu(cpu)
-    if not best.dsp:
-        return None
-    modules = (library.metadata.get("modules") or {}) if isinstance(library.metadata, dict) else {}
-    generic = [name for name, entry in modules.items()
-               if isinstance(entry, dict) and entry.get("kernel_target") in ("generic",
-                                                                             "cortex-m0")]
-    if not generic:
-        return None
-    return (f"module {generic[0]!r} was emitted with the portable kernels, but {board} is a "
-            f"{cpu} with the {best.name} DSP kernels (several times faster, the same results): "
-            f"emit the model again with 'project-api emit MODEL.tflite --target {best.name}'")
 
 
 def software_float(modules: Iterable[Any], board: str, entry: Any) -> str | None:

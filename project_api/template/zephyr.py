@@ -247,11 +247,11 @@ def check_cmsis(modules: Iterable[Any], cmsis_path: str | None) -> None:
                                   "path of your CMSIS checkout")
 
 
-def check_tree_for_board(options: dict[str, Any], name: str,
-                         board: Mapping[str, Any]) -> tuple[int, int, int] | None:
+def check_tree_for_board(options: Mapping[str, Any], name: str,
+                         board: Mapping[str, Any]) -> tuple[tuple[int, int, int] | None, int]:
     """At generate time: the Zephyr tree's version (checked; None without a tree, with a
-    warning), and the heap (``workspace_size_bytes``, defaulted to the board's recommended
-    heap in ``options``) against the board's RAM."""
+    warning) and the heap: ``workspace_size_bytes``, else the board's recommended heap, which
+    must fit the board's RAM. ``options`` are not changed."""
     version = base_path = None
     if options.get("zephyr_base") or os.environ.get("ZEPHYR_BASE"):
         base_path = zephyr_base_of(options, "generate_project")
@@ -261,13 +261,12 @@ def check_tree_for_board(options: dict[str, Any], name: str,
         _LOG.warning("ZEPHYR_BASE is unset: the Zephyr version is not checked and the RAM of %s "
                      "comes from boards.yaml", name)
     heap = options.get("workspace_size_bytes") or int(board["recommended_heap_bytes"])
-    options["workspace_size_bytes"] = heap
     ram, source = board_ram_bytes(base_path, name, board)
     if heap >= ram:
         raise OptionValueError(f"workspace_size_bytes={heap} does not fit {name}'s RAM of "
                                f"{ram} bytes ({source}); pass a smaller -o "
                                "workspace_size_bytes=N")
-    return version
+    return version, heap
 
 
 def built_console_baud(dts_path: Path) -> int:

@@ -4,8 +4,9 @@
 What makes this platform different from the others (everything else is project_api.template):
 the system C compiler and ``make`` build the project, there is nothing to flash, and
 ``open_transport`` starts ``build/main`` on a pair of FIFOs, which it also offers to our client as
-a fast path. Project types: ``host_driven`` (``build/main`` is an RPC server on stdin/stdout) and
-``standalone`` (``build/main`` runs the model on raw input files; see ``src/standalone.c``).
+a fast path. Project types: ``host_driven`` (``build/main`` is an RPC server on stdin/stdout),
+``standalone`` (``build/main`` runs the model on raw input files; see ``src/standalone.c``) and
+``mlperftiny`` (the benchmark's protocol on stdin/stdout).
 """
 
 from __future__ import annotations
@@ -14,20 +15,21 @@ import os
 import shlex
 
 from project_api import server
-from project_api.crt_manifest import read_manifest
 from project_api.errors import FlashError, ServerError
 from project_api.template import (
-    DeviceProcess,
+    Link,
     NewProject,
+    ProjectType,
     TemplateHandler,
-    TransportMixin,
-    ai_api,
+    common,
     compile_definitions,
     option,
+    process_link,
+    project_type_option,
     require,
     run_logged,
 )
-from project_api.transport import FdTransport
+from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
 
 BUILD_TARGET = "build/main"
 # Finite timeouts: a host process answers in microseconds, so silence means it is dead or stuck.
@@ -38,43 +40,33 @@ TIMEOUTS = server.TransportTimeouts(
 )
 # Speed knobs of the C runtime this template sets unless compile_definitions names them.
 FAST_DEFINES = {"TVM_CRT_CRC16_TABLE_SLICES": 8}
-# Our sources per project type (the runtime's come from its manifest, crt/libraries.txt).
-APP_SOURCES = {
-    "host_driven": ("src/main.c", "src/platform.c"),
-    "standalone": ("src/standalone.c", "src/platform.c"),
-    "mlperftiny": ("src/mlperftiny.c", "src/mlperftiny_model.c"),
+PROJECT_TYPES = {
+    "host_driven": ProjectType(sources=("src/main.c", "src/platform.c"), crt="host_driven",
+                               link="rpc", help="an RPC server the host drives"),
+    "standalone": ProjectType(sources=("src/standalone.c", "src/platform.c"), crt="standalone",
+                              link=None, help="runs the model on input files"),
+    "mlperftiny": ProjectType(sources=("src/mlperftiny.c",), crt="mlperftiny",
+                              link="mlperftiny", model="mlperftiny",
+                              help="the MLPerf Tiny benchmark protocol on stdin/stdout"),
 }
-# Project types whose build/main talks on stdin/stdout (open_transport runs it on FIFOs).
-INTERACTIVE = ("host_driven", "mlperftiny")
 
 
-class Handler(TransportMixin, TemplateHandler):
+class Handler(TemplateHandler):
     """The host template's Project API handler."""
 
     PLATFORM_NAME = "host"
+    PROJECT_TYPES = PROJECT_TYPES
     BUILDS_FOR = ("host",)
     # include/arm_acle.h: the ACLE intrinsics in portable C, for TVM's Cortex-M DSP kernels.
     EMULATED_HEADERS = ("arm_acle.h",)
     OPTIONS = [
-        option("project_type", "str", choices=list(APP_SOURCES), default="host_driven",
-               optional=["generate_project"],
-               help="host_driven: an RPC server the host drives; standalone: runs the model on "
-                    "input files; mlperftiny: the MLPerf Tiny benchmark protocol on "
-                    "stdin/stdout."),
-        ai_api.MLPERFTINY_MODEL_OPTION,
-        option("verbose", "bool", default=False, optional=["build"],
-               help="Run make with verbose output."),
-        option("workspace_size_bytes", "int", default=2 * 1024 * 1024, minimum=4096,
-               maximum=1 << 30, optional=["generate_project"],
-               help="Sets the value of TVM_WORKSPACE_SIZE_BYTES (the runtime memory pool)."),
-        option("warning_as_error", "bool", default=False, optional=["generate_project"],
-               help="Treat warnings as errors (-Werror)."),
-        option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra flags for every C file: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
-                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
-                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
-        option("max_packet_size_bytes", "int", default=2048, minimum=256, maximum=16 << 20,
-               optional=["generate_project"],
+        project_type_option(PROJECT_TYPES),
+        MLPERFTINY_MODEL_OPTION,
+        common("verbose"),
+        common("workspace_size_bytes", default=2 * 1024 * 1024),
+        common("warning_as_error"),
+        common("compile_definitions"),
+        common("max_packet_size_bytes", default=2048, maximum=16 << 20,
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (microTVM "
                     "hosts accept at most 2048)."),
         option("sanitize", "bool", default=False, optional=["generate_project"],
@@ -83,28 +75,18 @@ class Handler(TransportMixin, TemplateHandler):
 
     def render(self, project: NewProject) -> None:
         kind = project.options["project_type"]
-        crt_sources = [str(p) for p in read_manifest(project.crt_dir).project_sources(kind)]
+        crt_sources = project.crt_sources
         project.copy_crt(crt_sources)
-        project.copy(*(s for s in APP_SOURCES[kind] if s != "src/mlperftiny_model.c"))
-        project.copy("include/arm_acle.h")
-        project.write_model_glue()
-        if kind == "mlperftiny":
-            ai_api.write_mlperftiny_model(project, project.options["mlperftiny_model"])
-        project.write_crt_config({
-            "TVM_CRT_LOG_LEVEL": ("TVM_CRT_LOG_LEVEL_DEBUG", "Device logs reach the host."),
-            "TVM_CRT_MAX_PACKET_SIZE_BYTES": (project.options["max_packet_size_bytes"],
-                                              "Largest RPC packet, length header included."),
-            "TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES": (project.workspace_bytes(),
-                                               "Model workspace given to TVMCrtWorkspace_Init."),
-        }, title=f'host template, project type "{kind}"')
+        project.copy(*project.project_type.sources, "include/arm_acle.h")
+        model_sources, _ = project.write_model_sources()
+        project.write_crt_config(f'host template, project type "{kind}"', {
+            "TVM_CRT_LOG_LEVEL": ("TVM_CRT_LOG_LEVEL_DEBUG", "Device logs reach the host.")})
         flags = compile_definitions(project.options["compile_definitions"], FAST_DEFINES)
         project.render("Makefile.j2", "Makefile", compile_definition_flags=flags,
-                       app_sources=(*APP_SOURCES[kind], "src/model_glue.c"),
+                       app_sources=(*project.project_type.sources, *model_sources),
                        crt_sources=[f"crt/{s}" for s in crt_sources])
 
-    def build(self, options: dict) -> None:
-        values = self.options_for("build", options)
-        self.check_targets()
+    def do_build(self, values: dict) -> None:
         make = require("make", "install make and a C compiler, e.g. 'apt-get install make gcc'")
         require(shlex.split(os.environ.get("CC") or "cc")[0],
                 "install a C compiler, e.g. 'apt-get install gcc'")
@@ -113,39 +95,17 @@ class Handler(TransportMixin, TemplateHandler):
             cmd.append("V=1")
         run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / "build" / "build.log")
 
-    def flash(self, options: dict) -> None:
-        self.require_generated("flash")
+    def do_flash(self, values: dict) -> None:
         if not (self.project_dir / BUILD_TARGET).is_file():
             raise FlashError(f"nothing to flash: {BUILD_TARGET} is not built; run "
                              "'project-api build' first")
 
-    def open_transport(self, options: dict) -> dict:
-        if self.require_generated("open_transport")["project_type"] not in INTERACTIVE:
-            raise ServerError(message="open_transport: this is a standalone project with no RPC "
-                              f"server; run {BUILD_TARGET} on input files, or generate with "
-                              "project_type=host_driven")
+    def do_open_transport(self, values: dict) -> Link:
         binary = self.project_dir / BUILD_TARGET
         if not binary.is_file():
             raise ServerError(message=f"open_transport: {binary} does not exist; build the "
                                       "project first ('project-api build')")
-        self.close_transport()
-        endpoint = server.FifoEndpoint()
-        try:
-            device_in, device_out = endpoint.open_device_fds(blocking=True)
-            try:
-                device = DeviceProcess([binary], cwd=self.project_dir, stdin=device_in,
-                                       stdout=device_out)
-            finally:
-                os.close(device_in)
-                os.close(device_out)
-            # Our own ends, used only by clients that ignore the fast path (microTVM's).
-            self.attach(FdTransport.for_fifos(endpoint.rx_path, endpoint.tx_path, TIMEOUTS),
-                        device, endpoint)
-        except BaseException:
-            endpoint.close()
-            self.close_transport()
-            raise
-        return {"timeouts": TIMEOUTS, "endpoint": endpoint.to_json()}
+        return process_link([binary], cwd=self.project_dir, timeouts=TIMEOUTS)
 
 
 if __name__ == "__main__":

@@ -18,40 +18,48 @@ import re
 from typing import Any
 
 from project_api import server
-from project_api.crt_manifest import read_manifest
 from project_api.errors import BuildError, FlashError
 from project_api.template import (
+    Link,
     NewProject,
+    ProjectType,
     TemplateHandler,
-    TransportMixin,
-    ai_api,
+    common,
     compile_definitions,
     load_boards,
     memory,
     option,
+    project_type_option,
     remote,
     require,
     run_logged,
     serial_ports,
+    uart_link,
 )
 from project_api.template import flash as flash_runners
-from project_api.template.options import SERIAL_NUMBER_CHARS
-from project_api.template.qemu import (
-    QemuSerialLine,
-    emulator_argv,
-    require_image,
-    run_emulator,
-)
+from project_api.template.ai_api import STANDALONE_OPTIONS
+from project_api.template.labgrid_place import flash_with_labgrid
+from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
+from project_api.template.qemu import QemuSerialLine, emulator_argv, emulator_link, require_image
 
 _LOG = logging.getLogger("stm32")
 BOARDS = load_boards(__file__)
 ELF = "build/firmware.elf"
 BANNER = b"project-api stm32 ready"
-APP_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c", "src/main.c")
-STANDALONE_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
-                      "src/standalone_main.c")
-MLPERFTINY_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c",
-                      "src/mlperftiny_main.c")
+#: Every firmware's start-up, clock, UART and platform; then its main.
+BOARD_SOURCES = ("src/startup.c", "src/clock.c", "src/uart.c", "src/platform.c")
+PROJECT_TYPES = {
+    "host_driven": ProjectType(sources=(*BOARD_SOURCES, "src/main.c"), crt="host_driven",
+                               link="rpc", banner=BANNER, help="an RPC server on the UART"),
+    "standalone": ProjectType(sources=(*BOARD_SOURCES, "src/standalone_main.c"),
+                              crt="standalone", link=None, model="ai_api",
+                              help="the ai_ API (src/ai/ai_runtime.h) and a main that runs every "
+                                   "model once"),
+    "mlperftiny": ProjectType(sources=(*BOARD_SOURCES, "src/mlperftiny_main.c"),
+                              crt="mlperftiny", link="mlperftiny", banner=BANNER,
+                              model="mlperftiny",
+                              help="the MLPerf Tiny benchmark protocol on the UART"),
+}
 # QEMU runs instructions at about 1e8/s here; a model run of a few seconds is normal.
 TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                     session_start_timeout_sec=20.0,
@@ -76,53 +84,39 @@ def clock_registers(board: dict[str, Any]) -> dict[str, int]:
             "ppre2": _PPRE[clock["apb2_div"]], "reset_sysclk_hz": reset_hz}
 
 
-class Handler(TransportMixin, TemplateHandler):
+class Handler(TemplateHandler):
     """The stm32 template's Project API handler."""
 
     PLATFORM_NAME = "stm32"
+    PROJECT_TYPES = PROJECT_TYPES
     BUILDS_FOR = ("cortex-m",)
     BOARDS = BOARDS
     OPTIONS = [
         option("board", "str", choices=list(BOARDS), default="qemu_netduinoplus2",
                optional=["generate_project"],
                help="Board of boards.yaml (qemu_* boards run under QEMU)."),
-        option("project_type", "str", choices=["host_driven", "standalone", "mlperftiny"],
-               default="host_driven", optional=["generate_project"],
-               help="host_driven: an RPC server on the UART; standalone: the ai_ API "
-                    "(src/ai/ai_runtime.h) and a main that runs every model once; "
-                    "mlperftiny: the MLPerf Tiny benchmark protocol on the UART."),
-        ai_api.MLPERFTINY_MODEL_OPTION,
-        *ai_api.STANDALONE_OPTIONS,
+        project_type_option(PROJECT_TYPES),
+        MLPERFTINY_MODEL_OPTION,
+        *STANDALONE_OPTIONS,
         option("opt_level", "str", choices=["0", "1", "2", "3", "s", "z", "g"], default="s",
                optional=["generate_project"], help="GCC optimisation level (-O<level>)."),
-        option("workspace_size_bytes", "int", default=32 * 1024, minimum=4096, maximum=1 << 24,
-               optional=["generate_project"],
-               help="TVM_WORKSPACE_SIZE_BYTES: the pool for tensors the host allocates."),
+        common("workspace_size_bytes", default=32 * 1024, maximum=1 << 24),
         option("stack_size_bytes", "int", default=8192, minimum=1024, maximum=1 << 20,
                optional=["generate_project"], help="Main stack reserved at the end of RAM."),
-        option("max_packet_size_bytes", "int", default=4096, minimum=256, maximum=1 << 20,
-               optional=["generate_project"],
+        common("max_packet_size_bytes",
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (4096 "
                     "keeps 97 percent of the UART bytes payload; 2048 saves about 6 KiB of RAM)."),
         option("libc", "str", choices=["newlib-nano", "picolibc"], default="newlib-nano",
                optional=["generate_project"], help="C library."),
-        option("warning_as_error", "bool", default=False, optional=["generate_project"],
-               help="Treat warnings as errors (-Werror) in the runtime and model code too."),
-        option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra flags for every C file: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
-                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
-                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
-        option("verbose", "bool", default=False, optional=["build"],
-               help="Run make with verbose output."),
+        common("warning_as_error"),
+        common("compile_definitions"),
+        common("verbose"),
         option("flash_runner", "str", choices=list(flash_runners.RUNNERS), optional=["flash"],
                help="Flash tool (default: pyocd on hardware, qemu on emulated boards)."),
         option("pyocd_pack", "str", optional=["flash"],
                help="CMSIS pack (.pack) for a pyOCD target that is not built in."),
-        option("serial_number", "str", optional=["flash", "open_transport"],
-               chars=SERIAL_NUMBER_CHARS,
-               help="The ST-LINK's serial number: picks the probe and its serial port."),
-        option("serial_port", "str", optional=["open_transport"],
-               help="The board's serial port or pyserial URL (default: found by USB ID)."),
+        common("serial_number"),
+        common("serial_port"),
         option("baud_rate", "int", default=115200, minimum=1200, maximum=12_000_000,
                optional=["generate_project", "open_transport"],
                help="UART baud rate of the firmware and the host side."),
@@ -132,41 +126,31 @@ class Handler(TransportMixin, TemplateHandler):
     def render(self, project: NewProject) -> None:
         opts = project.options
         name, board = opts["board"], BOARDS[opts["board"]]
-        standalone = opts["project_type"] == "standalone"
-        ai_api.check_standalone_options(opts)
-        crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
-            opts["project_type"])]
+        crt = project.crt_sources
         project.copy_crt(crt)
-        mlperftiny = opts["project_type"] == "mlperftiny"
-        app = (STANDALONE_SOURCES if standalone else MLPERFTINY_SOURCES if mlperftiny
-               else APP_SOURCES)
+        app = project.project_type.sources
         project.copy(*app, "src/firmware.h", "src/stm32_regs.h", "boards.yaml")
-        generated, model_dirs = ai_api.write_model_sources(project)
-        app = (*app, *generated)
-        packet = opts["max_packet_size_bytes"]
-        project.write_device_crt_config(packet, f"stm32 template, board {name}")
+        generated, model_dirs = project.write_model_sources()
+        project.write_crt_config(f"stm32 template, board {name}")
         bus_div = board["clock"][f"{board['uart']['bus']}_div"]
         enr = board["uart"].get("enable_register", f"{board['uart']['bus']}enr")
         context = dict(board_name=name, board=board, baudrate=opts["baud_rate"],
-                       rx_ring_bytes=1024 if standalone else
-                       max(1024, 1 << (packet + 64).bit_length()),
+                       rx_ring_bytes=project.rx_ring_bytes,
                        uart_enr=f"RCC_{enr.upper()}", uart_apb_div=bus_div,
                        **clock_registers(board))
         project.render("board.h.j2", "src/board.h", **context)
         project.render("firmware.ld.j2", "firmware.ld", **context)
         specs = "nano.specs" if opts["libc"] == "newlib-nano" else "picolibc.specs"
-        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=app,
+        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=(*app, *generated),
                        model_dirs=model_dirs,
                        crt_sources=[f"crt/{p}" for p in crt], **context,
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
 
-    def build(self, options: dict) -> None:
-        values = self.options_for("build", options)
-        self.check_targets()
+    def do_build(self, values: dict) -> None:
         make = require("make", "install make, e.g. 'apt-get install make'")
         require("arm-none-eabi-gcc", "install the Arm GNU toolchain, e.g. 'apt-get install "
                 "gcc-arm-none-eabi libnewlib-arm-none-eabi'")
-        name, board = self.board()
+        name, board = self.board(values)
         log = self.project_dir / "build" / "build.log"
         cmd = [make, "-C", str(self.project_dir), f"-j{max(1, min(4, os.cpu_count() or 1))}"]
         build = self.project_dir / "build"
@@ -210,36 +194,34 @@ class Handler(TransportMixin, TemplateHandler):
                           f"{'; '.join(dict.fromkeys(hints))}; {where}full log: {log}",
                           log=str(log))
 
-    def flash(self, options: dict) -> None:
-        values, (name, board) = self.options_for("flash", options), self.board()
+    def do_flash(self, values: dict) -> None:
+        name, board = self.board(values)
         elf = self.project_dir / ELF
         if not elf.is_file():
             raise FlashError(f"nothing to flash: {ELF} is not built; run 'project-api build'")
-        if remote.flash_with_labgrid(values, elf, {"name": name, **board}):
+        if flash_with_labgrid(values, elf, board):
             return  # labgrid's OpenOCD driver on the place's USB debugger
-        runner = flash_runners.runner_for(values["flash_runner"], {"name": name, **board}, values)
-        flash_runners.check_arm_elf(elf)
+        runner = flash_runners.runner_for(values["flash_runner"], board, values)
+        flash_runners.check_firmware(elf, board)
         with flash_runners.progress_report(f"flash {name} ({runner.NAME})") as progress:
-            runner.flash(elf, {"name": name, **board},
-                         remote.probe_id(values) or values["serial_number"], progress)
+            runner.flash(elf, board, remote.probe_id(values) or values["serial_number"], progress)
 
-    def open_transport(self, options: dict) -> dict:
-        values, (name, board) = self.options_for("open_transport", options), self.board()
-        reply = remote.open_remote(self, values, values["baud_rate"])  # serial_url, labgrid_place
-        if reply is not None:
-            return reply
+    def do_open_transport(self, values: dict) -> Link:
+        name, board = self.board(values)
+        link = remote.remote_link(values, values["baud_rate"])  # serial_url, labgrid_place
+        if link is not None:
+            return link
         if not board["emulated"]:
-            return self.open_uart(serial_ports.board_port(
+            return uart_link(serial_ports.board_port(
                 board["usb"], values["serial_port"], values["serial_number"],
-                f"{name}'s ST-LINK"), values["baud_rate"])
-        elf = require_image(self.project_dir / ELF)
+                f"{name}'s {board['probe']}"), values["baud_rate"])
+        elf, emulator = require_image(self.project_dir / ELF), board["emulator"]
         line = QemuSerialLine()
-        argv = emulator_argv("qemu-system-arm", [
-            "-M", board["qemu"]["machine"], "-nographic", "-icount", "shift=0",
-            "-semihosting-config", "enable=on,target=native"], elf, line)
-        return run_emulator(self, line, argv, cwd=self.project_dir,
-                            log_path=self.project_dir / "build" / "qemu.log", timeouts=TIMEOUTS,
-                            banner=BANNER)
+        argv = emulator_argv(emulator["binary"], emulator["args"], elf, line)
+        return emulator_link(argv, line, cwd=self.project_dir,
+                             log_path=self.project_dir / "build" / "qemu.log", timeouts=TIMEOUTS,
+                             banner=self.project_type(values).banner,
+                             package=emulator.get("package"))
 
 
 if __name__ == "__main__":

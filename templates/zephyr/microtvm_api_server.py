@@ -31,27 +31,25 @@ from pathlib import Path
 from typing import Any
 
 from project_api import server
-from project_api.crt_manifest import read_manifest
 from project_api.errors import BuildError, FlashError, ServerError
 from project_api.template import (
+    Link,
     NewProject,
+    ProjectType,
     TemplateHandler,
-    TransportMixin,
-    ai_api,
+    common,
     compile_definitions,
     load_boards,
     option,
+    project_type_option,
     remote,
     run_logged,
     serial_ports,
+    uart_link,
 )
-from project_api.template.options import SERIAL_NUMBER_CHARS
-from project_api.template.qemu import (
-    QemuSocketLine,
-    emulator_argv,
-    require_image,
-    run_emulator,
-)
+from project_api.template.ai_api import STANDALONE_OPTIONS
+from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
+from project_api.template.qemu import QemuSocketLine, emulator_argv, emulator_link, require_image
 from project_api.template.quoting import check_cmake_path
 from project_api.template.targets import software_float
 from project_api.template.zephyr import (
@@ -77,35 +75,42 @@ DTS = "build/zephyr/zephyr.dts"
 BUILD_LOG = "build.log"
 #: The system heap replaces the runtime's static pool (platform.c allocates with k_aligned_alloc).
 REPLACED_BY_ZEPHYR = {"src/platform/memory_pool.c", "src/memory/page_allocator.c"}
-HOST_DRIVEN_SOURCES = ("src/main.c", "src/platform.c")
-STANDALONE_SOURCES = ("src/standalone_main.c", "src/platform.c")
-#: mlperftiny needs no platform.c: its runtime libraries call only the port and the model glue.
-MLPERFTINY_SOURCES = ("src/mlperftiny_main.c",)
-#: mlperftiny's CONFIG_MAIN_STACK_SIZE unless config_main_stack_size is given.
-MLPERFTINY_MAIN_STACK_BYTES = 4096
+PROJECT_TYPES = {
+    "host_driven": ProjectType(sources=("src/main.c", "src/platform.c"), crt="host_driven",
+                               link="rpc", banner=BANNER, help="an RPC server on the console UART"),
+    "standalone": ProjectType(sources=("src/standalone_main.c", "src/platform.c"),
+                              crt="standalone", link=None, model="ai_api",
+                              help="the ai_ API (src/ai/ai_runtime.h) and a main that runs every "
+                                   "model once"),
+    # No platform.c: mlperftiny's runtime libraries call only the port and the model glue.
+    "mlperftiny": ProjectType(sources=("src/mlperftiny_main.c",), crt="mlperftiny",
+                              link="mlperftiny", banner=BANNER, model="mlperftiny",
+                              help="the MLPerf Tiny benchmark protocol on the console UART"),
+}
+#: CONFIG_MAIN_STACK_SIZE per project type unless config_main_stack_size is given: mlperftiny's
+#: protocol and model run on main's stack, about 1 KiB deep on Cortex-M (results formatting,
+#: the model's run function), more than Zephyr's default.
+MAIN_STACK_BYTES = {"mlperftiny": 4096}
 #: QEMU runs a model run of a few seconds; a real board answers like any UART device.
 QEMU_TIMEOUTS = server.TransportTimeouts(session_start_retry_timeout_sec=2.0,
                                          session_start_timeout_sec=20.0,
                                          session_established_timeout_sec=120.0)
 
 
-class Handler(TransportMixin, TemplateHandler):
+class Handler(TemplateHandler):
     """The zephyr template's Project API handler."""
 
     PLATFORM_NAME = "zephyr"
     BUILDS_FOR = ("cortex-m", "x86")
     BOARDS = BOARDS
+    PROJECT_TYPES = PROJECT_TYPES
     OPTIONS = [
         option("board", "str", choices=list(BOARDS), default="qemu_cortex_m3",
                optional=["generate_project"],
                help="Board of boards.yaml (qemu_cortex_m3, qemu_x86 and mps2_an521 run under "
                     "QEMU)."),
-        option("project_type", "str", choices=["host_driven", "standalone", "mlperftiny"],
-               default="host_driven", optional=["generate_project"],
-               help="host_driven: an RPC server on the console UART; standalone: the ai_ API "
-                    "(src/ai/ai_runtime.h) and a main that runs every model once; "
-                    "mlperftiny: the MLPerf Tiny benchmark protocol on the console UART."),
-        ai_api.MLPERFTINY_MODEL_OPTION,
+        project_type_option(PROJECT_TYPES),
+        MLPERFTINY_MODEL_OPTION,
         option("west_cmd", "str", default=DEFAULT_WEST,
                optional=["generate_project", "build", "flash", "open_transport"],
                help="The west command: a command by design, run as given (split into words "
@@ -114,11 +119,8 @@ class Handler(TransportMixin, TemplateHandler):
         option("zephyr_base", "str",
                optional=["generate_project", "build", "flash", "open_transport"],
                help="Path to the Zephyr tree (default: $ZEPHYR_BASE)."),
-        option("serial_number", "str", optional=["flash", "open_transport"],
-               chars=SERIAL_NUMBER_CHARS,
-               help="The debug probe's serial number: picks the probe and its serial port."),
-        option("serial_port", "str", optional=["open_transport"],
-               help="The board's serial port or pyserial URL (default: found by USB ID)."),
+        common("serial_number"),
+        common("serial_port"),
         option("baud_rate", "int", minimum=1200, maximum=12_000_000, optional=["open_transport"],
                help="Host-side baud rate (default: the console's current-speed in the built "
                     "devicetree)."),
@@ -127,27 +129,20 @@ class Handler(TransportMixin, TemplateHandler):
         option("config_main_stack_size", "int", minimum=512, maximum=1 << 20,
                optional=["generate_project"],
                help="Sets CONFIG_MAIN_STACK_SIZE (mlperftiny default: 4096)."),
-        option("workspace_size_bytes", "int", minimum=4096, maximum=1 << 30,
-               optional=["generate_project"],
+        common("workspace_size_bytes",
                help="TVM_WORKSPACE_SIZE_BYTES: the runtime heap (CONFIG_HEAP_MEM_POOL_SIZE) for "
                     "tensors the host allocates (default: the board's recommended heap)."),
-        option("max_packet_size_bytes", "int", default=4096, minimum=256, maximum=1 << 20,
-               optional=["generate_project"],
-               help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet."),
-        option("warning_as_error", "bool", default=False, optional=["generate_project"],
+        common("max_packet_size_bytes"),
+        common("warning_as_error",
                help="Warnings are errors (CONFIG_COMPILER_WARNINGS_AS_ERRORS), and an untested "
                     "Zephyr version is an error."),
-        option("compile_definitions", "str", optional=["generate_project"],
-               help="Extra flags for the application: -DNAME, -DNAME=VALUE or -UNAME, VALUE a number, "
-                    "identifier or C string of letters, digits, spaces and _.,:/+=-, e.g. "
-                    "'-DFOO=1 -DVERSION=\"1.2\" -UBAR'."),
+        common("compile_definitions"),
         option("extra_files_tar", "str", optional=["generate_project"],
                help="A tar archive extracted into the generated project."),
         option("cmsis_path", "str", optional=["generate_project"],
                help="CMSIS (with CMSIS-NN) for models that include its headers."),
-        *ai_api.STANDALONE_OPTIONS,
-        option("verbose", "bool", default=False, optional=["build"],
-               help="Run west build with verbose output."),
+        *STANDALONE_OPTIONS,
+        common("verbose"),
         *remote.remote_options(flash=False),  # west flash runs on the board's own machine
     ]
 
@@ -156,40 +151,30 @@ class Handler(TransportMixin, TemplateHandler):
     def render(self, project: NewProject) -> None:
         opts = project.options
         name, board = opts["board"], BOARDS[opts["board"]]
-        standalone = opts["project_type"] == "standalone"
-        mlperftiny = opts["project_type"] == "mlperftiny"
-        ai_api.check_standalone_options(opts)
         check_cmake_path(project.dir, "the project directory")  # ${CMAKE_CURRENT_SOURCE_DIR}
-        version = check_tree_for_board(opts, name, board)  # sets the default heap
+        version, heap = check_tree_for_board(opts, name, board)
         check_cmsis(project.library.modules.values(), opts["cmsis_path"])
         slow = software_float(project.library.modules.values(), name, board)
         if slow and opts["warning_as_error"]:
             raise ServerError(message=f"{slow} (warning_as_error)")
         if slow:
             _LOG.warning("%s", slow)
-        if mlperftiny and not opts["config_main_stack_size"]:
-            # The protocol and the model run on main's stack: about 1 KiB deep on Cortex-M
-            # (results formatting, the model's run function), more than Zephyr's default.
-            opts["config_main_stack_size"] = MLPERFTINY_MAIN_STACK_BYTES
-
-        crt = [str(p) for p in read_manifest(project.crt_dir).project_sources(
-            opts["project_type"]) if str(p) not in REPLACED_BY_ZEPHYR]
+        crt = [p for p in project.crt_sources if p not in REPLACED_BY_ZEPHYR]
         project.copy_crt(crt)
-        app = (STANDALONE_SOURCES if standalone else MLPERFTINY_SOURCES if mlperftiny
-               else HOST_DRIVEN_SOURCES)
+        app = project.project_type.sources
         project.copy(*app, "boards.yaml")
         if (project.template_dir / "boards" / f"{name}.overlay").is_file():
             project.copy(f"boards/{name}.overlay")
-        generated, model_dirs = ai_api.write_model_sources(project)
-        sources = [*app, *generated]
-        packet = opts["max_packet_size_bytes"]
-        project.write_device_crt_config(packet, f"zephyr template, board {name}")
-        definitions = compile_definitions(opts["compile_definitions"])
+        generated, model_dirs = project.write_model_sources()
+        project.write_crt_config(f"zephyr template, board {name}")
         context = dict(
             board_name=name, board=board, zephyr_board=zephyr_board_name(name, board, version),
-            app_sources=sources, model_dirs=model_dirs, crt_sources=[f"crt/{p}" for p in crt],
-            definitions=definitions, rx_ring_bytes=1024 if standalone or mlperftiny else
-            max(1024, 1 << (packet + 64).bit_length()),
+            app_sources=[*app, *generated], model_dirs=model_dirs,
+            crt_sources=[f"crt/{p}" for p in crt],
+            definitions=compile_definitions(opts["compile_definitions"]),
+            rx_ring_bytes=project.rx_ring_bytes, workspace_size_bytes=heap,
+            config_main_stack_size=(opts["config_main_stack_size"]
+                                    or MAIN_STACK_BYTES.get(opts["project_type"])),
         )
         project.render("CMakeLists.txt.j2", "CMakeLists.txt", **context)
         project.render("prj.conf.j2", "prj.conf", **context)
@@ -203,10 +188,8 @@ class Handler(TransportMixin, TemplateHandler):
         west, base = west_and_tree(values, method)
         return west, {"ZEPHYR_BASE": str(base)}, zephyr_version(base)
 
-    def build(self, options: dict) -> None:
-        values = self.options_for("build", options)
-        self.check_targets()
-        name, board = self.board()
+    def do_build(self, values: dict) -> None:
+        name, board = self.board(values)
         self.check_board_cpu(name, str(board["cpu"]))
         west, env, version = self._west(values, "build")
         check_version(version, values["warning_as_error"])
@@ -223,8 +206,8 @@ class Handler(TransportMixin, TemplateHandler):
                              f"({env['ZEPHYR_BASE']}) is a whole Zephyr checkout; full log: "
                              f"{log}", log=str(log))
 
-    def flash(self, options: dict) -> None:
-        values, (name, board) = self.options_for("flash", options), self.board()
+    def do_flash(self, values: dict) -> None:
+        name, board = self.board(values)
         if board["qemu"]:
             _LOG.info("%s is emulated: nothing to flash; open_transport starts QEMU", name)
             return
@@ -239,27 +222,26 @@ class Handler(TransportMixin, TemplateHandler):
 
     # --- transport ---------------------------------------------------------------------------
 
-    def open_transport(self, options: dict) -> dict:
-        values, (name, board) = self.options_for("open_transport", options), self.board()
-        if self.require_generated("project_type")["project_type"] == "standalone":
-            raise ServerError(message="open_transport: a standalone firmware has no RPC server; "
-                                      "read its ai: lines on the console instead")
-        baud = values["baud_rate"] or (None if board["qemu"] else built_console_baud(self.project_dir / DTS))
-        reply = remote.open_remote(self, values, baud or 115200)  # serial_url, labgrid_place
-        if reply is not None:
-            return reply
+    def do_open_transport(self, values: dict) -> Link:
+        name, board = self.board(values)
+        baud = values["baud_rate"] or (None if board["qemu"]
+                                       else built_console_baud(self.project_dir / DTS))
+        link = remote.remote_link(values, baud or 115200)  # serial_url, labgrid_place
+        if link is not None:
+            return link
         if not board["qemu"]:
-            return self.open_uart(serial_ports.board_port(
+            return uart_link(serial_ports.board_port(
                 board.get("usb"), values["serial_port"], values["serial_number"],
                 f"{name}'s debug probe", index=board.get("usb_port_index")), baud)
-        elf = require_image(self.project_dir / ELF)
+        elf, emulator = require_image(self.project_dir / ELF), board["emulator"]
         line = QemuSocketLine()
-        argv = emulator_argv(board["emulator"]["binary"], board["emulator"]["args"], elf, line,
+        argv = emulator_argv(emulator["binary"], emulator["args"], elf, line,
                              values["gdbserver_port"])
-        return run_emulator(self, line, argv,
-                            cwd=self.project_dir, log_path=self.project_dir / "build" / "qemu.log",
-                            timeouts=QEMU_TIMEOUTS, banner=BANNER,
-                            banner_timeout_sec=600.0 if values["gdbserver_port"] else 30.0)
+        return emulator_link(argv, line, cwd=self.project_dir,
+                             log_path=self.project_dir / "build" / "qemu.log",
+                             timeouts=QEMU_TIMEOUTS, banner=self.project_type(values).banner,
+                             banner_timeout_sec=600.0 if values["gdbserver_port"] else 30.0,
+                             package=emulator.get("package"))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ verbose             bool  optional: generate_project, build    False           (
 
 ``build`` writes ``build/firmware.bin`` (the board name); ``flash`` needs a build first and
 records ``build/flashed``. Like every template it is a thin layer over ``project_api.template``,
-which owns options, generation (copying this script and the archive), rollback and the transport
-plumbing; what is left here is the imaginary device.
+which owns options, generation (copying this script and the archive), rollback and the device
+link; what is left here is the imaginary device.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import time
 
 from project_api import server
 from project_api.errors import FlashError, IoTimeoutError
-from project_api.template import NewProject, TemplateHandler, TransportMixin, option
+from project_api.template import Link, NewProject, TemplateHandler, option
 from project_api.transport import LoopTransport
 
 _LOG = logging.getLogger("loopback_template")
@@ -110,7 +110,7 @@ class _EchoThread(threading.Thread):
         os.close(self._stop_w)
 
 
-class Handler(TransportMixin, TemplateHandler):
+class Handler(TemplateHandler):
     """The loopback template: everything but the device comes from project_api.template."""
 
     PLATFORM_NAME = "loopback"
@@ -121,36 +121,31 @@ class Handler(TransportMixin, TemplateHandler):
         if project.options["verbose"]:
             _LOG.info("generated %s for board %s", project.dir, project.options["board"])
 
-    def build(self, options: dict) -> None:
-        values = self.options_for("build", options)
+    def do_build(self, values: dict) -> None:
         build_dir = self.project_dir / "build"
         build_dir.mkdir(exist_ok=True)
         (build_dir / "firmware.bin").write_bytes((self.project_dir / "board.txt").read_bytes())
         if values["verbose"]:
             _LOG.info("built %s", build_dir / "firmware.bin")
 
-    def flash(self, options: dict) -> None:
-        self.require_generated("flash")
+    def do_flash(self, values: dict) -> None:
         firmware = self.project_dir / "build" / "firmware.bin"
         if not firmware.exists():
             raise FlashError("flash: no build/firmware.bin; run build first")
         (self.project_dir / "build" / "flashed").write_text(str(time.time()) + "\n")
 
-    def open_transport(self, options: dict):
-        values = self.options_for("open_transport", options)
-        self.close_transport()
+    def do_open_transport(self, values: dict) -> Link:
         capacity = values["buffer_size_bytes"]
+        # One request at a time: nothing can arrive while a read would wait, so the buffer
+        # answers at once (timeout 0) instead of sitting out the caller's timeout.
+        loop = _ImmediateLoop(TIMEOUTS, capacity_bytes=capacity)
         if values["transport"] == "rpc":
-            # One request at a time: nothing can arrive while a read would wait, so the buffer
-            # answers at once (timeout 0) instead of sitting out the caller's timeout.
-            self.attach(_ImmediateLoop(TIMEOUTS, capacity_bytes=capacity))
-            return TIMEOUTS
+            return Link(loop, TIMEOUTS)
         endpoint = server.FifoEndpoint()
         read_fd, write_fd = endpoint.open_device_fds(blocking=False)
         echo = _EchoThread(read_fd, write_fd, capacity)
         echo.start()
-        self.attach(_ImmediateLoop(TIMEOUTS, capacity_bytes=capacity), echo, endpoint)
-        return {"timeouts": TIMEOUTS, "endpoint": endpoint}
+        return Link(loop, TIMEOUTS, endpoint, echo)
 
 
 class _ImmediateLoop(LoopTransport):

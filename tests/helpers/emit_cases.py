@@ -1,0 +1,76 @@
+"""Emitter cases more than one test module runs: the shapes that reach every path of the DSP
+kernels (``tests/test_emit_random.py`` on the host, ``tests/test_emit_cortex_m.py`` on QEMU's
+Cortex-M4) and a small int16x8 network (``tests/test_emit_random_networks.py``, the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from helpers.emit_parity import Case
+from project_api.emit import builder as B
+
+#: The operators with weights (their int8 cases run per channel too).
+WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+#: Shapes that reach every path of the DSP kernels (run with both targets).
+DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("CONV_2D", "pw_odd_pixels_odd_filters", {"input_shape": (1, 5, 3, 8), "filters": 5,
+                                              "kernel_size": 1}),
+    ("CONV_2D", "pw_strided", {"input_shape": (1, 7, 6, 12), "filters": 6, "kernel_size": 1,
+                               "stride": 2, "padding": "VALID"}),
+    ("CONV_2D", "pw_c160_loop", {"input_shape": (1, 3, 3, 160), "filters": 4, "kernel_size": 1}),
+    ("CONV_2D", "k3_c8_lanes_loop", {"input_shape": (1, 6, 5, 8), "filters": 7,
+                                     "kernel_size": 3}),
+    ("CONV_2D", "k10x4_c1_s2", {"input_shape": (1, 13, 6, 1), "filters": 8,
+                                "kernel_size": (10, 4), "stride": 2}),
+    ("DEPTHWISE_CONV_2D", "c8_k3_classes", {"input_shape": (1, 7, 5, 8), "kernel_size": 3}),
+    ("DEPTHWISE_CONV_2D", "c8_k3_s2_d2", {"input_shape": (1, 9, 8, 8), "kernel_size": 3,
+                                          "stride": 2, "dilation": 2}),
+    ("DEPTHWISE_CONV_2D", "c4_k9_loop", {"input_shape": (1, 10, 10, 4), "kernel_size": 9}),
+    ("DEPTHWISE_CONV_2D", "c1_m8_k10x8_s2", {"input_shape": (1, 13, 12, 1),
+                                             "kernel_size": (10, 8), "depth_multiplier": 8,
+                                             "stride": 2}),
+    ("DEPTHWISE_CONV_2D", "c1_m3_k3_valid", {"input_shape": (1, 6, 7, 1), "kernel_size": 3,
+                                             "depth_multiplier": 3, "padding": "VALID"}),
+    ("FULLY_CONNECTED", "d16_odd_units", {"input_shape": (1, 16), "units": 7}),
+    ("FULLY_CONNECTED", "batch3_d32", {"input_shape": (3, 32), "units": 10}),
+    ("AVERAGE_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                       "stride": 2, "padding": "SAME"}),
+    ("AVERAGE_POOL_2D", "global_25x5_c12", {"input_shape": (1, 25, 5, 12),
+                                            "filter_size": (25, 5)}),
+    ("MAX_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
+                                   "stride": 1, "padding": "SAME"}),
+    ("ADD", "relu_same_shape", {"input_shape": (1, 6, 6, 8), "b_shape": (1, 6, 6, 8),
+                                "activation": "RELU"}),
+    ("ADD", "bcast_channel", {"input_shape": (1, 4, 4, 8), "b_shape": (1, 1, 1, 8)}),
+]
+
+
+def dsp_cases(seeds: Iterable[int] = (0, 1, 2)) -> Iterator[Case]:
+    """One case per DSP_CASES row and mode (per-channel too for the weighted operators), a
+    branch per seed."""
+    for op, label, opts in DSP_CASES:
+        modes = ("int8", "int8_per_channel") if op in WEIGHTED else ("int8",)
+        for mode in modes:
+            case = Case(op, mode, {"dsp": label})
+            for s in seeds:
+                case.branches.append({**opts, "seed": s})
+            yield case
+
+
+def int16x8_network(seed: int = 3) -> bytes:
+    """A small int16x8 CNN (int16 activations, int8 per-channel weights, int64 biases but one
+    int32): CONV_2D 3x3 RELU, DEPTHWISE_CONV_2D x2, ADD, AVERAGE_POOL_2D, RESHAPE,
+    FULLY_CONNECTED, SOFTMAX."""
+    mb = B.ModelBuilder(seed=seed, per_channel=True, description="int16x8 network")
+    x = mb.input((1, 10, 8, 2), "int16", value_range=(-2.0, 2.0), name="x")
+    y = mb.conv2d(x, 6, 3, activation="RELU")
+    y = mb.depthwise_conv2d(y, 3, depth_multiplier=2)
+    y = mb.add(y, y)
+    y = mb.average_pool2d(y, 2)
+    y = mb.reshape(y, (1, -1))
+    y = mb.fully_connected(y, 5, bias_dtype="int32")
+    mb.output(mb.softmax(y))
+    return mb.build()
