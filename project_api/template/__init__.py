@@ -8,6 +8,8 @@ build, flash, open_transport); see :class:`TemplateHandler`. The parts:
 * :mod:`.options`: declared options with bounds (:func:`option`), their checks, the one options
   file per project, the ``compile_definitions`` grammar;
 * :mod:`.glue`: the model glue and ``crt_config.h`` generators and their Jinja2 files (``jinja/``);
+* :mod:`.graph_lowering`: graph-executor models lowered to static C (``src/graph_model.c``)
+  behind the same glue, and their memory beside TVM's graph executor's;
 * :mod:`.quoting`: one escaping function per consumer (C, Makefile, CMake, Kconfig, linker
   script, Tcl, QEMU options) and the Jinja2 environments, one per file kind, that refuse any
   value not escaped for their kind;

@@ -32,7 +32,7 @@ import numpy as np
 
 from project_api import mlf
 from project_api.errors import OptionValueError, ServerError
-from project_api.template import glue, quoting
+from project_api.template import glue, graph_lowering, quoting
 from project_api.template.options import option
 
 _LOG = logging.getLogger(__name__)
@@ -71,9 +71,12 @@ class AiProject:
             return self.max_activations
         return sum(m["activations_size"] for m in self.models)
 
+    #: The lowered graph models' source, when a model is a graph (graph_lowering).
+    graph_sources: list[str] = field(default_factory=list)
+
     @property
     def sources(self) -> list[str]:
-        return ["src/model_glue.c", *AI_SOURCES]
+        return ["src/model_glue.c", *self.graph_sources, *AI_SOURCES]
 
 
 def activations_bytes(workspace_bytes: int, allocation_sites: int) -> int:
@@ -318,6 +321,7 @@ def write_sources(env: quoting.Environments, project_dir: Path, ai: AiProject) -
     out = project_dir / AI_DIR
     out.mkdir(parents=True, exist_ok=True)
     (project_dir / "src" / "model_glue.c").write_text(glue.render_model_glue(env, ai.modules))
+    ai.graph_sources = graph_lowering.write_sources(env, project_dir, ai.modules)
     values = {
         "models": ai.models, "max_networks": max(MAX_NETWORKS, 2 * len(ai.models)),
         "max_io": max(max(len(m["inputs"]), len(m["outputs"])) for m in ai.models),
@@ -366,11 +370,11 @@ def write_model_sources(project: Any) -> tuple[list[str], list[str]]:
     if opts["project_type"] == "standalone":
         ai = generate(project, opts["extra_models"], opts["shared_pool"], opts["sample_seed"])
         return list(ai.sources), list(ai.model_dirs)
-    project.write_model_glue()
+    sources = project.write_model_glue()
     if opts["project_type"] == "mlperftiny":
         write_mlperftiny_model(project, opts["mlperftiny_model"])
-        return ["src/model_glue.c", "src/mlperftiny_model.c"], ["model"]
-    return ["src/model_glue.c"], ["model"]
+        return [*sources, "src/mlperftiny_model.c"], ["model"]
+    return sources, ["model"]
 
 
 def check_standalone_options(options: Mapping[str, Any]) -> None:

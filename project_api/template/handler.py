@@ -72,6 +72,9 @@ class NewProject:
     platform: str  #: the template's platform name, for messages
     #: Jinja2 environments, one per file kind (template's templates/ first; see quoting)
     env: Any = field(repr=False, default=None)
+    #: The model's C sources the glue writers produced (the glue, the lowered graph models),
+    #: relative to the project; for the template's build files.
+    model_sources: list[str] = field(default_factory=list)
 
     @functools.cached_property
     def library(self) -> Any:
@@ -148,10 +151,12 @@ class NewProject:
         values = {**self.options, "modules": self.modules, **context}
         path.write_text(self.env.get_template(template).render(values))
 
-    def write_model_glue(self, dest: str = "src/model_glue.c") -> None:
+    def write_model_glue(self, dest: str = "src/model_glue.c") -> list[str]:
         """The model glue (one TVMCrtAotModel per module) at ``dest``, reporting the build hash
-        that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`)."""
-        from project_api.template import glue
+        that it also writes to ``build_hash.txt`` (:func:`glue.compute_build_hash`), and
+        ``src/graph_model.c`` when a module is a graph (:mod:`.graph_lowering`). Returns the
+        C sources written, relative to the project (also :attr:`model_sources`)."""
+        from project_api.template import glue, graph_lowering
 
         path = self.dir / dest
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +164,9 @@ class NewProject:
                                              self.platform)
         (self.dir / glue.BUILD_HASH_FILE).write_text(build_hash + "\n")
         path.write_text(glue.render_model_glue(self.env, self.modules, build_hash))
+        self.model_sources = [dest, *graph_lowering.write_sources(self.env, self.dir,
+                                                                  self.modules)]
+        return list(self.model_sources)
 
     def write_crt_config(self, knobs: Mapping[str, tuple[Any, str]], title: str,
                          dest: str = "crt_config/crt_config.h") -> None:

@@ -87,7 +87,7 @@ class Handler(TransportMixin, TemplateHandler):
         project.copy_crt(crt_sources)
         project.copy(*(s for s in APP_SOURCES[kind] if s != "src/mlperftiny_model.c"))
         project.copy("include/arm_acle.h")
-        project.write_model_glue()
+        model_sources = project.write_model_glue()
         if kind == "mlperftiny":
             ai_api.write_mlperftiny_model(project, project.options["mlperftiny_model"])
         project.write_crt_config({
@@ -99,7 +99,7 @@ class Handler(TransportMixin, TemplateHandler):
         }, title=f'host template, project type "{kind}"')
         flags = compile_definitions(project.options["compile_definitions"], FAST_DEFINES)
         project.render("Makefile.j2", "Makefile", compile_definition_flags=flags,
-                       app_sources=(*APP_SOURCES[kind], "src/model_glue.c"),
+                       app_sources=(*APP_SOURCES[kind], *model_sources),
                        crt_sources=[f"crt/{s}" for s in crt_sources])
 
     def build(self, options: dict) -> None:
