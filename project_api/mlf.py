@@ -965,7 +965,8 @@ class _ModuleParser:
                 name=self.name, executors=list(executors), style=style, inputs=inputs,
                 outputs=outputs, workspace_size_bytes=workspace, constants_size_bytes=constants,
                 io_size_bytes=io, interface_header=header.path if header else None,
-                sources=sources, run_function=None, objects=objects, relay_path=relay_path,
+                sources=sources, run_function=self._run_function(header, texts),
+                objects=objects, relay_path=relay_path,
                 graph_json_path=graph, params_path=params,
                 param_names=[p.name for p in graph_module.params],
                 internal_workspace_bytes=_internal_pool_bytes(texts),
@@ -1234,9 +1235,11 @@ class _ModuleParser:
             names = [f.name for f in sorted(meta_out, key=lambda f: _natural_key(f.name))]
         else:
             names = ["output"] if len(heads) == 1 else [f"output{i}" for i in range(len(heads))]
-        inputs = [self._graph_tensor("input", a.name, graph.entries[a.eid])
+        quant = {sanitize_c_name(f.name): f.quantization for f in (meta_in or []) + (meta_out or [])
+                 if f.quantization is not None}
+        inputs = [self._graph_tensor(a.name, graph.entries[a.eid], quant)
                   for a in gm.input_nodes]
-        outputs = [self._graph_tensor("output", n, e) for n, e in zip(names, heads, strict=True)]
+        outputs = [self._graph_tensor(n, e, quant) for n, e in zip(names, heads, strict=True)]
         for kind, tensors, meta in (("input", inputs, meta_in), ("output", outputs, meta_out)):
             if not meta:
                 continue
@@ -1261,9 +1264,13 @@ class _ModuleParser:
         return inputs, outputs
 
     @staticmethod
-    def _graph_tensor(kind: str, name: str, entry: tvm_graph.Entry) -> TensorInfo:
-        return TensorInfo(name=name, c_name=sanitize_c_name(name), dtype=entry.dtype,
-                          size_bytes=entry.size_bytes, shape=entry.shape)
+    def _graph_tensor(name: str, entry: tvm_graph.Entry,
+                      quant: dict[str, dict[str, Any]]) -> TensorInfo:
+        """A tensor of the graph; quantization only from our emitter's metadata."""
+        c_name = sanitize_c_name(name)
+        return TensorInfo(name=name, c_name=c_name, dtype=entry.dtype,
+                          size_bytes=entry.size_bytes, shape=entry.shape,
+                          quantization=quant.get(c_name))
 
     def _run_function(self, header: _Header | None, texts: dict[Path, str]) -> str | None:
         """The entry point the C defines. A header's ``_run`` declaration is not enough: TVM 0.8

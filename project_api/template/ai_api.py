@@ -121,8 +121,9 @@ def _module_names(root: Path, archive: str) -> list[str]:
 
 def rename_module(root: Path, old: str, new: str, archive: str) -> None:
     """Rename module ``old`` of the extracted archive at ``root`` to ``new`` in place: its
-    metadata entry, its files (``<old>_*.c``, ``tvmgen_<old>.h``) and every ``tvmgen_<old>`` /
-    ``TVMGEN_<OLD>`` identifier in its C, so its symbols no longer clash with another module."""
+    metadata entry, its files (``<old>_*.c``, ``tvmgen_<old>.h``, ``<old>.graph``) and every
+    ``tvmgen_<old>`` / ``TVMGEN_<OLD>`` identifier in its C and graph JSON, so its symbols no
+    longer clash with another module."""
     meta_path = root / "metadata.json"
     meta = json.loads(meta_path.read_text())
     if isinstance(meta.get("modules"), dict):
@@ -159,7 +160,12 @@ def rename_module(root: Path, old: str, new: str, archive: str) -> None:
             path.rename(path.with_name(f"tvmgen_{lo_new}.h"))
         elif name.startswith(f"{old}_"):
             path.rename(path.with_name(new + name[len(old):]))
-    for extra in (root / "parameters" / f"{old}.params", root / "src" / f"{old}.relay"):
+    graph_dir = root / "executor-config" / "graph"
+    for graph in ([graph_dir / f"{old}.graph"] + ([graph_dir / "graph.json"] if single else [])):
+        if graph.is_file():  # a graph module's function names carry its name too
+            graph.write_text(pattern.sub(sub, graph.read_text(errors="replace")))
+    for extra in (root / "parameters" / f"{old}.params", root / "src" / f"{old}.relay",
+                  graph_dir / f"{old}.graph"):
         if extra.is_file():
             extra.rename(extra.with_name(new + extra.name[len(old):]))
     meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -57,7 +57,8 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
     if "aot" not in mod.executors:
         raise _fail(
             f"{where} was built for the {'/'.join(mod.executors) or 'unknown'} executor; the "
-            f"{platform} template runs AOT modules only: rebuild with the AOT executor"
+            f"{platform} template runs AOT and graph-executor modules only: rebuild with the "
+            "AOT or graph executor"
         )
     if mod.run_function is None:
         raise _fail(

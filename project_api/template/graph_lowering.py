@@ -228,7 +228,7 @@ def module_context(mod: Any, platform: str, tensors: Any) -> dict[str, Any]:
     own tensor context builder. Checks every function the graph calls against the archive's
     C (and its registry) and builds the lowering context under ``"graph"``."""
     where = f"module {mod.name!r}"
-    if mod.graph is None:
+    if getattr(mod, "graph", None) is None:
         raise _fail(f"{where} was built for the graph executor but its archive has no "
                     "executor-config/graph JSON; re-export the model")
     g = mod.graph.graph
@@ -248,7 +248,8 @@ def workspace_bytes(mod: Any) -> int:
     """What the fused functions take through TVMBackendAllocWorkspace: the largest operator's
     workspace that metadata.json records (the graph's own tensors are static in the pool), or
     main's when it lists no operators."""
-    ops = mod.graph.operator_workspace_bytes if mod.graph is not None else None
+    graph = getattr(mod, "graph", None)
+    ops = graph.operator_workspace_bytes if graph is not None else None
     if ops is not None:
         return ops
     return int(mod.workspace_size_bytes or 0)
