@@ -221,7 +221,7 @@ def read_graph(path: str | Path, where: str = "") -> Graph:
             count = int(n_out)
         except (TypeError, ValueError):
             raise r.error(f"node {nid} ({name!r}): num_outputs {n_out!r} is not a number") from None
-        if count < 1 or (node["op"] == "null" and count != 1):
+        if count < 1 or (node["op"] == "null" and count != 1) or count > 1 << 16:
             raise r.error(f"node {nid} ({name!r}): num_outputs {count} is not possible")
         outputs_per_node.append(count)
     row_ptr = [0]
@@ -248,13 +248,15 @@ def read_graph(path: str | Path, where: str = "") -> Graph:
             raise r.error(f"attrs \"{key}\" has {len(values)} entries for {n_entries} node "
                           "outputs; the file is corrupt, re-export the model")
 
+    node_of_entry = [nid for nid, n in enumerate(outputs_per_node) for _ in range(n)]
+
     def entry_where(eid: int) -> str:
-        nid = max(i for i in range(len(nodes)) if row_ptr[i] <= eid)
+        nid = node_of_entry[eid]
         return f"entry {eid} (output {eid - row_ptr[nid]} of node {nid}, {names[nid]!r})"
 
     entries: list[Entry] = []
     for eid in range(n_entries):
-        nid = max(i for i in range(len(nodes)) if row_ptr[i] <= eid)
+        nid = node_of_entry[eid]
         shape = shapes[eid]  # type: ignore[index]
         if not isinstance(shape, list) or not all(_int(d) for d in shape):
             raise r.error(f"{entry_where(eid)} has shape {shape!r}, which is not a list of "
