@@ -146,8 +146,9 @@ def test_archive_is_what_the_release_wrote(key: str, corpus_dir: Path) -> None:
     assert ("void* resource_handle);" in lib0) == (r.tvm != "0.8")
     count = re.search(r'_tvm_func_registry = \{\n    "(\\[0-7]{3})+', lib0).group(0)
     assert count.count("\\") == (1 if r.tvm == "0.8" else 2)  # 1-byte count in 0.8, then 2
-    lib1 = entry.files[f"codegen/host/src/{r.mod}_lib1.c"].decode()
+    lib1 = entry.files[entry.ops_member].decode()
     assert lib1.startswith(f"// tvm target: {r.target}\n#define TVM_EXPORTS\n")
+    assert ("tvmgen_" + r.mod + "_get_c_metadata\\000" in lib0) == (r.tvm in ("0.9", "0.10", "0.11"))
     assert ("void* arg_type_ids" in lib1) == (r.tvm == "0.8")
     assert ("_lookup_linked_param" in lib1) == (r.params == "lookup")
     params = entry.files[f"parameters/{r.mod}.params"]
@@ -340,10 +341,9 @@ def test_params_that_do_not_fit_the_graph_are_refused(tmp_path: Path) -> None:
 def test_a_function_the_c_lacks_is_refused_at_generate(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     entry = build_graph_archive("graph-0.10-int8", tmp_path)
-    lib1 = entry.files["codegen/host/src/default_lib1.c"].decode()
+    lib1 = entry.files[entry.ops_member].decode()
     gone = lib1.replace("tvmgen_default_fused_qnn_requantize(void*", "tvmgen_default_other(void*")
-    path = _rewrite(entry, tmp_path / "nofunc.tar", {"codegen/host/src/default_lib1.c":
-                                                     gone.encode()})
+    path = _rewrite(entry, tmp_path / "nofunc.tar", {entry.ops_member: gone.encode()})
     capsys.readouterr()
     assert main(["generate", "-q", "-t", "host", "-m", str(path), "--out", str(tmp_path / "p")]) == 1
     err = capsys.readouterr().err.strip()

@@ -42,7 +42,7 @@ Facts and where they come from (TVM sources at the release tag; ``mlf.py`` is
   func_name``, then ``hash``). Op nodes are named by ``_GetUniqueName`` / ``NameSupply``.
 * **params**: ``runtime::SaveParams`` (src/runtime/file_utils.cc, ``SaveDLTensor`` in
   ndarray.h), names ``p0``... With TVM 0.8's ``-link-params=1`` they are also
-  ``static const`` arrays ``__tvm_param__p<i>`` in lib1.c returned by ``_lookup_linked_param``
+  ``static const`` arrays ``__tvm_param__p<i>`` beside the operators, returned by ``_lookup_linked_param``
   by storage id (codegen_c_host.cc ``DeclareParameters`` / ``LinkParameters``); from 0.9 the
   executor's ``link-params`` fuses the constants into the operators instead
   (fuse_ops.cc), so the graph has no parameter nodes and the params file no arrays.
@@ -52,13 +52,22 @@ Facts and where they come from (TVM sources at the release tag; ``mlf.py`` is
   names string of func_registry_generator.cc (a 1-byte count in 0.8, 2 little-endian bytes
   from 0.9, then NUL-terminated names) escaped by support/str_escape.h (octal), then
   ``TVMSystemLibEntryPoint`` and a lone ``;``.
-* **lib1.c**: CodeGenCHost (codegen_c_host.cc ``Init``: ``// tvm target:``, the two runtime
+* **lib1.c** (0.9-0.11): the metadata module the AOT executor's packed interface uses, which
+  those releases give graph builds too (``tvmgen_<mod>_get_c_metadata``, empty tensor lists);
+  byte for byte the published 0.11 archive's.
+* **lib1.c** (lib2.c in 0.9-0.11): CodeGenCHost (codegen_c_host.cc ``Init``: ``// tvm target:``, the two runtime
   headers, ``<math.h>``, ``<stdbool.h>`` from 0.12) and MakePackedAPI's prologue
   (src/tir/transforms/make_packed_api.cc): 0.8 ``void* arg_type_ids``, ``arg0``/``arg0_code``
   and data ``placeholder``...; 0.9-0.12 ``int32_t* arg_type_ids``, ``arg_p0``/``arg_p0_code``;
   0.13+ the type codes first (``p0_code``), then the handles, data ``p0_1`` and
   ``<fn>_p0_shape``; 0.15 forward-declares every function first (codegen_c.cc
-  ``DeclareFunction``). Functions in name order from 0.9 (``BuildCHost`` sorts them).
+  ``DeclareFunction``). Functions in name order from 0.9 (``BuildCHost`` sorts them). Fused
+  constants as codegen_c.cc's ``AllocateConst`` prints them (codegen_params.cc
+  ``NDArrayDataToC``: hexadecimal, 9 wide, 8 per row), as in the published archive.
+* **the published archive** these facts were checked against: PhilippvK/microtvm-gvsoc-template
+  ``template_project/model`` (TVM 0.11.dev, 2023-01-18, graph, link-params, Target("c")); its
+  node and graph attrs order, dmlc layout, sids quirk, registry, metadata module and constants
+  are what this corpus writes.
   emit_asserts is false for the C host, so no type checks are printed.
 
 The fused operators' loops are our own, in the style of that generated code; TVM's own loops
@@ -76,14 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tvm_corpus import (
-    Tensor,
-    _c_float,
-    _c_int,
-    _const_array,
-    _write_tar,
-    save_param_dict,
-)
+from tvm_corpus import Tensor, _c_float, _write_tar, save_param_dict
 
 # --- the networks ------------------------------------------------------------------------------
 
@@ -397,7 +399,8 @@ def _graph_releases() -> dict[str, GraphRelease]:
                      export_datetime="2022-10-17 10:00:00Z", mtime=1666000800,
                      quirks=["int8 with an int32 intermediate", "no per-tensor metadata"]),
         GraphRelease("graph-0.11-int8", "0.11", 7, int8_net(seed=27, k=8), "0.9",
-                     export_datetime="2023-02-20 10:00:00Z", mtime=1676887200,
+                     target="c -keys=cpu ", export_datetime="2023-02-20 10:00:00Z",
+                     mtime=1676887200,
                      meta_tensors="output-names",
                      quirks=["per-tensor metadata, outputs named 'output'"]),
         GraphRelease("graph-0.12-multi-output", "0.12", 7, multi_output_net(seed=28), "0.9",
@@ -437,6 +440,11 @@ class GraphArchive:
         return self.release.net
 
     @property
+    def ops_member(self) -> str:
+        """The C file holding the fused operators (lib2.c when lib1.c is the metadata)."""
+        return f"codegen/host/src/{self.release.mod}_lib{2 if _has_c_metadata(self.release) else 1}.c"
+
+    @property
     def graph_member(self) -> str:
         r = self.release
         return ("executor-config/graph/graph.json" if r.mlf_version == 5
@@ -458,8 +466,12 @@ def graph_archive_files(r: GraphRelease) -> dict[str, bytes]:
     files: dict[str, bytes] = {
         "metadata.json": json.dumps(_metadata(r, graph), indent=2, sort_keys=True).encode(),
         f"codegen/host/src/{mod}_lib0.c": _lib0(r).encode(),
-        f"codegen/host/src/{mod}_lib1.c": _lib1(r).encode(),
     }
+    if _has_c_metadata(r):
+        files[f"codegen/host/src/{mod}_lib1.c"] = _c_metadata(r).encode()
+        files[f"codegen/host/src/{mod}_lib2.c"] = _lib1(r).encode()
+    else:
+        files[f"codegen/host/src/{mod}_lib1.c"] = _lib1(r).encode()
     member = ("executor-config/graph/graph.json" if r.mlf_version == 5
               else f"executor-config/graph/{mod}.graph")
     files[member] = graph.encode()
@@ -739,52 +751,48 @@ def _metadata(r: GraphRelease, graph_text: str) -> dict:
 
 
 def _relay(r: GraphRelease) -> str:
-    """``str(mod.ir_mod)``: the frontend's @main (its weights as ``%v_param_<i>``) with
-    ``output_tensor_names`` from 0.9; the body as one call per operator, typed."""
+    """``str(mod.ir_mod)``: the module the frontend gave relay.build, untyped (its parameters
+    keep their annotations, the body has no ``ty=`` and @main no ``->``, as a published 0.11
+    graph archive shows), the weights as ``%v_param_<i>``, ``output_tensor_names`` from 0.9,
+    spans from 0.12 (relay_text_printer.cc ``PrintSpan``)."""
     net = r.net
 
     def ty(t: Tensor) -> str:
-        return f"Tensor[({', '.join(map(str, t.shape))}{',' if len(t.shape) == 1 else ''}), {t.dtype}]"
+        return f"Tensor[({', '.join(map(str, t.shape))}), {t.dtype}]"
 
-    def note(t: Tensor, span: str) -> str:
-        return f" /* ty={ty(t)} span={span}:0:0 */" if r.spans else f" /* ty={ty(t)} */"
+    def note(span: str) -> str:
+        return f" /* span={span}:0:0 */" if r.spans else ""
 
-    weights = dict(net.params)
     params = [f"%{t.name}: {ty(t)}" for t in net.inputs]
     arg = {t.name: f"%{t.name}" for t in net.inputs}
-    for i, (name, arr) in enumerate(weights.items()):
-        wt = Tensor(name, str(arr.dtype), arr.shape)
-        params.append(f"%v_param_{i + 1}: {ty(wt)}")
+    for i, (name, arr) in enumerate(net.params.items()):
+        params.append(f"%v_param_{i + 1}: {ty(Tensor(name, str(arr.dtype), arr.shape))}")
         arg[name] = f"%v_param_{i + 1}"
     if r.output_tensor_names_attr:
         params.append("output_tensor_names=[" + ", ".join(
             f'"{n}"' for n in net.output_tensor_names) + "]")
-    lines = []
+    lines: list[str] = []
     for op in net.ops:
         relay_op = {"__nop": "reshape", "fused_split": "split"}.get(op.func, op.func.replace(
             "fused_", "").replace("nn_", "nn.").replace("qnn_", "qnn.").split("_")[0])
         args = ", ".join(arg[v] for v in op.inputs)
-        out = net.values[op.outputs[0]]
         if len(op.outputs) > 1:
-            tup = "(" + ", ".join(ty(net.values[v]) for v in op.outputs) + ")"
-            lines.append(f"  %{len(lines)} = {relay_op}({args}, indices_or_sections=2, axis=1) "
-                         f"/* ty={tup} */;")
+            lines.append(f"  %{len(lines)} = {relay_op}({args}, indices_or_sections=2, "
+                         f"axis=1){note(op.outputs[0])};")
             base = len(lines) - 1
             for i, v in enumerate(op.outputs):
-                lines.append(f"  %{len(lines)} = %{base}.{i}{note(net.values[v], v)};")
+                lines.append(f"  %{len(lines)} = %{base}.{i}{note(v)};")
                 arg[v] = f"%{len(lines) - 1}"
             continue
-        lines.append(f"  %{len(lines)} = {relay_op}({args}){note(out, op.outputs[0])};")
+        lines.append(f"  %{len(lines)} = {relay_op}({args}){note(op.outputs[0])};")
         arg[op.outputs[0]] = f"%{len(lines) - 1}"
     heads = [arg[v] for v in net.heads]
     if len(heads) == 1:
         last = lines.pop()
         lines.append("  " + last.split(" = ", 1)[1].rstrip(";"))
-        ret = ty(net.outputs[0])
     else:
         lines.append(f"  ({', '.join(heads)})")
-        ret = "(" + ", ".join(ty(t) for t in net.outputs) + ")"
-    return f"def @main({', '.join(params)}) -> {ret} {{\n" + "\n".join(lines) + "\n}\n"
+    return f"def @main({', '.join(params)}) {{\n" + "\n".join(lines) + "\n}\n"
 
 
 # --- generated C -------------------------------------------------------------------------------
@@ -801,7 +809,62 @@ def _func_names(r: GraphRelease) -> list[str]:
     names = [f"tvmgen_{r.mod}_{op.func}" for op in _functions(r)]
     if r.params == "lookup":
         names.append("_lookup_linked_param")
+    if _has_c_metadata(r):
+        names.append(f"tvmgen_{r.mod}_get_c_metadata")
     return names
+
+
+def _has_c_metadata(r: GraphRelease) -> bool:
+    """0.9-0.11 give every C-runtime build the metadata module of the AOT executor's packed
+    interface (source_module.cc ``CreateCSourceCrtMetadataModule``: ``aot_metadata.defined()``;
+    from 0.12 only for ``metadata->executor == "aot"``)."""
+    return r.tvm in ("0.9", "0.10", "0.11")
+
+
+def _c_metadata(r: GraphRelease) -> str:
+    """The metadata module (metadata_utils.cc ``MetadataSerializer``, source_module.cc
+    ``CreateAotMetadataModule``): empty tensor lists for a graph build, then
+    ``tvmgen_<mod>_get_c_metadata``. It comes out of the import tree before the operators
+    (``_collect_from_import_tree`` walks a stack), so it is lib1.c and the operators lib2.c."""
+    out = ["#include <inttypes.h>\n#include <tvm/runtime/metadata_types.h>\n"
+           "#include <tvm/runtime/c_runtime_api.h>\n"]
+    for name, kind in (("inputs", "TVMTensorInfo"), ("outputs", "TVMTensorInfo"),
+                       ("workspace_pools", "TVMTensorInfo"),
+                       ("constant_pools", "TVMConstantInfo")):
+        out.append(f"static const struct {kind} kTvmgenMetadata_{name}[0] = {{\n}};\n")
+    fields = ["1L /* version*/", "kTvmgenMetadata_inputs", "0L /* num_inputs*/",
+              "kTvmgenMetadata_outputs", "0L /* num_outputs*/", "kTvmgenMetadata_workspace_pools",
+              "0L /* num_workspace_pools*/", "kTvmgenMetadata_constant_pools",
+              "0L /* num_constant_pools*/"]
+    out.append("static const struct TVMMetadata kTvmgenMetadata[1] = {\n{\n"
+               + "".join(f"{f}, \n" for f in fields) + f'"tvmgen_{r.mod}" /* mod_name*/}}\n}};\n')
+    out.append('#ifdef __cplusplus\nextern "C"\n#endif\n'
+               f"TVM_DLL int32_t tvmgen_{r.mod}_get_c_metadata(TVMValue* arg_values, int* "
+               "arg_tcodes, int num_args, TVMValue* ret_values, int* ret_tcodes, void* "
+               "resource_handle) {\n    ret_values[0].v_handle = (void*) &kTvmgenMetadata;\n"
+               "    ret_tcodes[0] = kTVMOpaqueHandle;\n    return 0;\n};\n")
+    return "".join(out)
+
+
+def _ndarray_to_c(arr: np.ndarray, release: str) -> str:
+    """codegen_params.cc ``NDArrayDataToC`` (indent 4) for float32: hexadecimal, each element
+    left-justified to 9 characters, 8 per row (the largest power of two that fits 80 columns).
+    From 0.11 each row ends after its ``", "`` and the last in a line break; TVM 0.8 breaks
+    before each row but the first, and ends with one only after a partial row."""
+    items = [f"{_c_float(v):<9}" for v in arr.reshape(-1)]
+    n, per_row = len(items), 8
+    out = []
+    for i, item in enumerate(items):
+        if i % per_row == 0:
+            if release == "0.8" and i:
+                out.append("\n")
+            out.append("    ")
+        out.append(item + (", " if i < n - 1 else ""))
+        if release != "0.8" and i % per_row == per_row - 1:
+            out.append("\n")
+    if n % per_row:
+        out.append("\n")
+    return "".join(out)
 
 
 def _octal_escape(data: bytes) -> str:
@@ -923,18 +986,19 @@ def _lib1(r: GraphRelease) -> str:
                         f"TVM_DLL int32_t {_signature(r, f'tvmgen_{r.mod}_{op.func}')};\n"
                         for op in functions)
     consts = ""
-    if r.params == "lookup":
+    if r.params == "lookup":  # codegen_c_host.cc DeclareParameters (float32 parameters)
         for name, arr in r.net.params.items():
-            flat = arr.reshape(-1)
-            ctype = _C_TYPES[str(arr.dtype)]
-            items = ([_c_float(v) for v in flat] if arr.dtype == np.float32
-                     else [_c_int(v, arr.dtype.itemsize * 8) for v in flat])
-            rows = ",\n".join("    " + ", ".join(items[i : i + 4]) for i in range(0, len(items), 4))
             consts += ("\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
-                       f"static const {ctype} __tvm_param__{name}[{flat.size}] = {{\n{rows}\n}};\n"
+                       f"static const {_C_TYPES[str(arr.dtype)]} __tvm_param__{name}[{arr.size}] "
+                       f"= {{\n{_ndarray_to_c(arr, '0.8')}}};\n"
                        "#ifdef __cplusplus\n}  // extern \"C\"\n#endif\n")
-    elif r.params == "fused":
-        consts = "".join(_const_array(n, a) for n, a in r.net.constants.items())
+    elif r.params == "fused":  # codegen_c.cc VisitStmt_(AllocateConstNode)
+        for name, arr in r.net.constants.items():
+            consts += ("\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
+                       f"static const {_C_TYPES[str(arr.dtype)]} __attribute__((section("
+                       f"\".rodata.tvm\"), aligned(16))) {name}[{arr.size}] = {{\n"
+                       f"{_ndarray_to_c(arr, r.tvm)}}};\n"
+                       "#ifdef __cplusplus\n}  // extern \"C\"\n#endif\n")
     body = "".join(_packed_function(r, op) for op in functions)
     if r.params == "lookup":
         lay = _layout(r)
