@@ -151,10 +151,13 @@ def plan(mod: Any) -> Plan:
     emitted = {b.index for b in bindings.values() if b.kind == "param"} | {
         k for k, _ in param_copies}
     result.const_bytes = sum(_align(gm.params[k].size_bytes) for k in emitted)
-    calls = [op for op in g.ops if not op.is_nop]
-    # DLTensor 40 bytes (32-bit data/shape/strides pointers), 8 per dimension, 8 per TVMValue.
-    result.table_bytes = (sum(40 + 8 * max(1, len(e.shape)) for e in g.entries)
-                          + sum(8 * (len(op.inputs) + len(op.outputs)) for op in calls))
+    # RAM of the tables (32-bit target: a DLTensor is 40 bytes): the DLTensors whose data is
+    # bound at run time, and the one-dimensional views of flatten_data calls with their
+    # shapes and arguments; every other table is const.
+    runtime = sum(1 for e in g.entries if bindings[e.sid].kind in ("input", "output", "linked"))
+    flat = sum(len(op.inputs) + len(op.outputs) for op in g.ops
+               if op.flatten_data and not op.is_nop)
+    result.table_bytes = 40 * runtime + (40 + 8 + 8) * flat
     return result
 
 
@@ -173,7 +176,7 @@ class GraphMemory:
     """RAM of a graph model: lowered here versus TVM's graph executor (bytes)."""
 
     lowered_pool: int  #: the static pool of graph_model.c
-    lowered_tables: int  #: its static DLTensors and argument arrays
+    lowered_tables: int  #: its DLTensors and argument arrays in RAM (the others are const)
     lowered_const: int  #: parameters as const arrays (flash, not RAM)
     executor_storage: int  #: TVM's storage pool: every storage id, 4-byte rounded
     executor_json: int  #: the graph JSON TVM's executor parses on the device
@@ -293,7 +296,7 @@ def _lowering_context(mod: Any, p: Plan, g: Any) -> dict[str, Any]:
         b = p.bindings[e.sid]
         entries.append({
             "eid": e.eid, "bind": b.kind, "offset": b.offset, "index": b.index,
-            "ndim": len(e.shape),
+            "runtime": b.kind in ("input", "output", "linked"), "ndim": len(e.shape),
             "shape": list(e.shape) or [1], "code": dt.code, "bits": dt.bits, "lanes": dt.lanes,
             "size": e.size_bytes, "sid": e.sid,
         })
