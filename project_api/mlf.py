@@ -18,6 +18,17 @@ Layouts understood (what each TVM release wrote; ``tests/tvm_corpus.py`` rebuild
   while its header uses the model's output names; from 0.12 both use ``output_tensor_names``.
   Our emitter also writes ``"shape"`` and ``"quantization"``.
 
+Graph-executor modules (``"executors": ["graph"]``, every release): the graph JSON
+(``executor-config/graph/graph.json`` in MLF 5, ``<mod>.graph`` from 7) and the params file are
+read strictly by :mod:`project_api.tvm_graph` into :attr:`ModuleInfo.graph` (a
+:class:`GraphModule`): the inputs are the graph's input nodes that are no parameter (nor a
+parameter TVM 0.8's ``--link-params`` linked into the C, ``_lookup_linked_param``), with the
+dtypes and shapes of the graph's attrs; the outputs its heads, named by Relay's
+``output_tensor_names``, else metadata.json's names, else ``output``/``output<i>``. Whatever
+metadata.json records must agree. What cannot run on one CPU with static shapes, and a params
+file of another version or with wrong sizes, is an MLFError in one line; the template library
+lowers the rest to C (``project_api.template.graph_lowering``).
+
 Which source decides what: metadata.json and the interface header are the authority (a size or
 name on which they disagree is an error). The Relay text (:mod:`project_api.relay`) is a source
 of dtypes and shapes: ``@main``'s parameter types, and its result type, printed (``-> T``,
