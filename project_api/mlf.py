@@ -18,6 +18,17 @@ Layouts understood (what each TVM release wrote; ``tests/tvm_corpus.py`` rebuild
   while its header uses the model's output names; from 0.12 both use ``output_tensor_names``.
   Our emitter also writes ``"shape"`` and ``"quantization"``.
 
+Graph-executor modules (``"executors": ["graph"]``, every release): the graph JSON
+(``executor-config/graph/graph.json`` in MLF 5, ``<mod>.graph`` from 7) and the params file are
+read strictly by :mod:`project_api.tvm_graph` into :attr:`ModuleInfo.graph` (a
+:class:`GraphModule`): the inputs are the graph's input nodes that are no parameter (nor a
+parameter TVM 0.8's ``--link-params`` linked into the C, ``_lookup_linked_param``), with the
+dtypes and shapes of the graph's attrs; the outputs its heads, named by Relay's
+``output_tensor_names``, else metadata.json's names, else ``output``/``output<i>``. Whatever
+metadata.json records must agree. What cannot run on one CPU with static shapes, and a params
+file of another version or with wrong sizes, is an MLFError in one line; the template library
+lowers the rest to C (``project_api.template.graph_lowering``).
+
 Which source decides what: metadata.json and the interface header are the authority (a size or
 name on which they disagree is an error). The Relay text (:mod:`project_api.relay`) is a source
 of dtypes and shapes: ``@main``'s parameter types, and its result type, printed (``-> T``,
@@ -81,7 +92,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from project_api import dtypes, relay
+from project_api import dtypes, relay, tvm_graph
 from project_api.errors import MLFError
 
 _LOG = logging.getLogger(__name__)
@@ -485,6 +496,8 @@ class ModuleInfo:
     #: True when the inputs and outputs live inside the pools (USMP ``io_pool_allocations``:
     #: the header declares ``tvmgen_<mod>_map_inputs`` and ``_run`` takes no tensors).
     io_in_pools: bool = False
+    #: A graph-executor module's configuration, parameters and functions (None for AOT).
+    graph: GraphModule | None = None
 
     @property
     def run_api(self) -> str | None:
@@ -527,6 +540,46 @@ class ModuleInfo:
             "external_pools": dict(self.external_pools),
             "devices": list(self.devices),
             "io_in_pools": self.io_in_pools,
+            "graph": self.graph.to_json() if self.graph is not None else None,
+        }
+
+
+@dataclass
+class GraphModule:
+    """What a graph-executor module runs: its graph (:class:`project_api.tvm_graph.Graph`), the
+    parameters of the params file, the parameters TVM 0.8's ``--link-params`` linked into the C
+    (storage id -> the ``__tvm_param__`` array ``_lookup_linked_param`` returns), and the names
+    of the system-library registry of its C (``_tvm_func_registry``, None when it has none)."""
+
+    graph: tvm_graph.Graph
+    params: list[tvm_graph.Param]
+    linked_params: dict[int, str] = field(default_factory=dict)
+    registry: list[str] | None = None
+    #: The input nodes (not parameters), in node order: what the model's inputs are.
+    input_nodes: list[tvm_graph.ArgNode] = field(default_factory=list)
+    #: Bytes of the params file (0 without one).
+    params_file_bytes: int = 0
+    #: The largest workspace an operator takes (metadata.json's operator_functions), or None
+    #: when the metadata lists no operators.
+    operator_workspace_bytes: int | None = None
+
+    @property
+    def params_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.params)
+
+    def param(self, name: str) -> tvm_graph.Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        g = self.graph
+        return {
+            "path": str(g.path), "json_bytes": g.json_bytes, "nodes": len(g.node_names),
+            "entries": len(g.entries), "storage_ids": len(g.storage_sizes()),
+            "ops": [op.name for op in g.ops], "func_names": g.func_names(),
+            "params": [p.name for p in self.params], "params_bytes": self.params_bytes,
+            "linked_params": {str(k): v for k, v in self.linked_params.items()},
+            "registry": self.registry, "params_file_bytes": self.params_file_bytes,
+            "operator_workspace_bytes": self.operator_workspace_bytes,
         }
 
 
@@ -939,6 +992,25 @@ class _ModuleParser:
         param_names = read_param_names(params, self.where) if params else None
 
         meta_in, meta_out = self._metadata_tensors(mains)
+        texts = {p: _strip_c_comments(p.read_text(encoding="utf-8", errors="replace"))
+                 for p in sources}
+        raw_texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in sources}
+        if "graph" in executors and graph is not None:
+            graph_module = self._graph_module(graph, params, texts)
+            inputs, outputs = self._graph_tensors(graph_module, meta_in, meta_out, relay)
+            cpu, family, evidence = self._target(raw_texts)
+            return ModuleInfo(
+                name=self.name, executors=list(executors), style=style, inputs=inputs,
+                outputs=outputs, workspace_size_bytes=workspace, constants_size_bytes=constants,
+                io_size_bytes=io, interface_header=header.path if header else None,
+                sources=sources, run_function=self._run_function(header, texts),
+                objects=objects, relay_path=relay_path,
+                graph_json_path=graph, params_path=params,
+                param_names=[p.name for p in graph_module.params],
+                internal_workspace_bytes=_internal_pool_bytes(texts),
+                target_cpu=cpu, target_family=family, target_evidence=evidence,
+                graph=graph_module,
+            )
         relay_in = self._drop_weights(relay.inputs, param_names, header)
         relay_out_names = None
         if relay.output_names is not None and relay.outputs is not None:
@@ -975,9 +1047,6 @@ class _ModuleParser:
         if header and header.workspace_size is not None and not mains:
             workspace = header.workspace_size
 
-        texts = {p: _strip_c_comments(p.read_text(encoding="utf-8", errors="replace"))
-                 for p in sources}
-        raw_texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in sources}
         run_function = self._run_function(header, texts)
         cpu, family, evidence = self._target(raw_texts)
         return ModuleInfo(
@@ -1142,6 +1211,104 @@ class _ModuleParser:
             io_in_pools=re.search(r"\b" + re.escape(prefix) + r"_map_inputs\s*\(", plain)
             is not None,
         )
+
+    def _graph_module(self, graph_path: Path, params_path: Path | None,
+                      texts: dict[Path, str]) -> GraphModule:
+        """The graph, its parameters (file and linked) and the registry of a graph module;
+        MLFError for whatever cannot run (tvm_graph's refusals, a parameter that is no node of
+        the graph or whose type or shape differs from its node's)."""
+        graph = tvm_graph.read_graph(graph_path, self.where)
+        params = tvm_graph.read_params(params_path, self.where) if params_path else []
+        linked = _linked_params(texts)
+        args = {a.name: a for a in graph.args}
+        for p in params:
+            node = args.get(p.name)
+            if node is None:
+                raise self.error(
+                    f"{params_path.name if params_path else 'params'}: parameter {p.name!r} is "
+                    f"no input node of {graph_path.name} (its inputs: "
+                    f"{', '.join(args) or 'none'}); the params file belongs to another build")
+            entry = graph.entries[node.eid]
+            if (p.dtype, p.shape) != (entry.dtype, entry.shape):
+                raise self.error(
+                    f"parameter {p.name!r} is {p.dtype}{list(p.shape)} in the params file but "
+                    f"{entry.dtype}{list(entry.shape)} in {graph_path.name}; re-export the model")
+        names = {p.name for p in params}
+        linked_sids = set(linked)
+        inputs = [a for a in graph.args if a.name not in names
+                  and graph.entries[a.eid].sid not in linked_sids]
+        if not inputs:
+            _LOG.debug("%s: the graph has no input that is not a parameter", self.where)
+        return GraphModule(graph=graph, params=params, linked_params=linked,
+                           registry=_registry_names(texts), input_nodes=inputs,
+                           params_file_bytes=params_path.stat().st_size if params_path else 0,
+                           operator_workspace_bytes=self._operator_workspace())
+
+    def _operator_workspace(self) -> int | None:
+        """The largest ``workspace_size_bytes`` of metadata.json's operator_functions."""
+        functions = (self.raw.get("memory") or {}).get("functions") or {}
+        ops = functions.get("operator_functions") if isinstance(functions, dict) else None
+        if not isinstance(ops, list) or not ops:
+            return None
+        sizes = [w.get("workspace_size_bytes", 0) for op in ops if isinstance(op, dict)
+                 for w in op.get("workspace") or [] if isinstance(w, dict)]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+            raise self.error("memory.functions.operator_functions[].workspace[]."
+                             "workspace_size_bytes must be non-negative integers")
+        return max(sizes, default=0)
+
+    def _graph_tensors(self, gm: GraphModule, meta_in: list[_Fact] | None,
+                       meta_out: list[_Fact] | None,
+                       relay_info: _Relay) -> tuple[list[TensorInfo], list[TensorInfo]]:
+        """Inputs and outputs from the graph's attrs (dtypes and shapes need no other source).
+        Inputs keep their node names; outputs take Relay's ``output_tensor_names``, else the
+        names metadata.json records (0.11+), else ``output`` / ``output<i>`` as TVM names them.
+        metadata.json's sizes and dtypes, where recorded, must agree."""
+        graph = gm.graph
+        heads = [graph.entries[e] for e in graph.heads]
+        names: list[str]
+        if relay_info.output_names is not None and len(relay_info.output_names) == len(heads):
+            names = list(relay_info.output_names)
+        elif meta_out is not None and len(meta_out) == len(heads):
+            names = [f.name for f in sorted(meta_out, key=lambda f: _natural_key(f.name))]
+        else:
+            names = ["output"] if len(heads) == 1 else [f"output{i}" for i in range(len(heads))]
+        quant = {sanitize_c_name(f.name): f.quantization for f in (meta_in or []) + (meta_out or [])
+                 if f.quantization is not None}
+        inputs = [self._graph_tensor(a.name, graph.entries[a.eid], quant)
+                  for a in gm.input_nodes]
+        outputs = [self._graph_tensor(n, e, quant) for n, e in zip(names, heads, strict=True)]
+        for kind, tensors, meta in (("input", inputs, meta_in), ("output", outputs, meta_out)):
+            if not meta:
+                continue
+            by_c = {sanitize_c_name(f.name): f for f in meta}
+            ordered = (sorted(meta, key=lambda f: _natural_key(f.name)) if kind == "output"
+                       else None)
+            for i, t in enumerate(tensors):
+                f = by_c.get(t.c_name) or (ordered[i] if ordered and i < len(ordered) else None)
+                if f is None:
+                    continue
+                for what, mine, theirs in (("dtype", t.dtype, f.dtype),
+                                           ("size", t.size_bytes, f.size)):
+                    if theirs is not None and theirs != mine:
+                        raise self.error(
+                            f"{kind} {t.name!r}: {what} {theirs} in metadata.json but {mine} in "
+                            f"{graph.path.name}; the archive's files disagree, re-export it")
+        c_names = [t.c_name for t in inputs + outputs]
+        dup = sorted({c for c in c_names if c_names.count(c) > 1})
+        if dup:
+            raise self.error(f"two tensors share the C name {dup[0]!r} in {graph.path.name}; "
+                             "rename them in the model")
+        return inputs, outputs
+
+    @staticmethod
+    def _graph_tensor(name: str, entry: tvm_graph.Entry,
+                      quant: dict[str, dict[str, Any]]) -> TensorInfo:
+        """A tensor of the graph; quantization only from our emitter's metadata."""
+        c_name = sanitize_c_name(name)
+        return TensorInfo(name=name, c_name=c_name, dtype=entry.dtype,
+                          size_bytes=entry.size_bytes, shape=entry.shape,
+                          quantization=quant.get(c_name))
 
     def _run_function(self, header: _Header | None, texts: dict[Path, str]) -> str | None:
         """The entry point the C defines. A header's ``_run`` declaration is not enough: TVM 0.8
@@ -1560,6 +1727,81 @@ def _internal_pool_bytes(texts: dict[Path, str]) -> int:
                 seen.add(name)
                 total += int(m.group(2))
     return total
+
+
+_LINKED_CASE = re.compile(
+    r"case\s+(\d+)\s*:\s*\(\s*\(\s*uint64_t\s*\*\s*\)\s*out_ret_value\s*\)\s*\[\s*0\s*\]"
+    r"\s*=\s*\(\s*uint64_t\s*\)\s*\(\s*uintptr_t\s*\)\s*(\w+)\s*;")
+
+
+def _linked_params(texts: dict[Path, str]) -> dict[int, str]:
+    """Storage id -> array of TVM 0.8's linked parameters: ``_lookup_linked_param``'s switch
+    (src/target/source/codegen_c_host.cc ``LinkParameters``: ``case <sid>:`` returns
+    ``__tvm_param__<name>``)."""
+    found: dict[int, str] = {}
+    for text in texts.values():
+        m = re.search(r"\b_lookup_linked_param\s*\([^;{]*\)\s*\{", text)
+        if m is None:
+            continue
+        for case in _LINKED_CASE.finditer(text, m.end()):
+            found[int(case.group(1))] = case.group(2)
+    return found
+
+
+_REGISTRY_RE = re.compile(
+    r"TVMFuncRegistry\s+_tvm_func_registry\s*=\s*\{\s*\"((?:[^\"\\]|\\.)*)\"", re.S)
+
+
+def _c_string_bytes(literal: str) -> bytes:
+    """The bytes of a C string literal's body (octal, hex and character escapes)."""
+    out = bytearray()
+    i = 0
+    simple = {"n": 10, "t": 9, "r": 13, "\\": 92, '"': 34, "'": 39, "?": 63, "0": 0,
+              "a": 7, "b": 8, "f": 12, "v": 11}
+    while i < len(literal):
+        ch = literal[i]
+        if ch != "\\":
+            out += ch.encode("utf-8")
+            i += 1
+            continue
+        nxt = literal[i + 1 : i + 2]
+        m = re.match(r"[0-7]{1,3}", literal[i + 1 :])
+        if m:
+            out.append(int(m.group(0), 8) & 0xFF)
+            i += 1 + len(m.group(0))
+        elif nxt == "x":
+            h = re.match(r"[0-9A-Fa-f]+", literal[i + 2 :])
+            out.append(int(h.group(0), 16) & 0xFF if h else 0)
+            i += 2 + (len(h.group(0)) if h else 0)
+        else:
+            out.append(simple.get(nxt, ord(nxt) if nxt else 0))
+            i += 2
+    return bytes(out)
+
+
+def _registry_names(texts: dict[Path, str]) -> list[str] | None:
+    """The function names of the system-library registry in the C (src/target/source/
+    source_module.cc ``CreateFuncRegistry``; the names string of src/target/
+    func_registry_generator.cc: the count, 1 byte in TVM 0.8 and 2 little-endian bytes from
+    0.9, then each name NUL-terminated), or None when no C file holds one."""
+    for text in texts.values():
+        m = _REGISTRY_RE.search(text)
+        if m is None:
+            continue
+        raw = _c_string_bytes(m.group(1))
+        for width in (2, 1):
+            if len(raw) < width:
+                continue
+            count = int.from_bytes(raw[:width], "little")
+            body = raw[width:]
+            names = body.split(b"\0")
+            if names and names[-1] == b"":
+                names = names[:-1]
+            if len(names) == count and body.endswith(b"\0") or count == 0 == len(body):
+                return [n.decode("utf-8", "replace") for n in names]
+        _LOG.debug("_tvm_func_registry: its names string does not parse")
+        return None
+    return None
 
 
 def _natural_key(item: Path | str) -> list[Any]:

@@ -84,7 +84,11 @@ def test_workspace_sizing() -> None:
 def test_module_context_errors_name_the_fix() -> None:
     kws = _modules()[0]
     kws.executors = ["graph"]
-    with pytest.raises(ServerError, match="runs AOT modules only: rebuild with the AOT executor"):
+    with pytest.raises(ServerError, match="built for the graph executor but its archive has no "
+                                          "executor-config/graph JSON; re-export the model"):
+        glue.module_context(kws, "host")
+    kws.executors = ["vm"]
+    with pytest.raises(ServerError, match="runs AOT and graph-executor modules only"):
         glue.module_context(kws, "host")
     shapeless = _module("m", "tvmgen_m_run",
                         [TensorInfo("in:0", "in_0", "int8", 4, None)], [], 0)

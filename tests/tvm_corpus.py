@@ -1,5 +1,8 @@
 """A conformance corpus: one Model Library Format archive per TVM release layout, built in code.
 
+This module holds the AOT archives; the graph executor's, of every release too, are in
+``tests/tvm_graph_corpus.py``, which reuses the tensors, params writer and tar writer here.
+
 ``tests/mlf_factory.py`` writes archives from our reading of the format; this module writes them
 as each TVM release really did, byte for byte where the release's code decides the bytes (member
 order and owners of the tar, ``metadata.json`` keys and formatting, the interface header text,

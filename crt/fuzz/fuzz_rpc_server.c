@@ -20,6 +20,7 @@
  */
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
@@ -34,6 +35,7 @@
 #include <tvm/runtime/crt/rpc_common/session.h>
 #include <tvm/runtime/crt/time_evaluator.h>
 
+#include "../src/common/module_table.h"
 #include "../src/rpc_server/rpc_packet.h"
 
 /* ---- Stand-in runtime and platform ------------------------------------------------------ */
@@ -51,7 +53,18 @@ static void* g_sink_ctx;
 void TVMAPISetLastError(const char* msg) {
   strncpy(g_last_error, msg, sizeof(g_last_error) - 1);
 }
+void TVMAPIErrorf(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(g_last_error, sizeof(g_last_error), fmt, args);
+  va_end(args);
+}
 const char* TVMGetLastError(void) { return g_last_error; }
+/* The stand-in has no system library (rpc_server.c asks before refusing a lookup). */
+int TVMCrtSystemLib_IsHandle(TVMModuleHandle handle) {
+  (void)handle;
+  return 0;
+}
 tvm_crt_error_t TVMInitializeRuntime(void) { return kTvmErrorNoError; }
 /* The modules the server's init registers: nothing to do over the stand-in runtime. */
 tvm_crt_error_t TVMCrtTimeEvaluator_Register(void) { return kTvmErrorNoError; }

@@ -4,6 +4,7 @@
  * Expected outputs are computed here in double precision, independently of the models.
  */
 #include <stdint.h>
+#include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/aot_executor.h>
@@ -77,6 +78,13 @@ const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name) {
 }
 
 static uint8_t g_workspace[128];
+
+/* The lowered-graph hook (graph_model.c provides it): "dense" was lowered from this JSON. */
+static const char kDenseGraph[] = "{\"nodes\": [], \"heads\": [[0, 0, 0]]}";
+const char* TVMCrtGraphModel_Match(const char* json, size_t length) {
+  return length == sizeof(kDenseGraph) - 1 && memcmp(json, kDenseGraph, length) == 0 ? "dense"
+                                                                                   : NULL;
+}
 
 /* ---- direct C API ---- */
 
@@ -354,6 +362,63 @@ TEST(CreateArgumentChecks) {
   EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 2, &ret, &tcode), kTvmErrorFunctionCallNumArguments);
 }
 
+/* tvm.graph_executor.create(json, syslib, device_type, device_id): TVM's on-device graph API,
+ * answered with the model whose graph the JSON is. */
+TEST(GraphExecutorCreateAnswersTheMatchingModel) {
+  TestPlatform_Reset();
+  int live = TestPlatform_LiveAllocations();
+  TVMFunctionHandle f;
+  ASSERT_EQ_INT(TVMFuncGetGlobal("tvm.graph_executor.create", &f), 0);
+  ASSERT_TRUE(f != NULL);
+  TVMModuleHandle syslib;
+  ASSERT_EQ_INT(TVMCrtSystemLib_GetHandle(&syslib), kTvmErrorNoError);
+  TVMValue args[6];
+  int codes[6] = {kTVMStr, kTVMModuleHandle, kDLInt, kDLInt, kDLInt, kDLInt};
+  TVMValue ret;
+  int tcode;
+  args[0].v_str = kDenseGraph;
+  args[1].v_handle = syslib;
+  args[2].v_int64 = kDLCPU;
+  args[3].v_int64 = 0;
+  ASSERT_EQ_INT(TVMFuncCall(f, args, codes, 4, &ret, &tcode), 0);
+  ASSERT_EQ_INT(tcode, kTVMModuleHandle);
+  TVMModuleHandle mod = ret.v_handle;
+  /* The executor module of "dense": one input x of 4 floats, y = W x + b. */
+  ASSERT_EQ_INT(TVMFuncCall(get(mod, "get_num_inputs"), NULL, NULL, 0, &ret, &tcode), 0);
+  EXPECT_EQ_INT(ret.v_int64, 1);
+  float x[4] = {1, -2, 0.5f, 3};
+  for (int k = 0; k < 4; k++) g_x[k] = x[k];
+  ASSERT_EQ_INT(TVMFuncCall(get(mod, "run"), NULL, NULL, 0, &ret, &tcode), 0);
+  for (int j = 0; j < 3; j++) {
+    double want = kBias[j];
+    for (int k = 0; k < 4; k++) want += (double)kW[j][k] * x[k];
+    EXPECT_NEAR(g_y[j], want, 1e-5);
+  }
+  EXPECT_EQ_INT(TVMModFree(mod), 0);
+
+  /* Another JSON, another device, a wrong argument: refused, each saying what. */
+  args[0].v_str = "{\"nodes\": [1]}";
+  EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 4, &ret, &tcode), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_CONTAINS(TVMGetLastError(), "is not the graph of a model of this firmware");
+  args[0].v_str = kDenseGraph;
+  args[2].v_int64 = 2;
+  EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 4, &ret, &tcode), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_CONTAINS(TVMGetLastError(), "the CPU alone");
+  args[2].v_int64 = kDLCPU;
+  args[4].v_int64 = 2;
+  args[5].v_int64 = 0;
+  EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 6, &ret, &tcode), kTvmErrorFunctionCallInvalidArg);
+  EXPECT_CONTAINS(TVMGetLastError(), "2 device(s)");
+  codes[0] = kTVMBytes;
+  EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 4, &ret, &tcode), kTvmErrorFunctionCallWrongArgType);
+  EXPECT_CONTAINS(TVMGetLastError(), "expected (str graph_json, Module");
+  codes[0] = kTVMStr;
+  codes[3] = kTVMStr;
+  EXPECT_EQ_INT(TVMFuncCall(f, args, codes, 4, &ret, &tcode), kTvmErrorFunctionCallWrongArgType);
+  EXPECT_CONTAINS(TVMGetLastError(), "argument 3");
+  EXPECT_EQ_INT(TestPlatform_LiveAllocations(), live);
+}
+
 int main(void) {
   RUN_TEST(DirectApiAddModel);
   RUN_TEST(DenseModelUsesWorkspace);
@@ -363,5 +428,6 @@ int main(void) {
   RUN_TEST(InvalidDescriptorRejected);
   RUN_TEST(ExecutorModuleEndToEnd);
   RUN_TEST(CreateArgumentChecks);
+  RUN_TEST(GraphExecutorCreateAnswersTheMatchingModel);
   return TEST_REPORT();
 }

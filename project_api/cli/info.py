@@ -29,6 +29,14 @@ def describe_library(lib: ModelLibrary) -> str:
         )
         if mod.internal_workspace_bytes:
             lines.append(f"    carries its own memory pool ({mod.internal_workspace_bytes} B in its C)")
+        if mod.graph is not None:
+            from project_api.template import graph_lowering
+
+            g = mod.graph.graph
+            lines.append(f"    graph executor, lowered to static C at generate time: "
+                         f"{len([op for op in g.ops if not op.is_nop])} calls, "
+                         f"{len(g.storage_sizes())} storage ids, {len(mod.graph.params)} params")
+            lines.append(f"    memory: {graph_lowering.memory(mod).describe()}")
         if mod.target_family or mod.target_cpu:
             lines.append(f"    built for {mod.target_cpu or mod.target_family}"
                          + (f" ({mod.target_evidence})" if mod.target_evidence else ""))
@@ -42,6 +50,15 @@ def describe_library(lib: ModelLibrary) -> str:
                 if t.note:
                     lines.append(f"      note: {t.note}")
     return "\n".join(lines)
+
+
+def _add_graph_memory(lib: ModelLibrary, data: dict[str, Any]) -> None:
+    """A graph module's memory figures (lowered vs TVM's graph executor) into its JSON."""
+    from project_api.template import graph_lowering
+
+    for name, mod in lib.modules.items():
+        if mod.graph is not None:
+            data["modules"][name]["graph_memory"] = graph_lowering.memory(mod).to_json()
 
 
 class InfoCommand(Subcommand):
@@ -85,6 +102,7 @@ examples:
         if path.is_file() or looks_mlf and not (path / SERVER_SCRIPT).exists():
             with open_mlf(path, input_specs=getattr(self.args, "input_specs", None)) as lib:
                 data = lib.to_json()
+                _add_graph_memory(lib, data)
                 self.output(data, lambda: f"{path}: Model Library Format\n{describe_library(lib)}")
             return 0
 
@@ -103,6 +121,7 @@ examples:
             if mlf_path and Path(mlf_path).exists():
                 with open_mlf(mlf_path) as lib:
                     data["model"] = lib.to_json()
+                    _add_graph_memory(lib, data["model"])
                     model_text = describe_library(lib)
 
         def text() -> str:

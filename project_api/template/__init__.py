@@ -27,6 +27,8 @@ see :class:`TemplateHandler`. The parts:
 * :mod:`.glue`: the model glue and ``crt_config.h`` generators and their Jinja2 files (``jinja/``);
 * :mod:`.ai_api`: the generated ``ai_`` C API of standalone projects; :mod:`.symbols` (renaming
   a module's C symbols); :mod:`.mlperftiny_model` (the MLPerf Tiny model file);
+* :mod:`.graph_lowering`: graph-executor models lowered to static C (``src/graph_model.c``)
+  behind the same glue, and their memory beside TVM's graph executor's;
 * :mod:`.quoting`: one escaping function per consumer (C, Makefile, CMake, Kconfig, linker
   script, Tcl, QEMU options) and the Jinja2 environments, one per file kind, that refuse any
   value not escaped for their kind;

@@ -27,6 +27,7 @@ import numpy as np
 
 from project_api import dtypes, paths
 from project_api.errors import ServerError
+from project_api.template import graph_lowering
 from project_api.template.quoting import (
     Environments,
     c_identifier,
@@ -51,10 +52,15 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
     """
     where = f"module {mod.name!r}"
     _check_name(mod.name, where, "its name")
+    if graph_lowering.is_graph(mod):
+        def graph_tensors(items: Iterable[Any], kind: str) -> list[dict[str, Any]]:
+            return _tensor_contexts(items, kind, where, platform, "its graph JSON")
+        return graph_lowering.module_context(mod, platform, graph_tensors)
     if "aot" not in mod.executors:
         raise _fail(
             f"{where} was built for the {'/'.join(mod.executors) or 'unknown'} executor; the "
-            f"{platform} template runs AOT modules only: rebuild with the AOT executor"
+            f"{platform} template runs AOT and graph-executor modules only: rebuild with the "
+            "AOT or graph executor"
         )
     if mod.run_function is None:
         raise _fail(
@@ -85,28 +91,8 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
               else "its generated C")
 
     def tensors(items: Iterable[Any], kind: str) -> list[dict[str, Any]]:
-        out = []
-        for t in items:
-            what = f"{where}, {kind} {t.name!r}"
-            _check_name(t.name, what, "its name")
-            c_name = check_c_identifier(t.c_name, f"{what}: the member of struct {prefix}_{kind}s "
-                                                  f"in {header}")
-            if t.shape is None:
-                raise _fail(
-                    f"{what}: the archive records no shape; supply it with "
-                    f"--input-spec {t.name}:{t.dtype}:<shape, e.g. 1x49x10x1>"
-                )
-            try:
-                dt = dtypes.parse(t.dtype)
-            except dtypes.DTypeError:
-                raise _fail(f"{what}: dtype {t.dtype!r} is not supported by the {platform} "
-                            "template") from None
-            out.append({
-                "name": t.name, "c_name": c_name, "size_bytes": t.size_bytes,
-                "shape": list(t.shape), "dtype_code": dt.code, "dtype_bits": dt.bits,
-                "dtype_lanes": dt.lanes,
-            })
-        return out
+        return _tensor_contexts(items, kind, where, platform,
+                                f"the member of struct {prefix}_{kind}s in {header}")
 
     return {
         "name": mod.name, "prefix": prefix, "ident": "model_" + c_identifier(mod.name),
@@ -114,6 +100,33 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
         "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
         "workspace_size_bytes": module_workspace_bytes(mod),
     }
+
+
+def _tensor_contexts(items: Iterable[Any], kind: str, where: str, platform: str,
+                     c_name_source: str) -> list[dict[str, Any]]:
+    """The glue's context of each tensor: its name, C name (checked against the C grammar;
+    ``c_name_source`` says where it comes from), size, shape and DLPack type."""
+    out = []
+    for t in items:
+        what = f"{where}, {kind} {t.name!r}"
+        _check_name(t.name, what, "its name")
+        c_name = check_c_identifier(t.c_name, f"{what}: {c_name_source}")
+        if t.shape is None:
+            raise _fail(
+                f"{what}: the archive records no shape; supply it with "
+                f"--input-spec {t.name}:{t.dtype}:<shape, e.g. 1x49x10x1>"
+            )
+        try:
+            dt = dtypes.parse(t.dtype)
+        except dtypes.DTypeError:
+            raise _fail(f"{what}: dtype {t.dtype!r} is not supported by the {platform} "
+                        "template") from None
+        out.append({
+            "name": t.name, "c_name": c_name, "size_bytes": t.size_bytes,
+            "shape": list(t.shape), "dtype_code": dt.code, "dtype_bits": dt.bits,
+            "dtype_lanes": dt.lanes,
+        })
+    return out
 
 
 def _check_name(name: str, where: str, what: str) -> None:
@@ -153,6 +166,8 @@ def module_workspace_bytes(mod: Any) -> int:
     """
     if getattr(mod, "internal_workspace_bytes", 0):
         return 0
+    if getattr(mod, "graph", None) is not None:
+        return graph_lowering.workspace_bytes(mod)
     return int(mod.workspace_size_bytes or 0)
 
 

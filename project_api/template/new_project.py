@@ -140,23 +140,24 @@ class NewProject:
         if kind == "ai_api":
             ai = ai_api.generate(self, self.options["extra_models"], self.options["shared_pool"],
                                  self.options["sample_seed"])
-            self.write_model_glue(ai.modules, extra_model_dirs=ai.model_dirs[1:])
-            return list(ai.sources), list(ai.model_dirs)
+            glue_sources = self.write_model_glue(ai.modules, extra_model_dirs=ai.model_dirs[1:])
+            return list(dict.fromkeys([*glue_sources, *ai.sources])), list(ai.model_dirs)
         ai_api.check_standalone_options(self.options)  # its options, on a type without it
-        self.write_model_glue()
+        glue_sources = self.write_model_glue()
         if kind == "mlperftiny":
             mlperftiny_model.write_model_file(self, self.options["mlperftiny_model"])
-            return ["src/model_glue.c", mlperftiny_model.MODEL_FILE], ["model"]
-        return ["src/model_glue.c"], ["model"]
+            return [*glue_sources, mlperftiny_model.MODEL_FILE], ["model"]
+        return glue_sources, ["model"]
 
     def write_model_glue(self, modules: list[dict[str, Any]] | None = None,
                          extra_model_dirs: Iterable[str] = (),
-                         dest: str = "src/model_glue.c") -> None:
+                         dest: str = "src/model_glue.c") -> list[str]:
         """The model glue (one TVMCrtAotModel per module of ``modules``, default the project's own)
         at ``dest``, reporting the build hash that it also writes to ``build_hash.txt``
         (:func:`glue.compute_build_hash` over the project's archive, ``extra_model_dirs`` and
-        the options)."""
-        from project_api.template import glue
+        the options), and ``src/graph_model.c`` when a module is a graph
+        (:mod:`.graph_lowering`). Returns the C sources written, relative to the project."""
+        from project_api.template import glue, graph_lowering
 
         path = self.dir / dest
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,8 +165,9 @@ class NewProject:
         build_hash = glue.compute_build_hash(model_dirs, self.options, self.template_dir,
                                              self.platform)
         (self.dir / glue.BUILD_HASH_FILE).write_text(build_hash + "\n")
-        path.write_text(glue.render_model_glue(self.env, self.modules if modules is None
-                                               else modules, build_hash))
+        modules = self.modules if modules is None else modules
+        path.write_text(glue.render_model_glue(self.env, modules, build_hash))
+        return [dest, *graph_lowering.write_sources(self.env, self.dir, modules)]
 
     def write_crt_config(self, title: str, knobs: Mapping[str, tuple[Any, str]] | None = None,
                          dest: str = "crt_config/crt_config.h") -> None:

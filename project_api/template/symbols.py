@@ -51,7 +51,8 @@ def _renamed(rel: str, old: str, new: str, lo_old: str, lo_new: str) -> str:
 def rename_module(root: Path, old: str, new: str, archive: str) -> None:
     """Rename module ``old`` of the extracted archive at ``root`` to ``new`` in place: its
     metadata entry, its files (``<old>_*.c``, ``tvmgen_<old>.h``, ``parameters/<old>.params``,
-    ``src/<old>.relay``) and every ``tvmgen_<old>`` / ``TVMGEN_<OLD>`` identifier in its C, so
+    ``src/<old>.relay``, ``executor-config/graph/<old>.graph``) and every ``tvmgen_<old>`` /
+    ``TVMGEN_<OLD>`` identifier in its C and graph JSON, so
     its symbols no longer clash with another module. ServerError when it ships prebuilt
     objects, which cannot be renamed."""
     meta_path = root / "metadata.json"
@@ -88,7 +89,12 @@ def rename_module(root: Path, old: str, new: str, archive: str) -> None:
                 continue
             path.write_text(pattern.sub(sub, path.read_text(errors="replace")))
             _move(path, folder / _renamed(rel, old, new, lo_old, lo_new))
-    for folder, suffix in ((root / "parameters", ".params"), (root / "src", ".relay")):
+    graph_dir = root / "executor-config" / "graph"
+    for graph in [graph_dir / f"{old}.graph", *([graph_dir / "graph.json"] if single else [])]:
+        if graph.is_file():  # a graph module's function names carry its name too
+            graph.write_text(pattern.sub(sub, graph.read_text(errors="replace")))
+    for folder, suffix in ((root / "parameters", ".params"), (root / "src", ".relay"),
+                           (graph_dir, ".graph")):
         _move(folder / f"{old}{suffix}", folder / f"{new}{suffix}")
     meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 

@@ -1,7 +1,9 @@
 /*
  * The AOT executor as a module the RPC host drives: the global
  * tvm.aot_executor.create(Module syslib, DLDevice dev, str module_name) returns a module whose
- * functions wrap TVMCrtAotExecutor (see aot_executor.h for the list).
+ * functions wrap TVMCrtAotExecutor (see aot_executor.h for the list). When the firmware holds
+ * models lowered from a graph (TVMCrtGraphModel_Match), tvm.graph_executor.create(str graph_json,
+ * Module, int device_type, int device_id) returns the same module for the model of that JSON.
  *
  * One executor exists at a time (static storage). Creating it again for the same model while it
  * is alive returns the same module handle and counts a reference; each TVMModFree drops one and
@@ -227,21 +229,15 @@ static tvm_crt_error_t ExecutorModuleFree(const TVMModule* mod, int* out_unregis
   return TVMCrtAotExecutor_Release(&g_executor);
 }
 
-static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
-                  int* ret_tcode, void* resource_handle) {
-  (void)resource_handle;
-  static const int kSig[3] = {kTVMModuleHandle, kDLDevice, kTVMStr};
-  int err = TVMCrtArgs_Check("tvm.aot_executor.create", type_codes, num_args, kSig, 3);
-  if (err != 0) {
-    return err;
-  }
-  const char* name = args[2].v_str;
-  DLDevice dev = args[1].v_device;
+/* The executor module of model name (one alive at a time, counted); fn names the caller. */
+static int CreateFor(const char* fn, const char* name, DLDevice dev, TVMValue* ret_val,
+                     int* ret_tcode) {
+  int err;
   if (g_executor_refs > 0) {
     if (strcmp(g_executor.model->name, name) != 0) {
-      TVMAPIErrorf("tvm.aot_executor.create: an executor for model '%s' is alive; free it before "
-                   "creating one for '%s'",
-                   g_executor.model->name, name);
+      TVMAPIErrorf("%s: an executor for model '%s' is alive; free it before creating one for "
+                   "'%s'",
+                   fn, g_executor.model->name, name);
       return kTvmErrorExecutorModuleAlreadyCreated;
     }
     g_executor_refs++;
@@ -260,6 +256,65 @@ static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_v
   ret_val->v_handle = g_executor_handle;
   *ret_tcode = kTVMModuleHandle;
   return 0;
+}
+
+static int Create(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                  int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  static const int kSig[3] = {kTVMModuleHandle, kDLDevice, kTVMStr};
+  int err = TVMCrtArgs_Check("tvm.aot_executor.create", type_codes, num_args, kSig, 3);
+  if (err != 0) {
+    return err;
+  }
+  return CreateFor("tvm.aot_executor.create", args[2].v_str, args[1].v_device, ret_val,
+                   ret_tcode);
+}
+
+/*
+ * tvm.graph_executor.create(str graph_json, Module syslib, int device_type, int device_id, ...):
+ * TVM's graph executor API, which sends the graph JSON to the device. The models lowered from a
+ * graph answer it when the JSON is the one they were generated from (TVMCrtGraphModel_Match): the
+ * module is their executor module, whose functions (set_input, run, get_output, ...) are those
+ * TVM's GraphModule calls.
+ */
+static int GraphCreate(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                       int* ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  static const char kFn[] = "tvm.graph_executor.create";
+  if (num_args < 4 || (num_args % 2) != 0 || type_codes[0] != kTVMStr ||
+      (type_codes[1] != kTVMModuleHandle && type_codes[1] != kTVMOpaqueHandle)) {
+    TVMAPIErrorf("%s: expected (str graph_json, Module, int device_type, int device_id, ...), "
+                 "got %d arguments",
+                 kFn, num_args);
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  for (int i = 2; i < num_args; i++) {
+    if (type_codes[i] != kDLInt && type_codes[i] != kDLUInt) {
+      TVMAPIErrorf("%s: argument %d (a device type or id) must be an int (type code %d)", kFn, i,
+                   type_codes[i]);
+      return kTvmErrorFunctionCallWrongArgType;
+    }
+  }
+  if (num_args != 4 || args[2].v_int64 != kDLCPU) {
+    TVMAPIErrorf("%s: the models here run on the CPU alone (device type 1); got %d device(s), "
+                 "the first of type %d",
+                 kFn, (num_args - 2) / 2, (int)args[2].v_int64);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  const char* json = args[0].v_str;
+  size_t length = strlen(json);
+  const char* name = TVMCrtGraphModel_Match(json, length);
+  if (name == NULL) {
+    TVMAPIErrorf("%s: the graph JSON received (%lu bytes) is not the graph of a model of this "
+                 "firmware; generate the project from the archive that holds this graph, or "
+                 "drive the firmware with project-api's client",
+                 kFn, (unsigned long)length);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  DLDevice dev;
+  dev.device_type = kDLCPU;
+  dev.device_id = (int32_t)args[3].v_int64;
+  return CreateFor(kFn, name, dev, ret_val, ret_tcode);
 }
 
 static int BuildHash(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
@@ -283,6 +338,9 @@ tvm_crt_error_t TVMAotExecutorModule_Register(void) {
     err = TVMCrtRuntime_RegisterGlobal("tvm.aot_executor.create", Create, 0);
     if (err == kTvmErrorNoError && TVMCrtAotModel_BuildHash != NULL) {
       err = TVMCrtRuntime_RegisterGlobal("project_api.build_hash", BuildHash, 0);
+    }
+    if (err == kTvmErrorNoError && TVMCrtGraphModel_Match != NULL) {
+      err = TVMCrtRuntime_RegisterGlobal("tvm.graph_executor.create", GraphCreate, 0);
     }
     registered = err == kTvmErrorNoError;
   }

@@ -161,6 +161,11 @@ tvm_crt_error_t TVMCrtSystemLib_GetHandle(TVMModuleHandle* out_handle) {
   return kTvmErrorNoError;
 }
 
+int TVMCrtSystemLib_IsHandle(TVMModuleHandle handle) {
+  return g_system_lib_index >= 0 &&
+         (uintptr_t)handle == (uintptr_t)((unsigned)g_system_lib_index | 0x8000u);
+}
+
 /* ---- Built-in global functions ----------------------------------------------------------- */
 
 static int SystemLibPacked(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,

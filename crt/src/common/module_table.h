@@ -1,7 +1,8 @@
 /*
  * Private to the runtime library: how its modules (the AOT executor module, the time evaluator)
- * register with the core (crt_runtime_api.c), which knows none of them. Included as
- * "../common/module_table.h"; never by an application.
+ * register with the core (crt_runtime_api.c), which knows none of them, and how the RPC server
+ * tells the system library's handle. Included as "../common/module_table.h"; never by an
+ * application.
  *
  * Handles (module.h): module = index | 0x8000; function = ((module | 0x8000) << 16) |
  * (function | 0x8000). Module indices 0..TVM_CRT_MAX_REGISTERED_MODULES-1 are slots of the module
@@ -69,6 +70,12 @@ tvm_crt_error_t TVMCrtModule_RegisterFunctionSpace(TVMCrtFunctionSpace* space);
 
 /*! \brief The function handle of function_index (< 0x8000) of module_index (<= 0x7fff). */
 TVMFunctionHandle TVMCrtModule_FunctionHandle(uint16_t module_index, uint16_t function_index);
+
+/*!
+ * \brief 1 when handle is the system library's module handle (runtime.SystemLib, once handed
+ * out by TVMCrtSystemLib_GetHandle), else 0.
+ */
+int TVMCrtSystemLib_IsHandle(TVMModuleHandle handle);
 
 #ifdef __cplusplus
 }  /* extern "C" */

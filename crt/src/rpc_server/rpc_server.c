@@ -6,6 +6,7 @@
 #include <string.h>
 #include <tvm/runtime/c_backend_api.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/aot_model.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/logging.h>
@@ -19,6 +20,7 @@
 #include <tvm/runtime/crt/rpc_common/session.h>
 #include <tvm/runtime/crt/time_evaluator.h>
 
+#include "../common/module_table.h"
 #include "rpc_packet.h"
 
 /* The 11 bytes a frame adds around an RPC packet: start 2 + length 4 + session header 3 + CRC 2. */
@@ -134,6 +136,20 @@ static int ModuleGetFunction(TVMValue* args, int* type_codes, int num_args, TVMV
   }
   if (TVMModGetFunction(args[0].v_handle, args[1].v_str, (int)args[2].v_int64, &func) != 0) {
     return -1;
+  }
+  if (func == NULL && TVMCrtGraphModel_Match != NULL &&
+      TVMCrtSystemLib_IsHandle(args[0].v_handle)) {
+    /* TVM's host-side graph executor (tvm.micro.create_local_graph_executor) looks up
+     * _lookup_linked_param and each fused function here; the lowered models do not export
+     * them by name. One clear error instead of a missing function deep in TVM. */
+    TVMAPIErrorf("%s is not in this firmware's system library: project-api lowered its graph "
+                 "models to static C, so TVM's host-side graph executor "
+                 "(tvm.micro.create_local_graph_executor) cannot call their functions one by one; "
+                 "create the executor on the device with tvm.contrib.graph_executor.create("
+                 "graph_json, session.get_system_lib(), session.device), or use project-api's "
+                 "client (project-api run, Project.session().model())",
+                 args[1].v_str);
+    return kTvmErrorFunctionNameNotFound;
   }
   out_ret->v_handle = func;
   *out_ret_tcode = func != NULL ? kTVMPackedFuncHandle : kTVMNullptr;

@@ -107,8 +107,10 @@ tvm_crt_error_t TVMCrtAotExecutor_SetInput(const TVMCrtAotExecutor* executor, in
 tvm_crt_error_t TVMCrtAotExecutor_Run(TVMCrtAotExecutor* executor);
 
 /*!
- * \brief Register the global tvm.aot_executor.create, and project_api.build_hash when the glue
- * defines TVMCrtAotModel_BuildHash (MicroTVMRpcServerInit calls this, as TVM's did; an
+ * \brief Register the global tvm.aot_executor.create, project_api.build_hash when the glue
+ * defines TVMCrtAotModel_BuildHash, and tvm.graph_executor.create (TVM's on-device graph
+ * executor API, answered with the lowered graph model of the JSON it receives) when the glue
+ * defines TVMCrtGraphModel_Match (MicroTVMRpcServerInit calls this, as TVM's did; an
  * application that drives the executor through packed functions without the RPC server calls it
  * itself). Later calls change nothing.
  * \return kTvmErrorNoError or a registry error.

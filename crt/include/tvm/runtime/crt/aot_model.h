@@ -51,6 +51,16 @@ const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* module_name);
  */
 int64_t TVMCrtAotModel_BuildHash(void) __attribute__((weak));
 
+/*!
+ * \brief Optional, provided by the lowered graph models (graph_model.c): the name of the model
+ * whose graph-executor JSON is the length bytes at json (compared by length and FNV-1a 64), or
+ * NULL. When defined, the global function "tvm.graph_executor.create" answers TVM's on-device
+ * graph executor API with that model, and the system library refuses lookups of functions it
+ * does not hold in one error that names the way to drive the model (weak: AOT-only glue omits
+ * it).
+ */
+const char* TVMCrtGraphModel_Match(const char* json, size_t length) __attribute__((weak));
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -18,7 +18,9 @@ extern "C" {
  * Modules register their own globals with their register functions, which call this first:
  *   TVMCrtTimeEvaluator_Register  runtime.RPCTimeEvaluator (time_evaluator.h)
  *   TVMCrtRandomFill_Register     tvm.contrib.random.random_fill (random_fill.h)
- *   TVMAotExecutorModule_Register tvm.aot_executor.create (aot_executor.h)
+ *   TVMAotExecutorModule_Register tvm.aot_executor.create (aot_executor.h), and
+ *                                 tvm.graph_executor.create for the lowered graph models when
+ *                                 the glue defines TVMCrtGraphModel_Match (aot_model.h)
  * MicroTVMRpcServerInit calls all of them, in this order, then adds the RPC server's globals.
  * Idempotent: later calls return kTvmErrorNoError and change nothing.
  * \return kTvmErrorNoError, or the registry error if runtime.SystemLib does not fit.
