@@ -1386,81 +1386,19 @@ class _ModuleParser:
         """One list of tensors from every source. metadata.json and the interface header are
         the authority (a disagreement between them is an error); the Relay text only adds
         dtypes and shapes and is ignored, with a debug line, where it does not fit."""
-        meta_table: dict[str, _Fact] = {}
-        for f in meta or []:
-            c = sanitize_c_name(f.name)
-            if c in meta_table:
-                raise self.error(
-                    f"{kind}s {meta_table[c].name!r} and {f.name!r} in metadata.json share the "
-                    f"C name {c!r}"
-                )
-            meta_table[c] = f
+        meta_table = self._meta_table(kind, meta)
         if relay is not None and kind == "output" and relay_names is not None:
             relay = [replace(f, name=n) for f, n in zip(relay, relay_names, strict=True)]
-        relay_table: dict[str, _Fact] = {}
-        for f in relay or []:
-            c = sanitize_c_name(f.name)
-            if c in relay_table:
-                _LOG.debug("%s: Relay %ss %r and %r share the C name %r; Relay text ignored",
-                           self.where, kind, relay_table[c].name, f.name, c)
-                relay, relay_table = None, {}
-                break
-            relay_table[c] = f
-
-        # Positional order: the header's struct, else metadata.json (TVM sorted its keys, so
-        # Relay positions reorder inputs), else the Relay signature.
-        if header_order:
-            order = list(header_order)
-            names: dict[str, str | None] = {c: header_names.get(c) for c in order}
-        elif meta is not None and (meta or not relay):
-            facts = list(meta)
-            if kind == "output":
-                facts.sort(key=lambda f: _natural_key(f.name))
-            elif relay:
-                rank = {c: i for i, c in enumerate(relay_table)}
-                facts.sort(key=lambda f: rank.get(sanitize_c_name(f.name), len(rank)))
-            order = [sanitize_c_name(f.name) for f in facts]
-            names = {sanitize_c_name(f.name): f.name for f in facts}
-        elif relay:
-            order = list(relay_table)
-            names = {c: f.name for c, f in relay_table.items()}
-        else:
+        relay, relay_table = self._relay_table(kind, relay)
+        positional = self._positional_order(kind, meta, relay, relay_table, header_order,
+                                            header_names)
+        if positional is None:
             return []
-
+        order, names = positional
         _fold_case(meta_table, order)
         _fold_case(relay_table, order)
-        extra = set(meta_table) - set(order)
-        if extra:
-            if kind == "output" and len(meta_table) == len(order):
-                # TVM 0.11 named metadata outputs "output"/"output0".. while its header used
-                # output_tensor_names: same outputs, matched by position.
-                _LOG.debug("%s: metadata.json output names %s differ from the header's %s; "
-                           "matched by position", self.where, sorted(meta_table), order)
-                ordered = sorted(meta_table.values(), key=lambda f: _natural_key(f.name))
-                meta_table = {c: replace(f, name=names.get(c) or c)
-                              for c, f in zip(order, ordered, strict=True)}
-            else:
-                raise self.error(
-                    f"metadata.json lists {kind}(s) {sorted(meta_table[c].name for c in extra)} "
-                    f"that the positional {kind} list ({', '.join(order)}) lacks"
-                )
-        if relay and kind == "output":
-            # Relay names outputs by position only (unless output_tensor_names names them).
-            if set(relay_table) != set(order):
-                if len(relay) == len(order):
-                    relay_table = {c: replace(f, name=names.get(c) or c)
-                                   for c, f in zip(order, relay, strict=True)}
-                else:
-                    _LOG.debug("%s: Relay text returns %d output(s) but the module has %d (%s); "
-                               "its output types are ignored", self.where, len(relay),
-                               len(order), ", ".join(order))
-                    relay_table = {}
-        elif relay_table:
-            unmatched = set(relay_table) - set(order)
-            if unmatched:
-                _LOG.debug("%s: Relay parameters %s are not inputs of the module; ignored",
-                           self.where, sorted(relay_table[c].name for c in unmatched))
-
+        meta_table = self._match_meta(kind, meta_table, order, names)
+        relay_table = self._match_relay(kind, relay, relay_table, order, names)
         tensors: list[_Draft] = []
         for c in order:
             m = meta_table.get(c)
@@ -1471,6 +1409,97 @@ class _ModuleParser:
                 name = spec.name  # the archive knows only the C name; the user gave the real one
             tensors.append(self._tensor(kind, name, c, m, r, spec, header_sizes.get(c)))
         return tensors
+
+    def _meta_table(self, kind: str, meta: list[_Fact] | None) -> dict[str, _Fact]:
+        """metadata.json's tensors by C name; two that share one are an error."""
+        table: dict[str, _Fact] = {}
+        for f in meta or []:
+            c = sanitize_c_name(f.name)
+            if c in table:
+                raise self.error(
+                    f"{kind}s {table[c].name!r} and {f.name!r} in metadata.json share the "
+                    f"C name {c!r}"
+                )
+            table[c] = f
+        return table
+
+    def _relay_table(self, kind: str, relay: list[_Fact] | None
+                     ) -> tuple[list[_Fact] | None, dict[str, _Fact]]:
+        """The Relay text's tensors by C name; when two share one, the Relay text is dropped
+        (returned as None) with a debug line."""
+        table: dict[str, _Fact] = {}
+        for f in relay or []:
+            c = sanitize_c_name(f.name)
+            if c in table:
+                _LOG.debug("%s: Relay %ss %r and %r share the C name %r; Relay text ignored",
+                           self.where, kind, table[c].name, f.name, c)
+                return None, {}
+            table[c] = f
+        return relay, table
+
+    @staticmethod
+    def _positional_order(kind: str, meta: list[_Fact] | None, relay: list[_Fact] | None,
+                          relay_table: dict[str, _Fact], header_order: list[str] | None,
+                          header_names: dict[str, str]
+                          ) -> tuple[list[str], dict[str, str | None]] | None:
+        """The tensors' C names in positional order with their names where known: the header's
+        struct, else metadata.json (TVM sorted its keys, so Relay positions reorder inputs),
+        else the Relay signature; None when no source lists any."""
+        if header_order:
+            return list(header_order), {c: header_names.get(c) for c in header_order}
+        if meta is not None and (meta or not relay):
+            facts = list(meta)
+            if kind == "output":
+                facts.sort(key=lambda f: _natural_key(f.name))
+            elif relay:
+                rank = {c: i for i, c in enumerate(relay_table)}
+                facts.sort(key=lambda f: rank.get(sanitize_c_name(f.name), len(rank)))
+            return ([sanitize_c_name(f.name) for f in facts],
+                    {sanitize_c_name(f.name): f.name for f in facts})
+        if relay:
+            return list(relay_table), {c: f.name for c, f in relay_table.items()}
+        return None
+
+    def _match_meta(self, kind: str, meta_table: dict[str, _Fact], order: list[str],
+                    names: dict[str, str | None]) -> dict[str, _Fact]:
+        """metadata.json's tensors keyed by the positional C names; one the positional list
+        lacks is an error, except outputs TVM 0.11 named apart from its header."""
+        extra = set(meta_table) - set(order)
+        if not extra:
+            return meta_table
+        if kind == "output" and len(meta_table) == len(order):
+            # TVM 0.11 named metadata outputs "output"/"output0".. while its header used
+            # output_tensor_names: same outputs, matched by position.
+            _LOG.debug("%s: metadata.json output names %s differ from the header's %s; "
+                       "matched by position", self.where, sorted(meta_table), order)
+            ordered = sorted(meta_table.values(), key=lambda f: _natural_key(f.name))
+            return {c: replace(f, name=names.get(c) or c)
+                    for c, f in zip(order, ordered, strict=True)}
+        raise self.error(
+            f"metadata.json lists {kind}(s) {sorted(meta_table[c].name for c in extra)} "
+            f"that the positional {kind} list ({', '.join(order)}) lacks"
+        )
+
+    def _match_relay(self, kind: str, relay: list[_Fact] | None, relay_table: dict[str, _Fact],
+                     order: list[str], names: dict[str, str | None]) -> dict[str, _Fact]:
+        """The Relay text's tensors keyed by the positional C names: outputs by position
+        (Relay names them by position only, unless output_tensor_names does), inputs by name;
+        what does not fit is ignored with a debug line."""
+        if relay and kind == "output":
+            if set(relay_table) == set(order):
+                return relay_table
+            if len(relay) == len(order):
+                return {c: replace(f, name=names.get(c) or c)
+                        for c, f in zip(order, relay, strict=True)}
+            _LOG.debug("%s: Relay text returns %d output(s) but the module has %d (%s); "
+                       "its output types are ignored", self.where, len(relay),
+                       len(order), ", ".join(order))
+            return {}
+        unmatched = set(relay_table) - set(order)
+        if unmatched:
+            _LOG.debug("%s: Relay parameters %s are not inputs of the module; ignored",
+                       self.where, sorted(relay_table[c].name for c in unmatched))
+        return relay_table
 
     def _spec_for(self, name: str, c_name: str) -> InputSpec | None:
         for key in (name, c_name):
