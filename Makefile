@@ -27,6 +27,7 @@ bench: setup
 	$(VENV)/bin/python bench/stm32.py
 	$(VENV)/bin/python bench/cortex_m.py
 	$(VENV)/bin/python bench/farm.py
+	$(VENV)/bin/python bench/graph_memory.py
 
 clean:
 	rm -rf build demo-out .pytest_cache .ruff_cache
