@@ -295,7 +295,7 @@ def run_demo(
     Writes the model (``out_dir/model.tar``, and ``model.tflite`` for int8) and the generated
     project ``out_dir/project``; a folder left by an earlier demo run is replaced, anything else
     needs ``force`` (and must hold only demo output). ``progress`` is called with a short line
-    before each step and with the ``note`` at the end (the CLI prints them).
+    before each step (the CLI prints them; the ``note`` is part of the result).
     """
     from project_api import mlf
     from project_api.project import generate_project
@@ -342,8 +342,6 @@ def run_demo(
             outputs = [device_model.get_output(i) for i in range(len(info.outputs))]
             timing = session.time(device_model, number=number, repeat=repeat)
     refs = [np.asarray(r) for r in chosen.reference(inputs)]
-    if chosen.note:
-        say(chosen.note)
     err = max(
         float(np.max(np.abs(y.reshape(r.shape).astype(np.float64) - r.astype(np.float64))))
         if r.size else 0.0

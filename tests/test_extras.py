@@ -247,10 +247,9 @@ def test_demo_without_tflite_micro_checks_against_numpy(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert data["ok"] is True and data["max_abs_error"] == 0
     assert data["reference_name"] == "numpy int8"
-    last = out.stderr.strip().splitlines()[-1]
-    assert last == ("tflite-micro is not installed, so the check is numpy's bit-exact int8 "
-                    "evaluation; for the TFLite Micro comparison: "
-                    "pip install 'project-api[reference]'")
+    assert data["note"] == ("tflite-micro is not installed, so the check is numpy's bit-exact "
+                            "int8 evaluation; for the TFLite Micro comparison: "
+                            "pip install 'project-api[reference]'")
     assert len(data["seconds_per_run"]) == 3 and all(s > 0 for s in data["seconds_per_run"])
     # TFLite Micro (here, in the test's own process) agrees with both the device and numpy.
     tflite = (tmp_path / "demo" / "model.tflite").read_bytes()
@@ -269,7 +268,11 @@ def test_demo_text_without_tflite_micro(tmp_path: Path) -> None:
     assert any(re.fullmatch(r"  numpy int8: +\[\[.*\]\]", line) for line in lines)
     assert "  max |device - numpy int8| = 0: OK" in lines
     assert any(re.fullmatch(r"  device time per run: best [0-9.]+ us", line) for line in lines)
-    assert "pip install 'project-api[reference]'" in out.stderr
+    assert lines[-1].startswith("  note: tflite-micro is not installed") and \
+        lines[-1].endswith("pip install 'project-api[reference]'")
+    quiet = _blocked("demo", "-q", "--out", str(tmp_path / "demo"), modules="tflite_micro",
+                     cwd=tmp_path)  # -q hides progress, never the note
+    assert quiet.returncode == 0 and quiet.stdout.splitlines()[-1] == lines[-1], quiet.stderr
 
 
 def test_version_reports_the_package_and_wire_versions() -> None:
