@@ -8,7 +8,7 @@
 #ifndef TVM_RUNTIME_METADATA_TYPES_H_
 #define TVM_RUNTIME_METADATA_TYPES_H_
 
-#include <inttypes.h>
+#include <stdint.h>
 #include <tvm/runtime/c_runtime_api.h>
 
 #ifdef __cplusplus
