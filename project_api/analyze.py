@@ -271,7 +271,9 @@ def _variable_bytes(graph: Any) -> int:
 
 def _from_mlf(lib: Any, module: str | None, title: str) -> Analysis:
     mod = lib.module(module)
-    entry = (lib.metadata.get("modules") or {}).get(mod.name) or {}
+    meta = lib.metadata if isinstance(lib.metadata, dict) else {}
+    # MLF 7 keeps modules in a map; 5 and 6 are one module at the top level.
+    entry = ((meta.get("modules") or {}).get(mod.name) if "modules" in meta else meta) or {}
     facts = [TensorFacts(t.name, t.dtype, tuple(t.shape or ())) for t in mod.inputs]
     out_facts = [TensorFacts(t.name, t.dtype, tuple(t.shape or ())) for t in mod.outputs]
     comparisons = [c for provider in COMPARISONS for c in provider(mod)]

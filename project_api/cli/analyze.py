@@ -59,7 +59,9 @@ def render(a: Any) -> str:
     else:
         lines.append("per layer: not known (" + "; ".join(a.unknown) + ")")
         for f in a.operator_functions:
-            lines.append(f"  fused function {f['function']}: workspace {f['workspace_bytes']:,} B")
+            code = a.sizes.symbols.get(f["function"]) if measured else None
+            lines.append(f"  fused function {f['function']}: workspace {f['workspace_bytes']:,} B"
+                         + (f", code {code[1]:,} B" if code else ""))
     lines.append("")
     lines.append("inputs:  " + ", ".join(f"{t.name} {t.text()}" for t in a.inputs))
     lines.append("outputs: " + ", ".join(f"{t.name} {t.text()}" for t in a.outputs))
