@@ -565,9 +565,12 @@ def analyze(model: str | Path, *, target: str | None = None, template: str | Non
 
 
 def _is_tflite(path: Path) -> bool:
-    from project_api.cli.base import is_tflite_file
-
-    return is_tflite_file(path)
+    """A TFLite flatbuffer: its file identifier ``TFL3`` at bytes 4..8."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)[4:8] == b"TFL3"
+    except OSError:
+        return False
 
 
 def _target_cpu(target: str) -> str | None:

@@ -10,7 +10,7 @@ one is named in one line. :func:`write_pictures` refuses to replace an existing 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +50,8 @@ def _short(op: str, node: int) -> str:
     return f"{node} {words.get(op, op.lower())}"
 
 
-def _save(fig: Any, plt: Any, path: Path) -> None:
-    fig.tight_layout()
+def _save(fig: Any, plt: Any, path: Path, rect: tuple[float, ...] = (0, 0, 1, 1)) -> None:
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)
 
@@ -113,32 +113,39 @@ def layers_picture(analysis: Analysis, path: Path) -> None:
 
 def memory_picture(analysis: Analysis, path: Path) -> None:
     """Flash and RAM split by part (runtime, RPC server, model code, weights, activations,
-    application) against the board's regions; without a board, the model's own parts."""
+    application) against the board's regions, one bar per region on its own scale; without a
+    board, the model's own parts."""
     plt = _pyplot("analyze --plot (the memory picture)")
-    fig, ax = plt.subplots(figsize=_SIZE)
     regions = analysis.memory_regions()
-    names = list(regions)
-    for y, region in enumerate(names):
+    fig, axes = plt.subplots(len(regions), 1, figsize=_SIZE, squeeze=False)
+    handles: dict[str, Any] = {}
+    for ax, (region, r) in zip(axes[:, 0], regions.items(), strict=True):
         left = 0
-        for cat, size in regions[region]["split"].items():
+        for cat, size in r["split"].items():
             if size <= 0:
                 continue
-            ax.barh(y, size, left=left, color=_CATEGORY_COLORS.get(cat, "#777777"),
-                    edgecolor="white", label=cat)
+            bar = ax.barh(0, size, left=left, color=_CATEGORY_COLORS.get(cat, "#777777"),
+                          edgecolor="white")
+            handles.setdefault(cat, bar)
             left += size
-        length = regions[region].get("length")
+        length = r.get("length")
+        top = max(left, length or 0, 1)
         if length:
-            ax.plot([length, length], [y - 0.45, y + 0.45], color="black", linewidth=2)
-            ax.text(length, y + 0.47, f" {region} {length:,} B", fontsize=7, va="bottom")
-    ax.set_yticks(range(len(names)))
-    ax.set_yticklabels(names)
-    ax.set_xlabel("bytes")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
+            ax.axvline(length, color="black", linewidth=2)
+            ax.text(length, 0.5, f"{length:,} B ", fontsize=7, ha="right", va="bottom")
+        name = "RAM" if region == "ram" else region
+        used = f"{left:,} B" + (f" of {length:,} B ({100 * left / length:.1f} %)" if length
+                                else "")
+        ax.set_title(f"{name}: {used}", fontsize=8, loc="left")
+        ax.set_xlim(0, top * 1.05)
+        ax.set_yticks([])
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
+    axes[-1, 0].set_xlabel("bytes")
+    fig.legend(list(handles.values()), list(handles.keys()), fontsize=7, loc="lower center",
+               ncol=len(handles), frameon=False)
     where = f" on {analysis.fit.board}" if analysis.fit is not None else " (no board: model only)"
-    ax.set_title(f"{analysis.title}: memory{where}", fontsize=10)
-    _save(fig, plt, path)
+    fig.suptitle(f"{analysis.title}: memory{where}", fontsize=10)
+    _save(fig, plt, path, rect=(0, 0.06, 1, 1))
 
 
 def profile_picture(report: ProfileReport, path: Path) -> None:
@@ -210,7 +217,3 @@ def write_pictures(data: Any, directory: str | Path,
     _LOG.info("wrote %s", ", ".join(str(p) for p in written))
     return written
 
-
-def skipped(data: Any, pictures: dict[str, tuple[Any, Callable[[Any], bool]]]) -> Sequence[str]:
-    """The pictures that do not apply to ``data`` (nothing to draw)."""
-    return [name for name, (_, applies) in pictures.items() if not applies(data)]

@@ -182,7 +182,7 @@ def build_report(module: str, records: Sequence[ProfileRecord], layers: list[Lay
     hz = records[0].ticks_per_second
     if hz <= 0:
         raise SessionError(f"the profile build of {module!r} reports a counter of {hz} ticks "
-                           "per second; its port's TVMPlatformProfileTicksPerSecond is wrong")
+                           "per second; its port's TVMCrtPlatform_CycleFrequencyHz is wrong")
     nodes = [n for n, _ in records[0].ticks]
     for r in records:
         if [n for n, _ in r.ticks] != nodes or r.ticks_per_second != hz:
