@@ -105,6 +105,8 @@ class ProfileReport:
     outputs: list[np.ndarray] = field(default_factory=list, repr=False)
     #: The unprofiled build's whole-model time (``--baseline``), or None.
     baseline_seconds: float | None = None
+    #: The records read from the device, one per profiled run.
+    records: list[ProfileRecord] = field(default_factory=list, repr=False)
 
     @property
     def sum_seconds(self) -> float:
@@ -203,7 +205,7 @@ def build_report(module: str, records: Sequence[ProfileRecord], layers: list[Lay
             instructions=seconds * instructions_rate if instructions_rate else None))
     span = statistics.median(r.total_ticks for r in records) / hz
     return ProfileReport(module, len(records), ops, whole_seconds, span, overhead / hz, hz,
-                         instructions_rate, note)
+                         instructions_rate, note, records=list(records))
 
 
 def _why_whole_only(module: Any, layers: list[Layer] | None) -> str:

@@ -76,8 +76,10 @@ def test_profile_on_qemu_adds_up_and_costs_under_2_percent(kws) -> None:
         if o.op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
             assert o.instructions > 10_000 and o.instructions_per_mac is not None
     assert report.overhead_seconds * 1e9 < 100  # instructions per operator, subtracted
-    convs = [o for o in report.ops if o.op == "CONV_2D" and o.node > 0]
-    assert len({round(o.instructions) for o in convs}) == 1  # four identical layers, one count
+    # the four pointwise convolutions have the same shapes: the same count, but for the few
+    # instructions their requantization takes on some values
+    convs = [o.instructions for o in report.ops if o.op == "CONV_2D" and o.node > 0]
+    assert len(convs) == 4 and max(convs) - min(convs) < 1e-4 * max(convs)
 
 
 def test_profile_cli_on_qemu_with_baseline(kws, tmp_path: Path,
