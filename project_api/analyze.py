@@ -181,6 +181,8 @@ class Analysis:
     comparisons: list[Comparison] = field(default_factory=list)
     #: Extra pools a TVM archive's C declares itself (USMP), bytes.
     internal_pool_bytes: int = 0
+    #: Pools a TVM archive's entry point takes from its caller (USMP): name -> bytes or None.
+    external_pools: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def macs(self) -> int | None:
@@ -227,7 +229,8 @@ class Analysis:
                        if self.layers is not None else None,
                        "state_bytes": self.state_bytes,
                        "io_bytes": sum(_nbytes(t) for t in self.inputs + self.outputs),
-                       "internal_pool_bytes": self.internal_pool_bytes},
+                       "internal_pool_bytes": self.internal_pool_bytes,
+                       "external_pools": dict(self.external_pools)},
             "pool_plan": self.pool_plan.to_json(),
             "sizes": self.sizes.to_json() if self.sizes else None,
             "fit": self.fit.to_json() if self.fit else None,
@@ -306,7 +309,8 @@ def _from_mlf(lib: Any, module: str | None, title: str) -> Analysis:
         layers=None, pool_plan=PoolPlan(int(mod.workspace_size_bytes or 0), 0),
         inputs=facts, outputs=out_facts, weight_bytes=int(mod.constants_size_bytes or 0),
         state_bytes=state, unknown=unknown, operator_functions=functions,
-        comparisons=comparisons, internal_pool_bytes=int(mod.internal_workspace_bytes or 0))
+        comparisons=comparisons, internal_pool_bytes=int(mod.internal_workspace_bytes or 0),
+        external_pools=dict(mod.external_pools or {}))
 
 
 # --- measuring -----------------------------------------------------------------------------------

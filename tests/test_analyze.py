@@ -118,6 +118,8 @@ def test_golden_agrees_with_the_flatbuffer(models_dir: Path, name: str) -> None:
         assert g["totals"]["pool_bytes"] >= g["totals"]["pool_lower_bound_bytes"]
         io_bytes = sum(int(np.prod(tensors[t]["shape"])) * tensors[t]["itemsize"] for t in io)
         assert g["totals"]["io_bytes"] == io_bytes
+        # an emitted .tflite takes its pool as one workspace, no USMP pool struct
+        assert g["totals"]["external_pools"] == {}
 
 
 def _live_from_lifetimes(tensors: list[dict], ops: list, io: set[int]) -> list[int]:
@@ -316,6 +318,43 @@ def test_tvm_archive_shows_what_its_metadata_allows(tmp_path: Path, key: str) ->
     main_entry = entry["memory"]["functions"]["main"][0]
     assert data["totals"]["pool_bytes"] == main_entry["workspace_size_bytes"]
     assert data["totals"]["weight_bytes"] == main_entry["constants_size_bytes"]
+    assert data["totals"]["external_pools"] == {}
+
+
+def test_tvm_archive_shows_the_pools_its_caller_provides(tmp_path: Path) -> None:
+    """A USMP header declaring a pool the caller provides (struct tvmgen_default_workspace_pools
+    with its _WORKSPACE_POOL_SIZE, and one without a size): analyze names both, with the size
+    the header gives, in the JSON and the table."""
+    import io
+    import tarfile
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tvm_corpus import build_archive
+
+    from project_api.cli.analyze import render
+
+    arc = build_archive("tvm-0.13-float2", tmp_path)
+    member = "codegen/host/include/tvmgen_default.h"
+    header = arc.files[member].decode()
+    pools = ('/*!\n * \\brief Workspace pool pointers for TVM module "default" \n */\n'
+             "struct tvmgen_default_workspace_pools {\n  void* sram;\n  void* dtcm;\n};\n\n")
+    assert "/*!\n * \\brief entrypoint" in header
+    header = header.replace("/*!\n * \\brief entrypoint", pools + "/*!\n * \\brief entrypoint")
+    header = header.replace("#define TVMGEN_DEFAULT_WORKSPACE_SIZE 0\n",
+                            "#define TVMGEN_DEFAULT_WORKSPACE_SIZE 0\n"
+                            "#define TVMGEN_DEFAULT_SRAM_WORKSPACE_POOL_SIZE 4096\n")
+    assert "SRAM_WORKSPACE_POOL_SIZE 4096" in header
+    dest = tmp_path / "pools.tar"
+    with tarfile.open(arc.path) as src, tarfile.open(dest, "w") as out:
+        for m in src.getmembers():
+            if m.name.removeprefix("./") == member:
+                m.size = len(header.encode())
+                out.addfile(m, io.BytesIO(header.encode()))
+            else:
+                out.addfile(m, src.extractfile(m) if m.isfile() else None)
+    a = A.analyze(dest, compile=False)
+    assert a.to_json()["totals"]["external_pools"] == {"sram": 4096, "dtcm": None}
+    assert "pools the caller provides: sram 4,096 B, dtcm ? B" in render(a)
 
 
 def test_comparisons_hook_reaches_table_and_json(models_dir: Path, tmp_path: Path,

@@ -69,6 +69,9 @@ def render(a: Any) -> str:
              else " (lower bound not known)")
     extra = (f"; pools in the model's C {a.internal_pool_bytes:,} B" if a.internal_pool_bytes
              else "")
+    if a.external_pools:
+        extra += "; pools the caller provides: " + ", ".join(
+            f"{k} {_n(v)} B" for k, v in a.external_pools.items())
     lines.append(f"totals: {_n(a.macs)} MACs; weights {a.weight_bytes:,} B (as stored for "
                  f"{a.target}); activation pool {a.pool_plan.size:,} B{bound}{extra}; state "
                  f"{a.state_bytes:,} B")

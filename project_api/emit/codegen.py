@@ -408,7 +408,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         "",
     ])
     return Generated(name, header, source, inputs, outputs, pool_size, mplan.lower_bound,
-                     constants_size, kernels, mplan, target, graph)
+                     constants_size, kernels, mplan, target, graph=graph)
 
 
 def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
