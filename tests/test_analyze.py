@@ -80,6 +80,13 @@ def _golden_json(models_dir: Path, name: str, target: str) -> dict:
     return json.loads(json.dumps(a.to_json(), sort_keys=True))
 
 
+def test_every_shared_model_has_its_golden(models_dir: Path) -> None:
+    """A model added to the shared folder fails here until its golden tables exist."""
+    assert sorted(p.stem for p in models_dir.glob("*.tflite")) == MODELS
+    assert sorted(p.name for p in GOLDEN.glob("*.json")) == sorted(
+        f"{m}.{t}.json" for m in MODELS for t in TARGETS)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", MODELS)
 def test_analysis_matches_golden(models_dir: Path, name: str, target: str) -> None:
