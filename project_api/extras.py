@@ -8,7 +8,7 @@ included. A few features need more, each brought by an extra of ``pyproject.toml
   interpreters that ``run --check``, ``validate`` and the demo compare the device with;
 * ``labgrid``: the labgrid client, for boards on other machines (``-o labgrid_place``,
   ``validate --places``, ``devices --coordinator``);
-* ``plot``: matplotlib, for the pictures of the coming ``analyze`` and ``profile``.
+* ``plot``: matplotlib, for the pictures of ``analyze --plot`` and ``profile --plot``.
 
 Code that needs one imports it through :func:`require`, which raises :class:`MissingExtraError`
 (one line: what needs it, the package, the ``pip install 'project-api[extra]'`` line).

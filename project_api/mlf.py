@@ -498,6 +498,9 @@ class ModuleInfo:
     io_in_pools: bool = False
     #: A graph-executor module's configuration, parameters and functions (None for AOT).
     graph: GraphModule | None = None
+    #: A profile build of our emitter (``emit --profile``): its C times every operator and
+    #: exports ``tvmgen_<name>_profile_read`` (metadata.json ``"profile": true``).
+    profile: bool = False
 
     @property
     def run_api(self) -> str | None:
@@ -541,6 +544,7 @@ class ModuleInfo:
             "devices": list(self.devices),
             "io_in_pools": self.io_in_pools,
             "graph": self.graph.to_json() if self.graph is not None else None,
+            "profile": self.profile,
         }
 
 
@@ -1060,6 +1064,9 @@ class _ModuleParser:
             external_pools=dict(header.pools) if header else {},
             devices=list(header.devices) if header else [],
             io_in_pools=header.io_in_pools if header else False,
+            profile=raw.get("profile") is True and any(
+                re.search(rf"\btvmgen_{re.escape(self.mangled)}_profile_read\s*\(", t, re.I)
+                for t in texts.values()),
         )
 
     @property

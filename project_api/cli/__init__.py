@@ -55,6 +55,8 @@ VERB_MODULES = [
     "ops",  # the emitter's operators, dtype schemes and kernels
     "validate",  # many samples on the device vs a reference
     "mlperftiny",  # the MLPerf Tiny benchmark's host side
+    "analyze",  # where the memory goes, per layer, and the fit against a board
+    "profile",  # where the time goes, per operator, on the device
     "devices",  # serial ports, debug probes, labgrid places
 ]
 

@@ -28,6 +28,7 @@ examples:
   project-api emit model.tflite --out model.tar --json
   project-api emit kws.tflite --out kws.tar --target cortex-m4
   project-api emit kws.tflite --out kws.tar --target "c -keys=arm_cpu,cpu -mcpu=cortex-m7"
+  project-api emit kws.tflite --out kws-prof.tar --target cortex-m4 --profile
 
 --target picks the kernels: generic (portable C, the default), cortex-m4, cortex-m7,
 cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
@@ -35,6 +36,10 @@ portable C with the same results) or cortex-m0 (generic kernels). A TVM target s
 -mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
 On a DSP target the summary says how many operators got its DSP kernels and lists those that
 took a generic one ('project-api ops' shows which operators and types have DSP kernels).
+
+--profile makes a profile build: before each operator the C reads the platform's counter
+(TVMCrtPlatform_CycleCount) into a static table, which 'project-api profile PROJECT' reads after
+each run; the outputs are the plain build's, bit for bit.
 
 -o FILE still names the archive, but -o NAME=VALUE (a project option in 'generate' and
 'run') is refused: emit has no project options."""
@@ -48,6 +53,9 @@ took a generic one ('project-api ops' shows which operators and types have DSP k
         parser.add_argument("--name", default="default",
                             help="module name: C symbols are tvmgen_<name>_* (default: default)")
         parser.add_argument("--force", action="store_true", help="overwrite OUT.tar if it exists")
+        parser.add_argument("--profile", action="store_true",
+                            help="a profile build: the C times every operator with the "
+                                 "platform's counter ('project-api profile' reads the table)")
         parser.add_argument("--target", default=None, metavar="TARGET",
                             help="kernel target: generic (default), cortex-m0, cortex-m4, "
                                  "cortex-m7, cortex-m33, or a target string with -mcpu=CPU")
@@ -79,7 +87,7 @@ took a generic one ('project-api ops' shows which operators and types have DSP k
         except EmitError as exc:
             raise UsageError(f"--target {a.target!r}: {exc}") from exc
         result = emit(model, self.args.output, name=self.args.name, force=self.args.force,
-                      target=target)
+                      target=target, profile=bool(getattr(a, "profile", False)))
         data = {
             "path": str(Path(self.args.output).absolute()),
             "name": result.name,
@@ -88,6 +96,7 @@ took a generic one ('project-api ops' shows which operators and types have DSP k
             "workspace_lower_bound_bytes": result.lower_bound_bytes,
             "constants_size_bytes": result.constants_size_bytes,
             "target": target.name,
+            "profile": result.generated.profile,
             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
                        for t in result.inputs],
             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}

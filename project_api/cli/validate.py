@@ -116,6 +116,17 @@ examples:
         parser.add_argument("--quantize", action="store_true",
                             help="quantize float data for an integer input with the input's "
                                  "scale and zero point (as TFLite does) before sending it")
+        layers = parser.add_argument_group("per layer (a debug build that hands back every "
+                                           "intermediate tensor)")
+        layers.add_argument("--per-layer", action="store_true",
+                            help="compare every intermediate tensor with TFLite Micro's "
+                                 "(needs a .tflite --model) and name the first layer over the "
+                                 "thresholds; runs a debug build of the model on the project's "
+                                 "template and board (first 8 samples unless --limit)")
+        layers.add_argument("--layer-fail-over", action="append", default=[],
+                            metavar="METRIC=VALUE",
+                            help="a layer fails when METRIC is above VALUE (repeatable; default "
+                                 "max_abs_int=0 and l2r=1e-05)")
         farm = parser.add_argument_group("boards on other machines (labgrid)")
         farm.add_argument("--places", metavar="PATTERN",
                           help="spread the samples over every free labgrid place matching "
@@ -165,6 +176,10 @@ examples:
         if is_tflite:
             extras.require("tflite_micro",
                            "validate --model X.tflite (its reference is TFLite Micro)")
+        if a.per_layer:
+            return self._per_layer(model if is_tflite else None)
+        if a.layer_fail_over:
+            raise UsageError("--layer-fail-over goes with --per-layer")
         if a.project_dir and a.template:
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:
@@ -200,6 +215,101 @@ examples:
     def _one_go(self, model: Path, is_tflite: bool, thresholds: list[Any]) -> int:
         with self.one_go_project(model, "project-api-validate-") as project:
             return self._validate(project, model if is_tflite else None, thresholds)
+
+    # --- per layer -------------------------------------------------------------------------------
+
+    def _per_layer(self, tflite: Path | None) -> int:
+        import shutil
+        import tempfile
+
+        from project_api.project import (
+            GeneratedProject,
+            TemplateProject,
+            generate_project,
+            parse_option_assignments,
+            resolve_template,
+        )
+        from project_api.validate import parse_thresholds
+        from project_api.validate_layers import DEFAULT_THRESHOLDS, debug_archive, validate_layers
+
+        a = self.args
+        if tflite is None:
+            raise UsageError("--per-layer compares with TFLite Micro: give the .tflite the "
+                             "project was made from with --model")
+        if a.reference or a.places or a.save or a.fail_under or a.fail_over:
+            raise UsageError("--per-layer takes --data, --model, --limit and --layer-fail-over; "
+                             "--reference, --places, --save, --fail-under and --fail-over go "
+                             "with the plain validation")
+        try:
+            thresholds = (parse_thresholds([], a.layer_fail_over) if a.layer_fail_over
+                          else list(DEFAULT_THRESHOLDS))
+        except Exception as err:  # ValidationError: a bad METRIC=VALUE
+            raise UsageError(f"--layer-fail-over: {err}") from None
+        if a.project_dir and a.template:
+            raise UsageError("give either a project DIR or --template with --model, not both")
+        if not (a.project_dir or a.template):
+            raise UsageError("--per-layer needs a project DIR (its template and board are used) "
+                             "or --template")
+        from project_api.emit.target import for_cpu
+        from project_api.template.targets import board_cpu
+
+        if a.project_dir:
+            with GeneratedProject.from_directory(a.project_dir) as project:
+                platform, saved = project.platform_name, project.options
+                kinds = _kernel_target(Path(project.directory))
+            template = resolve_template(platform)
+            with TemplateProject.from_directory(template) as tpl:
+                generate_only = {o["name"] for o in tpl.project_options
+                                 if set(o.get("optional") or []) <= {"generate_project"}}
+            options = {k: v for k, v in saved.items() if k in generate_only
+                       and k not in ("profile",)}
+            target = kinds or for_cpu(board_cpu(template, options.get("board")))
+        else:
+            template = resolve_template(a.template)
+            with TemplateProject.from_directory(template) as tpl:
+                options = parse_option_assignments(a.options, tpl.project_options, tpl.where)
+                default_board = next((o.get("default") for o in tpl.project_options
+                                      if o["name"] == "board"), None)
+            target = for_cpu(board_cpu(template, options.get("board", default_board)))
+        options["project_type"] = "host_driven"
+        keep = a.out is not None
+        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-layers-"))
+        try:
+            if keep and work.exists():
+                if not a.force:
+                    raise ProjectError(f"{work} already exists; pass --force to replace it")
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            self.progress(f"emitting the debug build of {tflite} (every intermediate an output)")
+            build = debug_archive(tflite.read_bytes(), work / "debug.tar", target)
+            outputs = build.outputs
+            if outputs > 255:
+                raise ProjectError(f"the debug build of {tflite.name} has {outputs} outputs; the "
+                                   "runtime takes at most 255 (TVM_CRT_MAX_ARGS)")
+            if outputs > 10:  # the runtime's default TVM_CRT_MAX_ARGS
+                more = f"-DTVM_CRT_MAX_ARGS={outputs}"
+                options["compile_definitions"] = " ".join(
+                    filter(None, [options.get("compile_definitions"), more]))
+            self.progress(f"generating and building it on template {template.name}")
+            bars, progress = self._bars()
+            with generate_project(template, build.archive, work / "project", options,
+                                  debug=self.verbosity > 1) as project:
+                project.build()
+                project.flash()
+                try:
+                    report = validate_layers(project, build, tflite.read_bytes(), a.data,
+                                             thresholds=thresholds,
+                                             limit=a.limit if a.limit is not None else 8,
+                                             quantize=a.quantize, progress=progress,
+                                             timeout_sec=a.timeout, debug=self.verbosity > 1)
+                finally:
+                    for bar in bars:
+                        bar.close()
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
+        self.output(report.to_json(), lambda: _layer_table(report, tflite, build.target))
+        return 0 if report.first_failure is None else 1
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -270,6 +380,44 @@ examples:
             data["saved"] = str(a.save)
         self.output(data, lambda: _table(report, thresholds, failures, a.save))
         return 1 if failures else 0
+
+
+def _kernel_target(project_dir: Path) -> str | None:
+    """The kernel target a project's archive was emitted with (None: not our emitter's)."""
+    import json
+
+    try:
+        meta = json.loads((project_dir / "model" / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return None
+    targets = [m.get("kernel_target") for m in (meta.get("modules") or {}).values()
+               if isinstance(m, dict)]
+    return targets[0] if targets and isinstance(targets[0], str) else None
+
+
+def _layer_table(report: Any, tflite: Path, target: str) -> str:
+    lines = [f"per layer: {tflite.name} ({target} kernels) against TFLite Micro, "
+             f"{report.samples} samples (a debug build: every intermediate an output)"]
+    rows = [("node", "operator", "kernel", "tensor", "max_abs", "max_abs_int", "exact", "l2r",
+             "")]
+    for p, m in report.rows:
+        bad = report.failures(p, m)
+        rows.append((str(p.node), p.op, p.kernel,
+                     f"{p.dtype}[{'x'.join(map(str, p.shape))}]", _fmt(m.max_abs),
+                     _fmt(m.max_abs_int), _fmt(m.exact), _fmt(m.l2r), "OVER" if bad else ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        lines.append("  " + "  ".join(c.rjust(w) if i in (0, 4, 5, 6, 7) else c.ljust(w)
+                                      for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    first = report.first_failure
+    limits = ", ".join(str(t) for t in report.thresholds)
+    if first is None:
+        lines.append(f"every layer within {limits}")
+    else:
+        p, _, bad = first
+        lines.append(f"first layer over the thresholds ({limits}): node {p.node} {p.op} "
+                     f"({p.kernel} kernel), tensor {p.name!r}: {'; '.join(bad)}")
+    return "\n".join(lines)
 
 
 def _fmt(value: float | None) -> str:

@@ -78,23 +78,31 @@ class EmitResult:
 
 
 def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
-                 target: str | Target | None = None) -> Generated:
+                 target: str | Target | None = None, profile: bool = False) -> Generated:
     """Read and compile ``model`` (bytes or a path) to C sources without writing anything.
 
     ``target``: a kernel target name (``generic``, ``cortex-m4``, ...), a TVM target string
-    with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`)."""
-    return generate(read_tflite(model), name, resolve(target))
+    with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`). ``profile``: a profile
+    build, whose C times every operator (:mod:`.profile`)."""
+    gen = generate(read_tflite(model), name, resolve(target))
+    if profile:
+        from .profile import instrument
+
+        gen = instrument(gen)
+    return gen
 
 
 def emit(model: bytes | bytearray | str | Path, out_path: str | Path, name: str = "default",
-         force: bool = False, target: str | Target | None = None) -> EmitResult:
-    """Compile ``model`` for ``target`` and write the MLF archive to ``out_path``.
+         force: bool = False, target: str | Target | None = None,
+         profile: bool = False) -> EmitResult:
+    """Compile ``model`` for ``target`` and write the MLF archive to ``out_path`` (with
+    ``profile``, a profile build: see :mod:`.profile`).
 
     Raises :class:`~project_api.errors.EmitError` for a corrupt model or an existing
     ``out_path`` without ``force``, and :class:`~project_api.errors.UnsupportedOperatorError`
     (naming the node) for anything the emitter does not implement.
     """
-    gen = emit_sources(model, name, target)
+    gen = emit_sources(model, name, target, profile)
     path = write_mlf(gen, out_path, force=force)
     return EmitResult(path, name, gen.inputs, gen.outputs, gen.workspace_size_bytes,
                       gen.lower_bound_bytes, gen.constants_size_bytes,

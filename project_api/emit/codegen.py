@@ -67,6 +67,10 @@ class Generated:
     kernels: list[Kernel] = field(default_factory=list)
     plan: planner.MemoryPlan | None = None
     target: Target = GENERIC
+    #: The graph it was generated from (per-layer facts: :mod:`.layers`).
+    graph: Graph | None = field(default=None, repr=False)
+    #: A profile build (:mod:`.profile`): the C times every operator into a table.
+    profile: bool = False
 
 
 def _env() -> jinja2.Environment:
@@ -404,7 +408,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         "",
     ])
     return Generated(name, header, source, inputs, outputs, pool_size, mplan.lower_bound,
-                     constants_size, kernels, mplan, target)
+                     constants_size, kernels, mplan, target, graph=graph)
 
 
 def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],

@@ -57,10 +57,25 @@ def metadata(gen: Generated) -> dict:
                 "style": "full-model",
                 "target": [gen.target.metadata_target()],
                 "kernel_target": gen.target.name,
+                **_layer_facts(gen),
             },
         },
         "version": MLF_VERSION,
     }
+
+
+def _layer_facts(gen: Generated) -> dict:
+    """What :mod:`.layers` knows of each node and of the pool plan (``project-api analyze``
+    and ``profile`` read it back), and whether this is a profile build."""
+    if gen.graph is None:
+        return {}
+    from .layers import layers, pool_plan
+
+    facts: dict = {"layers": [layer.to_json() for layer in layers(gen, gen.graph)],
+                   "pool_plan": pool_plan(gen, gen.graph).to_json()}
+    if gen.profile:
+        facts["profile"] = True
+    return facts
 
 
 def empty_params() -> bytes:

@@ -222,7 +222,19 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
         "macro": cident.upper(), "inputs": inputs, "outputs": outputs,
         "workspace_size_bytes": workspace, "weights_size": int(mod.constants_size_bytes or 0),
         "activations_size": activations_bytes(workspace, sites),
+        "profile_bytes": _profile_record_bytes(mod),
     }
+
+
+def _profile_record_bytes(mod: Any) -> int:
+    """Bytes of a profile build's record (emit --profile), which the sample prints after each
+    run; 0 for a plain build."""
+    if not getattr(mod, "profile", False):
+        return 0
+    from project_api.emit.profile import hook_nodes, record_bytes
+
+    texts = [p.read_text(errors="replace") for p in mod.sources]
+    return max(record_bytes(len(hook_nodes(t, mod.name))) for t in texts)
 
 
 def write_sources(env: quoting.Environments, project_dir: Path, ai: AiProject) -> None:

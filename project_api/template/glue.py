@@ -99,6 +99,9 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
         "api": api, "run_function": run_function,
         "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
         "workspace_size_bytes": module_workspace_bytes(mod),
+        # A profile build (emit --profile) exports <prefix>_profile_read: the glue answers
+        # project_api.profile with it.
+        "profile_read": f"{prefix}_profile_read" if getattr(mod, "profile", False) else None,
     }
 
 

@@ -166,6 +166,10 @@ class TemplateHandler(server.ProjectAPIHandler):
         shutil.copy2(self._script, project_dir / SERVER_SCRIPT)
         shutil.copy2(mlf_path, project_dir / MODEL_LIBRARY_FORMAT_RELPATH)
         mlf.safe_extract(project_dir / MODEL_LIBRARY_FORMAT_RELPATH, project_dir / "model")
+        if values.get("profile"):  # -o profile=true: the archive's C times every operator
+            from project_api.template.profile import instrument_model
+
+            instrument_model(project_dir / "model")
         project = NewProject(
             dir=project_dir, template_dir=self.project_dir, crt_dir=crt_dir,
             options=MappingProxyType(values), platform=self.PLATFORM_NAME,

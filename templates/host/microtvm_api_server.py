@@ -30,6 +30,7 @@ from project_api.template import (
     run_logged,
 )
 from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
+from project_api.template.profile import PROFILE_OPTION
 
 BUILD_TARGET = "build/main"
 # Finite timeouts: a host process answers in microseconds, so silence means it is dead or stuck.
@@ -69,6 +70,7 @@ class Handler(TemplateHandler):
         common("max_packet_size_bytes", default=2048, maximum=16 << 20,
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (microTVM "
                     "hosts accept at most 2048)."),
+        PROFILE_OPTION,
         option("sanitize", "bool", default=False, optional=["generate_project"],
                help="Build the device with AddressSanitizer and UndefinedBehaviorSanitizer."),
     ]

@@ -40,6 +40,7 @@ from project_api.template import flash as flash_runners
 from project_api.template.ai_api import STANDALONE_OPTIONS
 from project_api.template.labgrid_place import flash_with_labgrid
 from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
+from project_api.template.profile import PROFILE_OPTION
 from project_api.template.qemu import QemuSerialLine, emulator_argv, emulator_link, require_image
 
 _LOG = logging.getLogger("stm32")
@@ -106,6 +107,7 @@ class Handler(TemplateHandler):
         common("max_packet_size_bytes",
                help="TVM_CRT_MAX_PACKET_SIZE_BYTES: the device's largest RPC packet (4096 "
                     "keeps 97 percent of the UART bytes payload; 2048 saves about 6 KiB of RAM)."),
+        PROFILE_OPTION,
         option("libc", "str", choices=["newlib-nano", "picolibc"], default="newlib-nano",
                optional=["generate_project"], help="C library."),
         common("warning_as_error"),

@@ -49,6 +49,7 @@ from project_api.template import (
 )
 from project_api.template.ai_api import STANDALONE_OPTIONS
 from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
+from project_api.template.profile import PROFILE_OPTION
 from project_api.template.qemu import QemuSocketLine, emulator_argv, emulator_link, require_image
 from project_api.template.quoting import check_cmake_path
 from project_api.template.targets import software_float
@@ -133,6 +134,7 @@ class Handler(TemplateHandler):
                help="TVM_WORKSPACE_SIZE_BYTES: the runtime heap (CONFIG_HEAP_MEM_POOL_SIZE) for "
                     "tensors the host allocates (default: the board's recommended heap)."),
         common("max_packet_size_bytes"),
+        PROFILE_OPTION,
         common("warning_as_error",
                help="Warnings are errors (CONFIG_COMPILER_WARNINGS_AS_ERRORS), and an untested "
                     "Zephyr version is an error."),

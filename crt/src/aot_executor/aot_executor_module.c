@@ -19,6 +19,7 @@
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/packed_func.h>
+#include <tvm/runtime/crt/platform.h>
 
 #include "../common/compiler.h"
 #include "../common/module_table.h"
@@ -331,6 +332,42 @@ static int BuildHash(TVMValue* args, int* type_codes, int num_args, TVMValue* re
   return 0;
 }
 
+/* project_api.profile(str module) -> bytes: the operator times of the module's last run. */
+static int Profile(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                   int* ret_tcode, void* resource_handle) {
+  static const int kSig[1] = {kTVMStr};
+  (void)resource_handle;
+  int err = TVMCrtArgs_Check("project_api.profile", type_codes, num_args, kSig, 1);
+  if (err != 0) {
+    return err;
+  }
+  int32_t need = TVMCrtAotModel_Profile(args[0].v_str, NULL, 0);
+  if (need < 0) {
+    TVMAPIErrorf("project_api.profile: model '%s' is not a profile build", args[0].v_str);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  void* mem;
+  DLDevice cpu = {kDLCPU, 0};
+  err = TVMPlatformMemoryAllocate(sizeof(TVMByteArray) + (size_t)need, cpu, &mem);
+  if (err != 0) {
+    TVMAPISetLastError("project_api.profile: no memory for the record");
+    return err;
+  }
+  TVMByteArray* record = (TVMByteArray*)mem;
+  char* data = (char*)mem + sizeof(TVMByteArray);
+  int32_t got = TVMCrtAotModel_Profile(args[0].v_str, (uint8_t*)data, (size_t)need);
+  if (got != need) {
+    (void)TVMPlatformMemoryFree(mem, cpu);
+    TVMAPISetLastError("project_api.profile: the record changed size while read");
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  record->data = data;
+  record->size = (size_t)got;
+  ret_val->v_handle = record;
+  *ret_tcode = kTVMBytes;
+  return 0;
+}
+
 tvm_crt_error_t TVMAotExecutorModule_Register(void) {
   static int registered;
   tvm_crt_error_t err = kTvmErrorNoError;
@@ -341,6 +378,9 @@ tvm_crt_error_t TVMAotExecutorModule_Register(void) {
     }
     if (err == kTvmErrorNoError && TVMCrtGraphModel_Match != NULL) {
       err = TVMCrtRuntime_RegisterGlobal("tvm.graph_executor.create", GraphCreate, 0);
+    }
+    if (err == kTvmErrorNoError && TVMCrtAotModel_Profile != NULL) {
+      err = TVMCrtRuntime_RegisterGlobal("project_api.profile", Profile, 0);
     }
     registered = err == kTvmErrorNoError;
   }

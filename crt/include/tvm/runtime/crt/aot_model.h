@@ -61,6 +61,16 @@ int64_t TVMCrtAotModel_BuildHash(void) __attribute__((weak));
  */
 const char* TVMCrtGraphModel_Match(const char* json, size_t length) __attribute__((weak));
 
+/*!
+ * \brief Optional, provided by the glue when a module is a profile build (project-api emit
+ * --profile): write the operator times of module_name's last run into out (at most size bytes;
+ * the record of project_api/emit/profile.py). Returns the bytes written, the bytes needed when
+ * out is NULL or size too small, or -1 when no profile build has that name. When defined, the
+ * global function "project_api.profile" returns the record (weak: glue may omit it).
+ */
+int32_t TVMCrtAotModel_Profile(const char* module_name, uint8_t* out, size_t size)
+    __attribute__((weak));
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
