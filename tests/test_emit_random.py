@@ -256,6 +256,12 @@ def _int16_cases() -> Iterator[Case]:
             for shape in ((1, 4, 4, 3), (1, 10), (2, 3)):
                 case.branches.append({"input_shape": shape, "seed": s, "to": to})
         yield case
+    for src, to in (("uint8", "int8"), ("int8", "uint8")):  # image models' uint8 ends
+        case = Case("QUANTIZE", src, {"from": src, "to": to})
+        for s in SEEDS:
+            for shape in ((1, 4, 4, 3), (1, 10), (2, 3)):
+                case.branches.append({"input_shape": shape, "seed": s, "to": to})
+        yield case
     case = Case("DEQUANTIZE", "int16x8", {})
     for s in SEEDS:
         for shape in ((1, 4, 4, 3), (1, 10), (2, 3)):

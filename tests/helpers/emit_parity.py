@@ -85,7 +85,7 @@ LABEL_ONLY = ("seed", "shapes", "from", "edge", "dsp", "label", "bias_form")
 #: The DSP target the DSP-kernel cases also run with.
 DSP_TARGET = "cortex-m4"
 #: Case modes that are plain element types, beside the builder's modes (builder.MODES).
-PLAIN_MODES = ("bool", "int64")
+PLAIN_MODES = ("bool", "int64", "uint8")
 
 
 # --- cases --------------------------------------------------------------------------------------

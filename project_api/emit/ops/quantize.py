@@ -1,7 +1,9 @@
 """QUANTIZE: float32 -> int8/int16 (``round(x / scale) + zp``, float division, ties away from
 zero) and requantization between int8, int16 and int32 (TFLM ``Requantize``: ``(x - zp_in)``
 times the ratio of the scales by ``MultiplyByQuantizedMultiplier``, plus ``zp_out``, clamped to
-the output type), the conversions TFLM's QUANTIZE takes."""
+the output type), the conversions TFLM's QUANTIZE takes: uint8 <-> int8 among them, the two ends
+of image models whose converter kept a uint8 input or output (with equal scales and zero points
+128 apart that is TFLM's sign-bit flip, which the same arithmetic gives exactly)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from .common import (
 SPEC = OpSpec(opcodes=("QUANTIZE",),
               schemes=("float32->int8", "float32->int16", "int8->int8", "int8->int16",
                        "int8->int32", "int16->int8", "int16->int16", "int16->int32",
-                       "int32->int8", "int32->int16"),
+                       "int32->int8", "int32->int16", "uint8->int8", "int8->uint8"),
               classify=conversion_scheme)
 
 
