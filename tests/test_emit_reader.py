@@ -251,3 +251,18 @@ def test_operators_are_named_never_numbered():
         with pytest.raises(UnsupportedOperatorError) as info:
             emit_sources(m)
         assert "builtin operator" not in str(info.value)
+
+
+def test_a_model_compiled_for_an_npu_says_so():
+    """A Vela-compiled model (one 'ethos-u' custom operator holding the command stream, as
+    TFLM's person_detect_vela.tflite) is refused naming the compiler, not as a missing op."""
+    mb = ModelBuilder(seed=0)
+    x = mb.input((1, 96, 96, 1), "int8", name="input")
+    stream = mb.constant(np.arange(64, dtype=np.uint8), "uint8", name="command_stream")
+    (y,) = mb.custom("ethos-u", [stream, x], [((1, 2), "int8", (1 / 256, -128))])
+    mb.output(y)
+    with pytest.raises(UnsupportedOperatorError,
+                       match=r"^custom operator 'ethos-u' \(node 0\) computing '[^']+': the "
+                             r"model's layers were compiled by Vela .* Arm Ethos-U NPU, which no "
+                             r"CPU runs; emit the model as it was before that compiler$"):
+        emit_sources(mb.build())

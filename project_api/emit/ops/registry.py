@@ -19,6 +19,10 @@ from ..graph import Graph, Operator
 from ..target import Target
 from .common import Kernel, OpSpec
 
+#: Custom operators that hold a subgraph compiled for an accelerator, and what compiled it.
+NPU_CUSTOM_OPS = {"ethos-u": "the model's layers were compiled by Vela into a command stream "
+                             "for an Arm Ethos-U NPU"}
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -109,6 +113,10 @@ class Registry:
         if entry is None:
             computes = (f" computing '{graph.tensor(op.outputs[0]).name}'"
                         if op.outputs else "")
+            if op.opcode == "CUSTOM" and op.custom_code in NPU_CUSTOM_OPS:
+                raise UnsupportedOperatorError(
+                    f"{op.describe()}{computes}: {NPU_CUSTOM_OPS[op.custom_code]}, which no CPU "
+                    "runs; emit the model as it was before that compiler")
             raise UnsupportedOperatorError(
                 f"{op.describe()}{computes}: operator not supported by the emitter (supported: "
                 f"{self._supported()}; 'project-api ops' lists their types)")
