@@ -259,6 +259,13 @@ def _mover_cases() -> list[Case]:
             {"input_shape": (2, 2), "dims": (3, 2), "value": 1.5, "seed": 0},
             {"input_shape": (2, 2), "dims": (4,), "value": -0.5, "seed": 1}],
             branch=_fill_constant))
+    # TILE: TFLM has no kernel, so LiteRT is the reference (as SSD detectors use it)
+    for scheme in ("float32", "int8", "int16", "int32", "int64", "bool"):
+        cases.append(Case("TILE", MODE_OF[scheme], {}, [
+            {"input_shape": (1, 2, 3), "multiples": (2, 1, 3), "seed": 0},
+            {"input_shape": (4,), "multiples": (3,), "seed": 1},
+            {"input_shape": (2, 1, 3, 2), "multiples": (1, 4, 1, 2), "multiples_dtype": "int64",
+             "seed": 2}], branch=_tile, tflm=False))
     # views at an offset: the contiguous cases between two ADDs, so the outputs live in the pool
     for op, variants in CHAINED.items():
         for scheme in ("float32", "int8", "int16"):
@@ -283,6 +290,15 @@ def _pad_value_input(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: s
     x = mb.input(opts["input_shape"], dtype, name=name)
     v = mb.input((1,), dtype, quant=x.quant, name=f"{name}_value")
     return mb.pad(x, opts["paddings"], v)
+
+
+def _tile(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    x = mb.input(opts["input_shape"], dtype, name=name)
+    mult_dtype = opts.get("multiples_dtype", "int32")
+    multiples = mb.constant(np.asarray(opts["multiples"]), mult_dtype)
+    shape = tuple(n * m for n, m in zip(opts["input_shape"], opts["multiples"], strict=True))
+    (y,) = mb.operator("TILE", [x, multiples], [(shape, dtype, x.quant)])
+    return y
 
 
 def _fill_constant(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:

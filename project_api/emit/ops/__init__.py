@@ -43,6 +43,7 @@ MODULES = (
     "space_to_depth",
     "split",
     "strided_slice",
+    "tile",
     "transpose",
     "unpack",
     "zeros_like",
