@@ -1029,3 +1029,79 @@ def test_family_matches_numpy(op: str, dtype: str, opts: dict[str, Any]) -> None
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+# -- state and control flow (issue 20, state family) -------------------------------------------
+
+
+def _opname(model: Any, op: Any) -> str:
+    code = model.OperatorCodes(op.OpcodeIndex())
+    value = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    return next(k for k, v in vars(tflite.BuiltinOperator).items() if v == value)
+
+
+def _options(op: Any, cls: Any) -> Any:
+    table = op.BuiltinOptions()
+    opts = cls()
+    opts.Init(table.Bytes, table.Pos)
+    return opts
+
+
+def test_state_and_control_flow_read_back_and_run() -> None:
+    """VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE / CALL_ONCE, IF and WHILE: the ``tflite``
+    reader sees the subgraphs, options, resource and bool tensors; TFLM and LiteRT run the
+    model; over several invocations its outputs follow numpy's sums (state carried)."""
+    mb = B.ModelBuilder(seed=5)
+    init = mb.subgraph("init")
+    start = np.array([[1.0, -2.0, 0.5]], np.float32)
+    init.assign_variable(init.var_handle("acc", container="box"), init.constant(start, "float32"))
+    x = mb.input((1, 3), "float32", name="x")
+    c = mb.input((1,), "bool", name="c")
+    mb.call_once(init)
+    h = mb.var_handle("acc", container="box")
+    s = mb.add(x, mb.read_variable(h, (1, 3)))
+    mb.assign_variable(h, s)
+    then, other = mb.subgraph("then"), mb.subgraph("else")
+    then.output(then.add(then.input((1, 3)), np.full(3, 10.0, np.float32)))
+    other.output(other.mul(other.input((1, 3)), np.full(3, 2.0, np.float32)))
+    (y,) = mb.if_(c, then, other, [s])
+    cond, body = mb.subgraph("cond"), mb.subgraph("body")
+    cond.input((1, 3))
+    cond.output(cond.input((1,), "bool"))
+    bx = body.input((1, 3))
+    body.input((1,), "bool")
+    body.output(body.add(bx, bx))
+    body.output(body.constant(np.array([False]), "bool"))
+    z, _ = mb.while_(cond, body, [y, c])
+    mb.output(z)
+    model = mb.build()
+
+    m = tflite.Model.GetRootAsModel(model, 0)
+    assert m.SubgraphsLength() == 6
+    main = m.Subgraphs(0)
+    ops = [main.Operators(i) for i in range(main.OperatorsLength())]
+    assert [_opname(m, o) for o in ops] == ["CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ADD",
+                                            "ASSIGN_VARIABLE", "IF", "WHILE"]
+    assert _options(ops[0], tflite.CallOnceOptions).InitSubgraphIndex() == 1
+    var = _options(ops[1], tflite.VarHandleOptions)
+    assert (var.Container(), var.SharedName()) == (b"box", b"acc")
+    assert main.Tensors(ops[1].Outputs(0)).Type() == tflite.TensorType.RESOURCE
+    assert main.Tensors(main.Inputs(1)).Type() == tflite.TensorType.BOOL
+    cases = _options(ops[5], tflite.IfOptions)
+    assert (cases.ThenSubgraphIndex(), cases.ElseSubgraphIndex()) == (2, 3)
+    loop = _options(ops[6], tflite.WhileOptions)
+    assert (loop.CondSubgraphIndex(), loop.BodySubgraphIndex()) == (4, 5)
+    assert m.Subgraphs(1).Name() == b"init"
+
+    rng = np.random.default_rng(0)
+    runs = [[rng.uniform(-1, 1, (1, 3)).astype(np.float32), np.array([bool(k % 2)])]
+            for k in range(4)]
+    state = start.astype(np.float64)
+    want = []
+    for xv, cv in runs:
+        state = state + xv
+        v = state + 10.0 if cv[0] else state * 2.0
+        want.append(v * 2.0 if cv[0] else v)  # the loop body runs once when c is true
+    for got in (R.run_tflm_sequence(model, runs), R.run_litert_sequence(model, runs)):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)

@@ -64,6 +64,11 @@ class EmitResult:
         return self.generated.target
 
     @property
+    def state_size_bytes(self) -> int:
+        """Bytes of the module's state region (0 for a model without state)."""
+        return self.generated.state_size_bytes
+
+    @property
     def kernels(self) -> list[KernelUse]:
         """The kernel each node got."""
         return kernel_uses(self.generated)

@@ -70,8 +70,9 @@ __all__ = [
 #: TensorType codes of the element types the builder writes.
 TENSOR_TYPES: dict[str, int] = {name: schema.TENSOR_TYPE_CODES[name]
                                 for name in ("float32", "int32", "int8", "int16", "uint8",
-                                             "int64", "bool")}
-_NP_DTYPES: dict[str, Any] = {name: schema.NUMPY_TYPES[name] for name in TENSOR_TYPES}
+                                             "int64", "bool", "resource")}
+_NP_DTYPES: dict[str, Any] = {name: schema.NUMPY_TYPES[name] for name in TENSOR_TYPES
+                              if name in schema.NUMPY_TYPES}
 #: Activation types quantized per tensor by default (the others are plain values).
 _QUANTIZED = ("int8", "int16", "uint8")
 
@@ -431,6 +432,56 @@ class ModelBuilder:
         if quant is not None:
             self._ranges[ref.index] = self._quant_range(dtype, quant)
         return ref
+
+    # -- state and control flow (issue 20, state family) --------------------------------------
+
+    def var_handle(self, shared_name: str, container: str | None = None) -> TensorRef:
+        """VAR_HANDLE: a resource tensor naming the variable ``(container, shared_name)``."""
+        ref = self._add_tensor(self._name("var_handle"), (), "resource")
+        options: dict[str, Any] = {"shared_name": shared_name}
+        if container is not None:
+            options["container"] = container
+        self._op("VAR_HANDLE", [], [ref.index], options)
+        return ref
+
+    def read_variable(self, handle: TensorRef, shape: Sequence[int], dtype: str = "float32",
+                      quant: tuple[float, int] | None = None) -> TensorRef:
+        """READ_VARIABLE of the variable ``handle`` names, a ``dtype`` tensor of ``shape``."""
+        y = self._activation("read_variable", shape, dtype, quant)
+        self._op("READ_VARIABLE", [handle.index], [y.index])
+        return y
+
+    def assign_variable(self, handle: TensorRef, value: TensorRef) -> None:
+        """ASSIGN_VARIABLE: ``value`` (an activation or a constant) into the variable."""
+        self._op("ASSIGN_VARIABLE", [handle.index, value.index], [])
+
+    def call_once(self, init: ModelBuilder) -> None:
+        """CALL_ONCE of subgraph ``init`` (from :meth:`subgraph`; no inputs)."""
+        self._op("CALL_ONCE", [], [], {"init_subgraph_index": init.index})
+
+    def _result_like(self, sg: ModelBuilder, index: int) -> TensorRef:
+        """A new activation of this subgraph shaped, typed and quantized as ``sg``'s tensor."""
+        t = sg._tensors[index]
+        quant = (t.scale[0], t.zero_point[0]) if t.scale and t.zero_point else None
+        return self._activation("result", t.shape, t.dtype, quant, sg._ranges.get(index))
+
+    def if_(self, cond: TensorRef, then: ModelBuilder, orelse: ModelBuilder,
+            inputs: Sequence[TensorRef]) -> list[TensorRef]:
+        """IF on bool ``cond`` (one element): subgraph ``then`` or ``orelse`` on ``inputs``;
+        the outputs take the then branch's shapes and quantization."""
+        outs = [self._result_like(then, t) for t in then._outputs]
+        self._op("IF", [cond.index, *(t.index for t in inputs)], [t.index for t in outs],
+                 {"then_subgraph_index": then.index, "else_subgraph_index": orelse.index})
+        return outs
+
+    def while_(self, cond: ModelBuilder, body: ModelBuilder,
+               inputs: Sequence[TensorRef]) -> list[TensorRef]:
+        """WHILE ``cond`` (a subgraph giving one bool) runs ``body`` on the loop-carried
+        ``inputs``; the outputs are the final values, typed as the inputs."""
+        outs = [self._result_like(self, t.index) for t in inputs]
+        self._op("WHILE", [t.index for t in inputs], [t.index for t in outs],
+                 {"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+        return outs
 
     # -- weights --------------------------------------------------------------------------------
 

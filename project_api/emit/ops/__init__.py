@@ -13,14 +13,18 @@ from .registry import Entry, Registry
 #: The op modules, one line each.
 MODULES = (
     "add",
+    "assign_variable",
+    "call_once",
     "conv2d",
     "depthwise_conv2d",
     "dequantize",
     "expand_dims",
     "fully_connected",
+    "if_op",
     "mul",
     "pool2d",
     "quantize",
+    "read_variable",
     "reshape",
     "softmax",
     "squeeze",
@@ -74,6 +78,9 @@ MODULES = (
     "elu",
     "log_softmax",
     "l2_normalization",
+    # state and control flow (issue 20, ops-state family)
+    "var_handle",
+    "while_op",
 )
 
 #: Every operator the emitter implements.

@@ -64,6 +64,19 @@ class Kernel:
     #: Helper headers (templates in ``kernels/``) the kernel's C calls, emitted once per
     #: module after ``common.h.j2`` (e.g. ``int16.h.j2``).
     headers: tuple[str, ...] = ()
+    #: Positions in ``inputs`` the kernel updates in place (variable tensors: the state of an
+    #: LSTM or SVDF, a resource variable ASSIGN_VARIABLE writes): passed as ``T* restrict inJ``.
+    mutable_inputs: tuple[int, ...] = ()
+    #: Slots of the state region (:mod:`..state` keys) the kernel reads and writes besides its
+    #: tensors (a CALL_ONCE flag): passed as ``uint8_t* restrict stJ``.
+    state: tuple[tuple, ...] = ()
+    #: Subgraphs the kernel calls (IF, WHILE, CALL_ONCE). The code generator lowers them first,
+    #: adds the largest one's pool to ``scratch_bytes`` (after the kernel's own scratch) and
+    #: gives the template ``p.sg`` (subgraph index -> its C function) and ``p.child_pool``
+    #: (the C expression of the pool handed to them).
+    subgraphs: tuple[int, ...] = ()
+    #: The node computes nothing at run time (VAR_HANDLE: its output names a state slot).
+    no_code: bool = False
 
     @property
     def dsp(self) -> bool:

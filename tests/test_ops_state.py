@@ -1,0 +1,331 @@
+"""State and control flow against TFLite Micro and LiteRT: resource variables (VAR_HANDLE,
+READ_VARIABLE, ASSIGN_VARIABLE), CALL_ONCE, IF and WHILE, and the state region they live in.
+
+Every stateful case runs its input sets in turn in one process (state carried from run to run)
+and compares each run with one TFLM interpreter (and one LiteRT interpreter) fed the same
+sequence, so every run checks the state the earlier ones left; ``reset_at`` resets the module
+before that run and compares with a fresh interpreter (a device just booted). The machinery is
+``tests/helpers/emit_parity.py``; the refusals and the memory layout are checked below.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers.emit_parity import SEEDS, Case, Prefetcher, check_parity
+
+from project_api.emit import emit_sources, read_tflite
+from project_api.emit.builder import ModelBuilder, TensorRef, quantize_params
+from project_api.emit.codegen import generate
+from project_api.errors import UnsupportedOperatorError
+
+pytest_plugins = ("helpers.emit_parity",)
+
+#: Runs of every stateful case (state carried through all of them).
+INVOCATIONS = 5
+Branch = Callable[[ModelBuilder, str, dict[str, Any], str], TensorRef]
+
+
+def _state_quant(dtype: str) -> tuple[float, int] | None:
+    """The quantization of the state of a branch: asymmetric for int8 (its zero point is the
+    resource variable's reset value, as TFLM fills it), symmetric for int16."""
+    if dtype == "float32":
+        return None
+    return quantize_params(-2.0, 3.0, dtype)
+
+
+def _leaky(mb: ModelBuilder, x: TensorRef, s: TensorRef, dtype: str) -> TensorRef:
+    """``0.5 * s + x`` in the state's quantization (bounded for |x| <= 1)."""
+    half = mb.mul(s, np.full(s.shape[-1:], 0.5, np.float32))
+    return mb.add(half, x, out_quant=_state_quant(dtype))
+
+
+def _accumulate(init: bool) -> Branch:
+    """x -> y = 0.5 * state + x, state = y: the state is a resource variable, set by a CALL_ONCE
+    init subgraph (``init``) or left at TFLM's reset value (the value's zero point)."""
+
+    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+        shape = opts["input_shape"]
+        x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
+        var = f"acc_{name}"
+        if init:
+            sg = mb.subgraph(f"init_{name}")
+            h0 = sg.var_handle(var)
+            start = mb.rng.uniform(-1.5, 1.5, size=shape).astype(np.float32)
+            sg.assign_variable(h0, sg.constant(start, dtype, quant=_state_quant(dtype)))
+            mb.call_once(sg)
+        h = mb.var_handle(var)
+        s = mb.read_variable(h, shape, dtype, _state_quant(dtype))
+        y = _leaky(mb, x, s, dtype)
+        mb.assign_variable(h, y)
+        return y
+
+    return branch
+
+
+def _delay(init: bool, const_assign: bool = False) -> Branch:
+    """y = the previous run's input (the state's first value at the first run): a delay line,
+    for every type (no arithmetic). ``const_assign``: a constant is assigned, then the input."""
+
+    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+        shape = opts["input_shape"]
+        quant = None if dtype in ("float32", "int32") else (0.05, 0 if dtype == "int16" else 3)
+        x = mb.input(shape, dtype, quant=quant, value_range=(-1.0, 1.0), name=name)
+        var = f"delay_{name}"
+        if init:
+            sg = mb.subgraph(f"init_{name}")
+            start = (mb.rng.integers(-100, 100, size=shape) if dtype == "int32"
+                     else mb.rng.uniform(-2, 2, size=shape)).astype(np.float32)
+            sg.assign_variable(sg.var_handle(var), sg.constant(start, dtype, quant=quant))
+            mb.call_once(sg)
+        h = mb.var_handle(var)
+        y = mb.read_variable(h, shape, dtype, quant)
+        if const_assign:
+            mb.assign_variable(h, mb.constant(np.ones(shape, np.float32), dtype, quant=quant))
+        mb.assign_variable(h, x)
+        return y
+
+    return branch
+
+
+def _shared_handles(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    """Two VAR_HANDLEs of one variable (TFLM finds it by shared_name): READ through one, ASSIGN
+    through the other; a third handle names another variable."""
+    shape = opts["input_shape"]
+    x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
+    quant = _state_quant(dtype)
+    a = mb.var_handle(f"v_{name}")
+    s = mb.read_variable(a, shape, dtype, quant)
+    other = mb.var_handle(f"w_{name}")
+    t = mb.read_variable(other, shape, dtype, quant)
+    y = _leaky(mb, x, s, dtype)
+    mb.assign_variable(mb.var_handle(f"v_{name}"), y)
+    mb.assign_variable(other, _leaky(mb, y, t, dtype))
+    return mb.add(y, t, out_quant=quant)
+
+
+def _if(form: str) -> Branch:
+    """IF on a bool input: ``plain`` then x + c / else x * c; ``copies`` a constant operand, a
+    branch that hands its input back unchanged and one that gives a constant."""
+
+    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+        shape = opts["input_shape"]
+        x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
+        c = mb.input((1,), "bool", name=f"{name}_c")
+        then, other = mb.subgraph(f"then_{name}"), mb.subgraph(f"else_{name}")
+        ta, ea = then.input(shape, dtype), other.input(shape, dtype)
+        if form == "plain":
+            then.output(then.add(ta, mb.rng.uniform(-1, 1, size=shape[-1:]).astype(np.float32)))
+            other.output(other.mul(ea, mb.rng.uniform(-2, 2, size=shape[-1:]).astype(np.float32)))
+            (y,) = mb.if_(c, then, other, [x])
+            return y
+        tb, eb = then.input(shape, dtype), other.input(shape, dtype)
+        then.output(then.add(ta, tb))
+        then.output(ta)  # an input handed back
+        other.output(other.mul(ea, eb))
+        other.output(other.constant(mb.rng.uniform(-1, 1, size=shape).astype(np.float32), dtype))
+        k = mb.constant(mb.rng.uniform(-1, 1, size=shape).astype(np.float32), dtype)
+        y, z = mb.if_(c, then, other, [x, k])
+        return mb.add(y, z)
+
+    return branch
+
+
+def _while(nested: bool) -> Branch:
+    """WHILE over (x, g1, g2, g3): cond gives g1; the body doubles-and-shifts x and moves the
+    flags down (g1 = g2, g2 = g3, g3 = false: a constant), so the loop runs 0 to 3 times as the
+    bool inputs say. ``nested``: the body's update is an IF on g2 (a subgraph in a subgraph)."""
+
+    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+        shape = opts["input_shape"]
+        x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
+        flags = [mb.input((1,), "bool", name=f"{name}_g{i}") for i in range(3)]
+        cond, body = mb.subgraph(f"cond_{name}"), mb.subgraph(f"body_{name}")
+        cx = cond.input(shape, dtype)
+        cg = [cond.input((1,), "bool") for _ in range(3)]
+        del cx
+        cond.output(cg[0])
+        bx = body.input(shape, dtype)
+        bg = [body.input((1,), "bool") for _ in range(3)]
+        w = mb.rng.uniform(0.5, 1.5, size=shape[-1:]).astype(np.float32)
+        b = mb.rng.uniform(-0.5, 0.5, size=shape[-1:]).astype(np.float32)
+        if nested:
+            then, other = mb.subgraph(f"then_{name}"), mb.subgraph(f"else_{name}")
+            then.output(then.mul(then.input(shape, dtype), w))
+            other.output(other.add(other.input(shape, dtype), b))
+            (nx,) = body.if_(bg[1], then, other, [bx])
+        else:
+            nx = body.add(body.mul(bx, w), b)
+        body.output(nx)
+        body.output(bg[1])
+        body.output(bg[2])
+        body.output(body.constant(np.array([False]), "bool"))
+        outs = mb.while_(cond, body, [x, *flags])
+        return outs[0]
+
+    return branch
+
+
+def _case(op: str, mode: str, label: str, branches: list[tuple[Branch, dict[str, Any]]],
+          **kw: Any) -> Case:
+    """A case of one model: every (branch, options) once per seed."""
+    fns = [fn for fn, _ in branches]
+    case = Case(op, mode, {"model": label}, branch=lambda mb, dt, o, n: fns[o["form"]](mb, dt, o, n),
+                **kw)
+    for s in SEEDS:
+        for i, (_, opts) in enumerate(branches):
+            case.branches.append({**opts, "form": i, "seed": s})
+    return case
+
+
+SHAPES = [{"input_shape": (1, 4)}, {"input_shape": (2, 3)}, {"input_shape": (1, 2, 2, 3)}]
+
+
+def _cases() -> list[Case]:
+    stateful = {"stateful": True, "invocations": INVOCATIONS}
+    cases = []
+    # LiteRT refuses to READ_VARIABLE a variable no ASSIGN_VARIABLE has written yet, where
+    # TFLM reads its reset value: the cases that do are checked against TFLM alone
+    no_litert = {"litert": False}
+    for mode in ("float32", "int8", "int16x8"):
+        cases.append(_case("READ_VARIABLE", mode, "accumulate",
+                           [(_accumulate(True), SHAPES[0]), (_accumulate(True), SHAPES[2])],
+                           **stateful))
+    for mode in ("float32", "int8", "int16x8", "int32"):
+        forms = [(_delay(False), SHAPES[1]), (_delay(False, const_assign=True), SHAPES[2])]
+        if mode != "int32":
+            forms.append((_accumulate(False), SHAPES[0]))
+        cases.append(_case("ASSIGN_VARIABLE", mode, "delay", forms, **stateful, **no_litert))
+    cases.append(_case("READ_VARIABLE", "int32", "delay", [(_delay(True), SHAPES[2])],
+                       **stateful))
+    cases.append(_case("VAR_HANDLE", "int16x8", "shared", [(_shared_handles, SHAPES[1])],
+                       **stateful, **no_litert))
+    # CALL_ONCE runs its init again after a reset (TFLM's own reset() would not: the reference
+    # is a fresh interpreter, the state of a device just booted)
+    cases.append(_case("CALL_ONCE", "int8", "reset", [(_accumulate(True), SHAPES[1])],
+                       reset_at=3, **stateful))
+    cases.append(_case("IF", "float32", "branches", [(_if("plain"), SHAPES[0]),
+                                                     (_if("copies"), SHAPES[1])]))
+    cases.append(_case("IF", "int8", "branches", [(_if("plain"), SHAPES[2])]))
+    cases.append(_case("WHILE", "float32", "loop", [(_while(False), SHAPES[0]),
+                                                    (_while(True), SHAPES[2])],
+                       invocations=6))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_parity(case: Case, builds: Prefetcher) -> None:
+    check_parity(case, builds)
+
+
+# --- the state region and the plans -----------------------------------------------------------
+
+
+def _model(branch: Branch, dtype: str = "float32", shape: tuple[int, ...] = (1, 4)) -> bytes:
+    mb = ModelBuilder(seed=3)
+    mb.output(branch(mb, dtype, {"input_shape": shape}, "x"))
+    return mb.build()
+
+
+def test_state_region_is_its_own_and_recorded():
+    """Resource variables and CALL_ONCE flags live in a static region of the module, not in
+    the workspace; the header and the metadata give its size; the int8 reset value is the
+    zero point TFLM fills resource variables with."""
+    from project_api.emit.mlf_writer import metadata
+
+    gen = emit_sources(_model(_accumulate(False), "int8"), "acc")
+    zp = quantize_params(-2.0, 3.0, "int8")[1]
+    assert gen.state_size_bytes == 8  # 4 int8 values, 8-aligned
+    assert f"#define TVMGEN_ACC_STATE_SIZE {gen.state_size_bytes}" in gen.header
+    assert "int32_t tvmgen_acc_reset(void);" in gen.header
+    assert re.search(r"static union \{ uint8_t bytes\[8\]; uint64_t align; \} tvmgen_acc_state;",
+                     gen.source)
+    assert f"memset(tvmgen_acc_state.bytes + 0, 0x{zp & 0xff:02x}, 4);" in gen.source
+    # the state is never in the pool: the pool holds only the intermediates
+    assert gen.workspace_size_bytes == gen.lower_bound_bytes
+    main = metadata(gen)["modules"]["acc"]["memory"]["functions"]["main"][0]
+    assert main["state_size_bytes"] == gen.state_size_bytes
+
+
+def test_stateless_models_have_no_state():
+    mb = ModelBuilder(seed=1)
+    mb.output(mb.single_op("ADD", "int8"))
+    gen = emit_sources(mb.build(), "plain")
+    assert gen.state_size_bytes == 0
+    assert "STATE_SIZE" not in gen.header and "_reset" not in gen.source
+
+
+def test_nested_subgraph_pools_stay_at_the_lower_bound():
+    """A callee's pool is scratch of the node that calls it; every pool (the callees' and the
+    main one with that scratch) is at its planner lower bound."""
+    for branch, shape in ((_while(True), (1, 2, 2, 3)), (_if("copies"), (2, 3))):
+        gen = emit_sources(_model(branch, "float32", shape), "cf")
+        assert gen.callees, "the model calls subgraphs"
+        assert gen.workspace_size_bytes == gen.lower_bound_bytes
+        for low in gen.callees.values():
+            assert low.plan.pool_size == low.plan.lower_bound
+
+
+def _refusal(model: bytes, match: str) -> str:
+    with pytest.raises(UnsupportedOperatorError) as info:
+        generate(read_tflite(model), "m")
+    msg = str(info.value)
+    assert "\n" not in msg and match in msg, msg
+    return msg
+
+
+def test_refusals_are_one_line():
+    # a variable no ASSIGN_VARIABLE writes has no size
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    mb.output(mb.add(x, mb.read_variable(mb.var_handle("v"), (1, 4))))
+    _refusal(mb.build(), "resource variable 'v' is never assigned")
+    # a container on one VAR_HANDLE and none on an earlier one (TFLM crashes comparing them)
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    a = mb.var_handle("v")
+    mb.assign_variable(a, x)
+    mb.output(mb.read_variable(mb.var_handle("w", container="c"), (1, 4)))
+    _refusal(mb.build(), "has a container where an earlier one ('v') has none")
+    # a read of another size than the variable's
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    h = mb.var_handle("v")
+    mb.output(mb.add(x, mb.read_variable(h, (1, 4))))
+    mb.assign_variable(h, mb.constant(np.zeros((1, 2), np.float32), "float32"))
+    _refusal(mb.build(), "resource variable 'v' holds 8")
+    # IF on an int32 condition
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    c = mb.constant(np.array([1], np.int32), "int32")
+    t, e = mb.subgraph("t"), mb.subgraph("e")
+    t.output(t.add(t.input((1, 4)), np.ones(4, np.float32)))
+    e.output(e.add(e.input((1, 4)), np.ones(4, np.float32)))
+    (y,) = mb.if_(c, t, e, [x])
+    mb.output(y)
+    _refusal(mb.build(), "IF (node 0): input 0 (the condition)")
+    # a subgraph that calls itself
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    t = mb.subgraph("t")
+    t.call_once(t)
+    mb.call_once(t)
+    mb.output(mb.add(x, np.ones(4, np.float32)))
+    _refusal(mb.build(), "calls itself")
+    # WHILE whose body changes a loop-carried tensor's shape
+    mb = ModelBuilder()
+    x = mb.input((1, 4))
+    cond, body = mb.subgraph("c"), mb.subgraph("b")
+    cond.input((1, 4))
+    cond.output(cond.constant(np.array([False]), "bool"))
+    bi = body.input((1, 4))
+    body.output(body.fully_connected(bi, 2))
+    mb.output(mb.while_(cond, body, [x])[0])
+    _refusal(mb.build(), "they must match in type and size")
