@@ -11,12 +11,12 @@ before that run and compares with a fresh interpreter (a device just booted). Th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers.emit_parity import SEEDS, Case, Prefetcher, check_parity
+from helpers.state_models import Branch, accumulate, leaky, model, state_quant, streams
 
 from project_api.emit import emit_sources, read_tflite
 from project_api.emit.builder import ModelBuilder, TensorRef, quantize_params
@@ -27,44 +27,6 @@ pytest_plugins = ("helpers.emit_parity",)
 
 #: Runs of every stateful case (state carried through all of them).
 INVOCATIONS = 5
-Branch = Callable[[ModelBuilder, str, dict[str, Any], str], TensorRef]
-
-
-def _state_quant(dtype: str) -> tuple[float, int] | None:
-    """The quantization of the state of a branch: asymmetric for int8 (its zero point is the
-    resource variable's reset value, as TFLM fills it), symmetric for int16."""
-    if dtype == "float32":
-        return None
-    return quantize_params(-2.0, 3.0, dtype)
-
-
-def _leaky(mb: ModelBuilder, x: TensorRef, s: TensorRef, dtype: str) -> TensorRef:
-    """``0.5 * s + x`` in the state's quantization (bounded for |x| <= 1)."""
-    half = mb.mul(s, np.full(s.shape[-1:], 0.5, np.float32))
-    return mb.add(half, x, out_quant=_state_quant(dtype))
-
-
-def _accumulate(init: bool) -> Branch:
-    """x -> y = 0.5 * state + x, state = y: the state is a resource variable, set by a CALL_ONCE
-    init subgraph (``init``) or left at TFLM's reset value (the value's zero point)."""
-
-    def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
-        shape = opts["input_shape"]
-        x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
-        var = f"acc_{name}"
-        if init:
-            sg = mb.subgraph(f"init_{name}")
-            h0 = sg.var_handle(var)
-            start = mb.rng.uniform(-1.5, 1.5, size=shape).astype(np.float32)
-            sg.assign_variable(h0, sg.constant(start, dtype, quant=_state_quant(dtype)))
-            mb.call_once(sg)
-        h = mb.var_handle(var)
-        s = mb.read_variable(h, shape, dtype, _state_quant(dtype))
-        y = _leaky(mb, x, s, dtype)
-        mb.assign_variable(h, y)
-        return y
-
-    return branch
 
 
 def _delay(init: bool, const_assign: bool = False) -> Branch:
@@ -97,14 +59,14 @@ def _shared_handles(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: st
     through the other; a third handle names another variable."""
     shape = opts["input_shape"]
     x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
-    quant = _state_quant(dtype)
+    quant = state_quant(dtype)
     a = mb.var_handle(f"v_{name}")
     s = mb.read_variable(a, shape, dtype, quant)
     other = mb.var_handle(f"w_{name}")
     t = mb.read_variable(other, shape, dtype, quant)
-    y = _leaky(mb, x, s, dtype)
+    y = leaky(mb, x, s, dtype)
     mb.assign_variable(mb.var_handle(f"v_{name}"), y)
-    mb.assign_variable(other, _leaky(mb, y, t, dtype))
+    mb.assign_variable(other, leaky(mb, y, t, dtype))
     return mb.add(y, t, out_quant=quant)
 
 
@@ -193,12 +155,12 @@ def _cases() -> list[Case]:
     no_litert = {"litert": False}
     for mode in ("float32", "int8", "int16x8"):
         cases.append(_case("READ_VARIABLE", mode, "accumulate",
-                           [(_accumulate(True), SHAPES[0]), (_accumulate(True), SHAPES[2])],
+                           [(accumulate(True), SHAPES[0]), (accumulate(True), SHAPES[2])],
                            **stateful))
     for mode in ("float32", "int8", "int16x8", "int32"):
         forms = [(_delay(False), SHAPES[1]), (_delay(False, const_assign=True), SHAPES[2])]
         if mode != "int32":
-            forms.append((_accumulate(False), SHAPES[0]))
+            forms.append((accumulate(False), SHAPES[0]))
         cases.append(_case("ASSIGN_VARIABLE", mode, "delay", forms, **stateful, **no_litert))
     cases.append(_case("READ_VARIABLE", "int32", "delay", [(_delay(True), SHAPES[2])],
                        **stateful))
@@ -206,7 +168,7 @@ def _cases() -> list[Case]:
                        **stateful, **no_litert))
     # CALL_ONCE runs its init again after a reset (TFLM's own reset() would not: the reference
     # is a fresh interpreter, the state of a device just booted)
-    cases.append(_case("CALL_ONCE", "int8", "reset", [(_accumulate(True), SHAPES[1])],
+    cases.append(_case("CALL_ONCE", "int8", "reset", [(accumulate(True), SHAPES[1])],
                        reset_at=3, **stateful))
     cases.append(_case("IF", "float32", "branches", [(_if("plain"), SHAPES[0]),
                                                      (_if("copies"), SHAPES[1])]))
@@ -228,19 +190,13 @@ def test_parity(case: Case, builds: Prefetcher) -> None:
 # --- the state region and the plans -----------------------------------------------------------
 
 
-def _model(branch: Branch, dtype: str = "float32", shape: tuple[int, ...] = (1, 4)) -> bytes:
-    mb = ModelBuilder(seed=3)
-    mb.output(branch(mb, dtype, {"input_shape": shape}, "x"))
-    return mb.build()
-
-
 def test_state_region_is_its_own_and_recorded():
     """Resource variables and CALL_ONCE flags live in a static region of the module, not in
     the workspace; the header and the metadata give its size; the int8 reset value is the
     zero point TFLM fills resource variables with."""
     from project_api.emit.mlf_writer import metadata
 
-    gen = emit_sources(_model(_accumulate(False), "int8"), "acc")
+    gen = emit_sources(model(accumulate(False), "int8"), "acc")
     zp = quantize_params(-2.0, 3.0, "int8")[1]
     assert gen.state_size_bytes == 8  # 4 int8 values, 8-aligned
     assert f"#define TVMGEN_ACC_STATE_SIZE {gen.state_size_bytes}" in gen.header
@@ -266,7 +222,7 @@ def test_nested_subgraph_pools_stay_at_the_lower_bound():
     """A callee's pool is scratch of the node that calls it; every pool (the callees' and the
     main one with that scratch) is at its planner lower bound."""
     for branch, shape in ((_while(True), (1, 2, 2, 3)), (_if("copies"), (2, 3))):
-        gen = emit_sources(_model(branch, "float32", shape), "cf")
+        gen = emit_sources(model(branch, "float32", shape), "cf")
         assert gen.callees, "the model calls subgraphs"
         assert gen.workspace_size_bytes == gen.lower_bound_bytes
         for low in gen.callees.values():
@@ -329,3 +285,48 @@ def test_refusals_are_one_line():
     body.output(body.fully_connected(bi, 2))
     mb.output(mb.while_(cond, body, [x])[0])
     _refusal(mb.build(), "they must match in type and size")
+
+
+# --- the state on a device: the host template over RPC ----------------------------------------
+
+
+def test_host_template_resets_state_over_rpc(tmp_path):
+    """A streaming int8 model (CALL_ONCE init, resource variable) in a host-template project:
+    its outputs over successive runs equal one TFLM interpreter's; after
+    ``Model.reset_state()`` (``project_api.reset_state`` over RPC) the same inputs give the
+    same outputs again."""
+    from conftest import require_tool
+    from mlf_kernels import add_mlf, generate_host_project
+
+    from project_api import mlf
+    from project_api.emit import emit
+    from project_api.emit.reference import run_tflm_sequence
+
+    require_tool("make")
+    require_tool("cc")
+    model_bytes = model(accumulate(True), "int8", (2, 3))
+    tar = emit(model_bytes, tmp_path / "stream.tar", name="default").path
+    with mlf.open_mlf(tar) as lib:
+        info = lib.module("default")
+        assert info.state_size_bytes == 16 and info.reset_function == "tvmgen_default_reset"
+    runs = streams(model_bytes, 4, 7)
+    want = [r[0] for r in run_tflm_sequence(model_bytes, runs)]
+    assert not all(np.array_equal(want[0], w) for w in want[1:]), "the state must matter"
+    with generate_host_project(tar, tmp_path / "prj") as project, project.session() as session:
+        m = session.model()
+        passes = []
+        for _ in range(2):
+            got = []
+            for (x,) in runs:
+                m.set_input(0, x)
+                m.run()
+                got.append(m.get_output(0))
+            passes.append(got)
+            assert m.reset_state() is True
+    for got in passes:
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    # a firmware without state has no reset function: nothing to reset
+    with generate_host_project(add_mlf(tmp_path / "add.tar"), tmp_path / "add") as project, \
+            project.session() as session:
+        assert session.model().reset_state() is False
