@@ -330,3 +330,96 @@ def test_host_template_resets_state_over_rpc(tmp_path):
     with generate_host_project(add_mlf(tmp_path / "add.tar"), tmp_path / "add") as project, \
             project.session() as session:
         assert session.model().reset_state() is False
+
+
+def test_validate_resets_state_between_samples_and_says_so(tmp_path):
+    """``validate`` resets a stateful model before every sample by default (each sample from
+    the state of boot, TFLM and LiteRT from fresh interpreters), carries it with
+    ``reset_state=False`` / ``--no-reset`` (one stream, one interpreter each), and says which in
+    the report and ``--json``; bit-exact either way."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import require_tool
+    from mlf_kernels import generate_host_project
+
+    from project_api.emit import emit
+    from project_api.validate import validate
+
+    require_tool("make")
+    require_tool("cc")
+    model_bytes = model(accumulate(True), "int8", (2, 3))
+    (tmp_path / "m.tflite").write_bytes(model_bytes)
+    tar = emit(model_bytes, tmp_path / "m.tar", name="default").path
+    xs = np.stack([r[0] for r in streams(model_bytes, 6, 11)])
+    np.savez(tmp_path / "data.npz", x=xs)
+    with generate_host_project(tar, tmp_path / "prj") as project:
+        reset = validate(project, tmp_path / "data.npz", tflite=model_bytes, number=0)
+        carried = validate(project, tmp_path / "data.npz", tflite=model_bytes, number=0,
+                           reset_state=False)
+    for report, resets in ((reset, True), (carried, False)):
+        assert report.to_json()["state"] == {"size_bytes": 16, "reset_between_samples": resets}
+        assert ("reset before every sample" if resets else "carried") in report.state_note
+        for c in report.comparisons:
+            assert all(m.exact == 1.0 for m in c.outputs), (resets, c.key)
+    assert not np.array_equal(reset.outputs[0], carried.outputs[0])
+    out = subprocess.run([sys.executable, "-m", "project_api", "validate", str(tmp_path / "prj"),
+                          "--data", str(tmp_path / "data.npz"), "--model",
+                          str(tmp_path / "m.tflite"), "--no-reset", "--number", "0",
+                          "--fail-under", "exact=1.0", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == {"size_bytes": 16, "reset_between_samples": False}
+
+
+def test_mlperftiny_resets_state_between_samples_and_says_so(tmp_path):
+    """The MLPerf Tiny runner on a host-template mlperftiny project of a streaming model: the
+    device's ``reset`` command before every sample by default (results equal TFLM from a fresh
+    interpreter per sample), none with ``reset_state=False`` (results equal one TFLM
+    interpreter over the samples in turn); the report's JSON says which."""
+    from conftest import require_tool
+
+    from project_api import mlperftiny as mt
+    from project_api.emit import emit
+    from project_api.emit.reference import run_tflm_sequence
+    from project_api.project import GeneratedProject, generate_project
+
+    require_tool("make")
+    require_tool("cc")
+    model_bytes = model(accumulate(True), "int8", (2, 3))
+    tar = emit(model_bytes, tmp_path / "m.tar", name="default").path
+    prj = tmp_path / "prj"
+    generate_project("host", tar, prj, {"project_type": "mlperftiny", "mlperftiny_model": "kws01",
+                                        "warning_as_error": True}, build=True).close()
+    facts = mt.model_facts(prj)
+    assert facts.state_size_bytes == 16
+    runs = streams(model_bytes, 5, 3)
+    np.savez(tmp_path / "d.npz", x=np.stack([r[0] for r in runs]), y=np.zeros(5, np.int64))
+    samples = mt.load_dataset(tmp_path / "d.npz", facts)
+    out = read_tflite(model_bytes).tensor(read_tflite(model_bytes).outputs[0])
+    scale, zp = np.float32(out.quant.scale[0]), out.quant.zero_point[0]
+
+    def scores(outs: list[np.ndarray]) -> list[list[float]]:
+        return [[float(f"{float(v):.3f}") for v in (scale * (o.reshape(-1).astype(np.int32) - zp)
+                                                    .astype(np.float32))] for o in outs]
+
+    fresh = scores([run_tflm_sequence(model_bytes, [r])[0][0] for r in runs])
+    carried = scores([o[0] for o in run_tflm_sequence(model_bytes, runs)])
+    assert fresh != carried
+    with GeneratedProject.from_directory(prj) as project:
+        transport = project.transport()
+        transport.open()
+        try:
+            device = mt.Device(transport, timeout_sec=10.0)
+            device.start(3.0)
+            by_reset = mt.accuracy(device, samples, state_size_bytes=facts.state_size_bytes)
+            device.reset()
+            by_carry = mt.accuracy(device, samples, state_size_bytes=facts.state_size_bytes,
+                                   reset_state=False)
+        finally:
+            transport.close()
+    assert by_reset.scores == fresh and by_carry.scores == carried
+    assert by_reset.to_json()["state"] == {"size_bytes": 16, "reset_between_samples": True}
+    assert by_carry.to_json()["state"] == {"size_bytes": 16, "reset_between_samples": False}
+    assert mt.state_line(16, False) == "state: 16 B, carried from sample to sample"
