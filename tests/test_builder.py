@@ -1105,3 +1105,67 @@ def test_state_and_control_flow_read_back_and_run() -> None:
     for got in (R.run_tflm_sequence(model, runs), R.run_litert_sequence(model, runs)):
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _const_of(model: Any, sg: Any, i: int) -> np.ndarray:
+    return ReadTensor(model, sg.Tensors(i)).data.astype(np.float64)
+
+
+def test_sequence_ops_read_back_and_match_numpy() -> None:
+    """LOGISTIC, TANH, SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM as the builder writes them: the
+    ``tflite`` reader sees their options and the variable state tensors; over several
+    invocations (state carried) TFLM and LiteRT agree with numpy's recurrences computed from
+    the weights read back."""
+    mb = B.ModelBuilder(seed=8)
+    x = mb.input((2, 5), "float32", name="x")
+    s = mb.svdf(x, 3, rank=2, memory=4, activation="RELU")
+    seq = mb.input((1, 3, 4), "float32", name="seq")
+    h = mb.lstm(seq, 5, cell_clip=0.7)
+    mb.output(mb.logistic(s))
+    mb.output(mb.tanh(h))
+    model = mb.build()
+
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
+    assert [_opname(m, o) for o in ops] == ["SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM", "LOGISTIC",
+                                            "TANH"]
+    svdf, lstm = _options(ops[0], tflite.SVDFOptions), _options(
+        ops[1], tflite.UnidirectionalSequenceLSTMOptions)
+    assert (svdf.Rank(), svdf.FusedActivationFunction()) == (2, tflite.ActivationFunctionType.RELU)
+    assert lstm.FusedActivationFunction() == tflite.ActivationFunctionType.TANH
+    assert (lstm.TimeMajor(), np.float32(lstm.CellClip())) == (False, np.float32(0.7))
+    assert sg.Tensors(ops[0].Inputs(4)).IsVariable()
+    assert sg.Tensors(ops[1].Inputs(18)).IsVariable() and sg.Tensors(ops[1].Inputs(19)).IsVariable()
+    assert [ops[1].Inputs(i) for i in (9, 10, 11, 16, 17, 20, 21, 22, 23)] == [-1] * 9
+
+    wf, wt, bias = (_const_of(m, sg, ops[0].Inputs(i)) for i in (1, 2, 3))
+    w = {i: _const_of(m, sg, ops[1].Inputs(i)) for i in (*range(1, 9), *range(12, 16))}
+    rng = np.random.default_rng(2)
+    runs = [[rng.uniform(-1, 1, (2, 5)).astype(np.float32),
+             rng.uniform(-1, 1, (1, 3, 4)).astype(np.float32)] for _ in range(4)]
+    state = np.zeros((2, 6, 4))
+    hs, cs = np.zeros((1, 5)), np.zeros((1, 5))
+    want = []
+    for xv, sv in runs:
+        state = np.concatenate([state[:, :, 1:], (xv @ wf.T)[:, :, None]], axis=2)
+        svdf_out = np.maximum((state * wt).sum(-1).reshape(2, 3, 2).sum(-1) + bias, 0.0)
+        outs = []
+        for t in range(3):
+            xt = sv[:, t]
+            i = _sigmoid(xt @ w[1].T + hs @ w[5].T + w[12])
+            f = _sigmoid(xt @ w[2].T + hs @ w[6].T + w[13])
+            g = np.tanh(xt @ w[3].T + hs @ w[7].T + w[14])
+            o = _sigmoid(xt @ w[4].T + hs @ w[8].T + w[15])
+            cs = np.clip(f * cs + i * g, -0.7, 0.7)
+            hs = o * np.tanh(cs)
+            outs.append(hs)
+        want.append([_sigmoid(svdf_out), np.tanh(np.stack(outs, axis=1))])
+    for got in (R.run_tflm_sequence(model, runs), R.run_litert_sequence(model, runs)):
+        for g, wv in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[0], wv[0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(g[1], wv[1], rtol=1e-5, atol=1e-5)

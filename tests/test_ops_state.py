@@ -15,8 +15,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers.emit_parity import SEEDS, Case, Prefetcher, check_parity
-from helpers.state_models import Branch, accumulate, leaky, model, state_quant, streams
+from helpers.emit_parity import Case, Prefetcher, check_parity
+from helpers.state_models import (
+    Branch,
+    accumulate,
+    case_of,
+    leaky,
+    model,
+    state_quant,
+    streams,
+)
 
 from project_api.emit import emit_sources, read_tflite
 from project_api.emit.builder import ModelBuilder, TensorRef, quantize_params
@@ -132,18 +140,6 @@ def _while(nested: bool) -> Branch:
     return branch
 
 
-def _case(op: str, mode: str, label: str, branches: list[tuple[Branch, dict[str, Any]]],
-          **kw: Any) -> Case:
-    """A case of one model: every (branch, options) once per seed."""
-    fns = [fn for fn, _ in branches]
-    case = Case(op, mode, {"model": label}, branch=lambda mb, dt, o, n: fns[o["form"]](mb, dt, o, n),
-                **kw)
-    for s in SEEDS:
-        for i, (_, opts) in enumerate(branches):
-            case.branches.append({**opts, "form": i, "seed": s})
-    return case
-
-
 SHAPES = [{"input_shape": (1, 4)}, {"input_shape": (2, 3)}, {"input_shape": (1, 2, 2, 3)}]
 
 
@@ -154,26 +150,26 @@ def _cases() -> list[Case]:
     # TFLM reads its reset value: the cases that do are checked against TFLM alone
     no_litert = {"litert": False}
     for mode in ("float32", "int8", "int16x8"):
-        cases.append(_case("READ_VARIABLE", mode, "accumulate",
+        cases.append(case_of("READ_VARIABLE", mode, "accumulate",
                            [(accumulate(True), SHAPES[0]), (accumulate(True), SHAPES[2])],
                            **stateful))
     for mode in ("float32", "int8", "int16x8", "int32"):
         forms = [(_delay(False), SHAPES[1]), (_delay(False, const_assign=True), SHAPES[2])]
         if mode != "int32":
             forms.append((accumulate(False), SHAPES[0]))
-        cases.append(_case("ASSIGN_VARIABLE", mode, "delay", forms, **stateful, **no_litert))
-    cases.append(_case("READ_VARIABLE", "int32", "delay", [(_delay(True), SHAPES[2])],
+        cases.append(case_of("ASSIGN_VARIABLE", mode, "delay", forms, **stateful, **no_litert))
+    cases.append(case_of("READ_VARIABLE", "int32", "delay", [(_delay(True), SHAPES[2])],
                        **stateful))
-    cases.append(_case("VAR_HANDLE", "int16x8", "shared", [(_shared_handles, SHAPES[1])],
+    cases.append(case_of("VAR_HANDLE", "int16x8", "shared", [(_shared_handles, SHAPES[1])],
                        **stateful, **no_litert))
     # CALL_ONCE runs its init again after a reset (TFLM's own reset() would not: the reference
     # is a fresh interpreter, the state of a device just booted)
-    cases.append(_case("CALL_ONCE", "int8", "reset", [(accumulate(True), SHAPES[1])],
+    cases.append(case_of("CALL_ONCE", "int8", "reset", [(accumulate(True), SHAPES[1])],
                        reset_at=3, **stateful))
-    cases.append(_case("IF", "float32", "branches", [(_if("plain"), SHAPES[0]),
+    cases.append(case_of("IF", "float32", "branches", [(_if("plain"), SHAPES[0]),
                                                      (_if("copies"), SHAPES[1])]))
-    cases.append(_case("IF", "int8", "branches", [(_if("plain"), SHAPES[2])]))
-    cases.append(_case("WHILE", "float32", "loop", [(_while(False), SHAPES[0]),
+    cases.append(case_of("IF", "int8", "branches", [(_if("plain"), SHAPES[2])]))
+    cases.append(case_of("WHILE", "float32", "loop", [(_while(False), SHAPES[0]),
                                                     (_while(True), SHAPES[2])],
                        invocations=6))
     return cases

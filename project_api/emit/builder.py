@@ -483,6 +483,117 @@ class ModelBuilder:
                  {"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
         return outs
 
+    # -- sequence models (issue 20, state family) ----------------------------------------------
+
+    def logistic(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """LOGISTIC; a quantized output takes TFLite's int8 1/256, -128 or int16 1/32768, 0."""
+        q = out_quant or {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
+        y = self._activation("logistic", x.shape, x.dtype, q, (0.0, 1.0))
+        self._op("LOGISTIC", [x.index], [y.index])
+        return y
+
+    def tanh(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """TANH; a quantized output takes TFLite's int8 1/128, 0 or int16 1/32768, 0."""
+        q = out_quant or {"int8": (1.0 / 128.0, 0), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
+        y = self._activation("tanh", x.shape, x.dtype, q, (-1.0, 1.0))
+        self._op("TANH", [x.index], [y.index])
+        return y
+
+    def svdf(self, x: TensorRef, units: int, rank: int = 1, memory: int = 4,
+             activation: str = "NONE", state_dtype: str | None = None,
+             bias: bool = True, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """SVDF on ``x`` [batch, input]: ``units * rank`` filters over ``memory`` steps, its
+        state a variable tensor [batch, memory * filters] (zero at start). int8 as the converter
+        writes the keyword model: int8 weights_feature, ``state_dtype`` (default int16) time
+        weights and state, symmetric, an int32 bias of scale state x time weights."""
+        _check_choice(activation, ACTIVATIONS, "activation")
+        batch, n_in = x.shape
+        filters = units * rank
+        stem = self._name("svdf")
+        wf = self._random_weights((filters, n_in), n_in)
+        wt = self._random_weights((filters, memory), memory)
+        b = self._random_bias(units) if bias else None
+        lo, hi = self._linear_range(x, wf.astype(np.float64), None, 0)
+        if x.dtype == "float32":
+            wf_ref = self._add_tensor(f"{stem}/weights_feature", wf.shape, "float32", data=wf)
+            wt_ref = self._add_tensor(f"{stem}/weights_time", wt.shape, "float32", data=wt)
+            state = self.variable((batch, memory * filters), "float32", name=f"{stem}/state")
+            b_ref = (self._add_tensor(f"{stem}/bias", (units,), "float32", data=b)
+                     if b is not None else None)
+            y = self._activation(stem, (batch, units), "float32", None, None)
+        else:
+            sdt = state_dtype or "int16"
+            wf_ref, _ = self._weights(f"{stem}/feature", wf, x, False, 0)
+            wscale = float(np.float32(max(float(np.abs(wt).max()), 1e-8)
+                                      / (32767.0 if sdt == "int16" else 127.0)))
+            wt_ref = self._add_tensor(f"{stem}/weights_time", wt.shape, sdt,
+                                      data=quantize_array(wt, wscale, 0, sdt),
+                                      scale=[wscale], zero_point=[0])
+            squant = quantize_params(lo, hi, sdt)
+            state = self.variable((batch, memory * filters), sdt, quant=squant,
+                                  name=f"{stem}/state")
+            bscale = float(np.float32(squant[0]) * np.float32(wscale))
+            bvals = b if b is not None else np.zeros(units, np.float32)
+            b_ref = self._add_tensor(f"{stem}/bias", (units,), "int32",
+                                     data=np.round(bvals / bscale).astype(np.int32),
+                                     scale=[bscale], zero_point=[0]) if bias else None
+            reach = max(abs(lo), abs(hi)) * float(np.abs(wt).sum(axis=1).reshape(
+                units, rank).sum(axis=1).max()) / 3.0 + float(np.abs(bvals).max(initial=0))
+            q = out_quant or quantize_params(-reach, reach, x.dtype)
+            y = self._activation(stem, (batch, units), x.dtype, q)
+        inputs = [x.index, wf_ref.index, wt_ref.index, -1 if b_ref is None else b_ref.index,
+                  state.index]
+        self._op("SVDF", inputs, [y.index], {"rank": rank,
+                                              "fused_activation_function": activation})
+        return y
+
+    def lstm(self, x: TensorRef, units: int, time_major: bool = False, cell_clip: float = 0.0,
+             cell_scale: float = 2.0 ** -11, hidden_quant: tuple[float, int] | None = None
+             ) -> TensorRef:
+        """UNIDIRECTIONAL_SEQUENCE_LSTM on ``x`` ([batch, time, input], or [time, batch, input]
+        when ``time_major``) with ``units`` cells: all four gates, TANH cell activation, hidden
+        and cell state variable tensors (zero at start); the output is every step's hidden
+        state. Quantized as TFLite's converter writes the integer LSTM: int8 (or int16)
+        activations, symmetric int8 weights per tensor, int32 (int16: int64) biases of scale
+        input x weights, an int16 cell state of the power-of-two ``cell_scale``, the hidden
+        state and the output in ``hidden_quant`` (default: covering [-1, 1])."""
+        b_dim, n_in = (x.shape[1], x.shape[2]) if time_major else (x.shape[0], x.shape[2])
+        stem = self._name("lstm")
+        dt = x.dtype
+        refs: dict[int, int] = {}
+        hq = None
+        if dt != "float32":
+            hq = hidden_quant or quantize_params(-1.0, 1.0, dt)
+        hidden = self.variable((b_dim, units), dt, quant=hq, name=f"{stem}/hidden")
+        cell = self.variable((b_dim, units), "float32" if dt == "float32" else "int16",
+                             quant=None if dt == "float32" else (float(cell_scale), 0),
+                             name=f"{stem}/cell")
+        for gate, wx_i, wh_i, b_i in (("input", 1, 5, 12), ("forget", 2, 6, 13),
+                                      ("cell", 3, 7, 14), ("output", 4, 8, 15)):
+            wx = self._random_weights((units, n_in), n_in)
+            wh = self._random_weights((units, units), units)
+            bias = self._random_bias(units) + (1.0 if gate == "forget" else 0.0)
+            wx_ref, _ = self._weights(f"{stem}/{gate}_x", wx, x, False, 0)
+            wh_ref, _ = self._weights(f"{stem}/{gate}_h", wh, hidden, False, 0)
+            refs[wx_i], refs[wh_i] = wx_ref.index, wh_ref.index
+            if dt == "float32":
+                b_ref = self._add_tensor(f"{stem}/{gate}_bias", (units,), "float32", data=bias)
+            else:
+                bdt = "int32" if dt == "int8" else "int64"
+                bscale = float(np.float32(x.scale[0]) * np.float32(wx_ref.scale[0]))
+                b_ref = self._add_tensor(f"{stem}/{gate}_bias", (units,), bdt,
+                                         data=np.round(bias / bscale).astype(_NP_DTYPES[bdt]),
+                                         scale=[bscale], zero_point=[0])
+            refs[b_i] = b_ref.index
+        refs[18], refs[19] = hidden.index, cell.index
+        inputs = [x.index] + [refs.get(i, -1) for i in range(1, 24)]
+        shape = (*x.shape[:2], units)
+        y = self._activation(stem, shape, dt, hq, (-1.0, 1.0))
+        self._op("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [y.index], {
+            "fused_activation_function": "TANH", "cell_clip": float(cell_clip),
+            "time_major": bool(time_major)})
+        return y
+
     # -- weights --------------------------------------------------------------------------------
 
     def _weights(
@@ -1763,6 +1874,10 @@ class ModelBuilder:
             return self.expand_dims(x, options.pop("axis", 0), **options)
         if op == "SOFTMAX":
             return self.softmax(x, **options)
+        if op == "LOGISTIC":
+            return self.logistic(x, **options)
+        if op == "TANH":
+            return self.tanh(x, **options)
         if op == "QUANTIZE":
             to = options.pop("to", "int8" if dtype in ("float32", "int32") else dtype)
             if "quant" not in options:
@@ -2061,6 +2176,8 @@ _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "RELU": (1, 4, 4, 3), "RELU6": (1, 4, 4, 3), "RELU_N1_TO_1": (1, 4, 4, 3),
     "LEAKY_RELU": (1, 4, 4, 3), "HARD_SWISH": (1, 4, 4, 3), "LOG_SOFTMAX": (1, 10),
     "ELU": (1, 4, 4, 3), "L2_NORMALIZATION": (1, 10),
+    # sequence models (issue 20, state family)
+    "LOGISTIC": (1, 4, 4, 3), "TANH": (1, 4, 4, 3),
 }
 #: Default options of the shape and data movement operators in :meth:`ModelBuilder.single_op`.
 _MOVERS: dict[str, dict[str, Any]] = {

@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import EmitError, UnsupportedOperatorError
 from ..template.quoting import c_comment
-from . import planner
+from . import planner, quantize
 from .graph import Graph, Operator, Tensor, reachable_subgraphs
 from .ops import REGISTRY
 from .ops.common import ConstArray, Kernel, float_literal
@@ -90,6 +90,7 @@ def _env() -> jinja2.Environment:
     env.filters["plus"] = lambda v: f"+ {v}" if v >= 0 else f"- {-v}"
     env.filters["fmin"] = lambda v: "-FLT_MAX" if v is None else float_literal(v)
     env.filters["fmax"] = lambda v: "FLT_MAX" if v is None else float_literal(v)
+    env.globals["sigmoid_table_rows"] = quantize.sigmoid_table_rows  # kernels/sigmoid.h.j2
     return env
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.emit_parity import SEEDS, Case
 from project_api.emit.builder import ModelBuilder, TensorRef, quantize_params
 
 #: ``branch(mb, dtype, options, name) -> output``: one branch of a parity case.
@@ -49,6 +50,19 @@ def accumulate(init: bool) -> Branch:
         return y
 
     return branch
+
+
+def case_of(op: str, mode: str, label: str, branches: list[tuple[Branch, dict[str, Any]]],
+          **kw: Any) -> Case:
+    """A parity case of one model whose branches are every (branch, options) once per seed
+    (the branch function picked by the branch's ``form``)."""
+    fns = [fn for fn, _ in branches]
+    case = Case(op, mode, {"model": label}, branch=lambda mb, dt, o, n: fns[o["form"]](mb, dt, o, n),
+                **kw)
+    for s in SEEDS:
+        for i, (_, opts) in enumerate(branches):
+            case.branches.append({**opts, "form": i, "seed": s})
+    return case
 
 
 def model(branch: Branch, dtype: str = "float32", shape: tuple[int, ...] = (1, 4)) -> bytes:

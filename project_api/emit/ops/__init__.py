@@ -13,18 +13,14 @@ from .registry import Entry, Registry
 #: The op modules, one line each.
 MODULES = (
     "add",
-    "assign_variable",
-    "call_once",
     "conv2d",
     "depthwise_conv2d",
     "dequantize",
     "expand_dims",
     "fully_connected",
-    "if_op",
     "mul",
     "pool2d",
     "quantize",
-    "read_variable",
     "reshape",
     "softmax",
     "squeeze",
@@ -78,7 +74,15 @@ MODULES = (
     "elu",
     "log_softmax",
     "l2_normalization",
-    # state and control flow (issue 20, ops-state family)
+    # state, control flow and sequence models (the ops-state family)
+    "assign_variable",
+    "call_once",
+    "if_op",
+    "logistic",
+    "read_variable",
+    "svdf",
+    "tanh",
+    "unidirectional_sequence_lstm",
     "var_handle",
     "while_op",
 )
