@@ -101,12 +101,19 @@ def mnist_lstm(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) ->
 
 def keyword_svdf(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
     """A keyword-spotting stack as TFLM's keyword benchmark has it: int8 frames through two
-    SVDFs with int16 state (RELU), then FULLY_CONNECTED 4 and SOFTMAX."""
+    SVDFs with int16 state (RELU), then FULLY_CONNECTED 4 and SOFTMAX (int8 -> int16, as the
+    benchmark's model ends)."""
     x = mb.input((1, 40), dtype, value_range=(-1.0, 1.0), name=name)
     act = "RELU" if dtype == "int8" else "NONE"
     h = mb.svdf(x, 24, 1, 8, act, "int16")
     h = mb.svdf(h, 16, 2, 6, act, "int16")
-    return mb.softmax(mb.fully_connected(h, 4))
+    return mb.softmax(mb.fully_connected(h, 4), out_dtype="int16" if dtype == "int8" else None)
+
+
+def _softmax16(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    """SOFTMAX of an int8 input into int16 (scale 1/65536, zero point -32768)."""
+    x = mb.input(opts["input_shape"], dtype, value_range=opts["range"], name=name)
+    return mb.softmax(x, opts.get("beta", 1.0), out_dtype="int16")
 
 
 def _sequence_cases() -> list[Case]:
@@ -147,6 +154,10 @@ def _sequence_cases() -> list[Case]:
         case_of("UNIDIRECTIONAL_SEQUENCE_LSTM", "int8", "mnist", [(mnist_lstm, {})],
                 litert=False, reset_at=3, **stateful),
         case_of("SVDF", "int8", "keyword", [(keyword_svdf, {})], reset_at=3, **stateful),
+        case_of("SOFTMAX", "int8", "int16_output", [
+            (_softmax16, {"input_shape": (1, 12), "range": (-4.0, 4.0)}),
+            (_softmax16, {"input_shape": (3, 5), "range": (-10.0, 2.0), "beta": 0.5}),
+            (_softmax16, {"input_shape": (2, 1, 40), "range": (0.0, 1.0)})]),
     ]
     return cases
 

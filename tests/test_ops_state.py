@@ -105,6 +105,24 @@ def _if(form: str) -> Branch:
     return branch
 
 
+def _counter(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
+    """A counting WHILE as TensorFlow's converter writes one: carry (x, i), cond LESS(i, 3),
+    body x = x * w + b and i = i + 1; the count i is a model input, so the loop runs 0 to 6
+    times."""
+    shape = opts["input_shape"]
+    x = mb.input(shape, dtype, value_range=(-1.0, 1.0), name=name)
+    i = mb.input((1,), "float32", name=f"{name}_i")
+    cond, body = mb.subgraph(f"cond_{name}"), mb.subgraph(f"body_{name}")
+    cond.input(shape, dtype)
+    cond.output(cond.comparison("LESS", cond.input((1,), "float32"),
+                                np.array([3.0], np.float32)))
+    bx, bi = body.input(shape, dtype), body.input((1,), "float32")
+    w = mb.rng.uniform(0.5, 1.2, size=shape[-1:]).astype(np.float32)
+    body.output(body.add(body.mul(bx, w), np.full(shape[-1:], 0.1, np.float32)))
+    body.output(body.add(bi, np.ones(1, np.float32)))
+    return mb.while_(cond, body, [x, i])[0]
+
+
 def _while(nested: bool) -> Branch:
     """WHILE over (x, g1, g2, g3): cond gives g1; the body doubles-and-shifts x and moves the
     flags down (g1 = g2, g2 = g3, g3 = false: a constant), so the loop runs 0 to 3 times as the
@@ -170,8 +188,9 @@ def _cases() -> list[Case]:
                                                      (_if("copies"), SHAPES[1])]))
     cases.append(case_of("IF", "int8", "branches", [(_if("plain"), SHAPES[2])]))
     cases.append(case_of("WHILE", "float32", "loop", [(_while(False), SHAPES[0]),
-                                                    (_while(True), SHAPES[2])],
-                       invocations=6))
+                                                    (_while(True), SHAPES[2]),
+                                                    (_counter, SHAPES[1])],
+                         invocations=6))
     return cases
 
 

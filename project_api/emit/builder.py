@@ -991,11 +991,15 @@ class ModelBuilder:
         self._op("EXPAND_DIMS", [x.index, ax.index], [y.index])
         return y
 
-    def softmax(self, x: TensorRef, beta: float = 1.0) -> TensorRef:
+    def softmax(self, x: TensorRef, beta: float = 1.0, out_dtype: str | None = None) -> TensorRef:
         """SOFTMAX; a quantized output uses the scale and zero point TFLite requires: int8
-        1/256 and -128, int16 1/32768 and 0."""
-        q = {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
-        y = self._activation("softmax", x.shape, x.dtype, q, (0.0, 1.0))
+        1/256 and -128, int16 1/32768 and 0; ``out_dtype="int16"`` on an int8 input (as TFLM's
+        keyword model ends) 1/65536 and -32768."""
+        dtype = out_dtype or x.dtype
+        q = {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(dtype)
+        if x.dtype == "int8" and dtype == "int16":
+            q = (1.0 / 65536.0, -32768)
+        y = self._activation("softmax", x.shape, dtype, q, (0.0, 1.0))
         self._op("SOFTMAX", [x.index], [y.index], {"beta": float(beta)})
         return y
 
