@@ -6,7 +6,8 @@ MNIST LSTM (28 steps x 28 features -> 10 classes) and an SVDF keyword model with
 SVDF and LSTM keep their state in variable tensors: those cases run their input sets in turn in
 one process and compare every run with one TFLM interpreter fed the same sequence (state
 carried); one resets the state midway (a fresh interpreter from there). The machinery is
-``tests/helpers/emit_parity.py``.
+``tests/helpers/emit_parity.py``; the int8 LSTM cases also run with the Cortex-M4 kernels (their
+gates on the FULLY_CONNECTED DSP loop, the intrinsics' portable definitions on the host).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers.emit_parity import Case, Prefetcher, check_parity, with_branches
+from helpers.emit_parity import Case, Prefetcher, check_parity, with_branches, with_targets
 from helpers.state_models import Branch, case_of
 
 from project_api.emit import emit_sources, read_tflite
@@ -162,7 +163,8 @@ def _sequence_cases() -> list[Case]:
     return cases
 
 
-CASES = _activation_cases() + _sequence_cases()
+# the int8 LSTM cases also run emitted for the DSP target (its gates on the SMLAD loop)
+CASES = with_targets(_activation_cases() + _sequence_cases())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

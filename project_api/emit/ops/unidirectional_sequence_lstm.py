@@ -17,7 +17,9 @@ Integer gates are int16 at scale 2^-12 (the FC requantization targets it), their
 TFLM's int16 sigmoid and tanh tables (``kernels/sigmoid.h.j2``) give Q0.15; the cell's tanh
 takes the cell scale's power of two; the element-wise products are TFLM's MulElementwise with
 multipliers of 2^-15 x 2^-15 (or x cell scale) over the output scale. int8 accumulates the FCs
-in int32, int16x8 in int64 with TFLM's int64 requantization.
+in int32, int16x8 in int64 with TFLM's int64 requantization. The input offsets are folded into
+the biases; on a DSP target the int8 gates run the FULLY_CONNECTED DSP kernel's SMLAD loop
+(``unidirectional_sequence_lstm.dsp.c.j2``), the same integers.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
+from . import _dsp
 from .common import (
     C_TYPES,
     ConstArray,
@@ -39,7 +42,7 @@ from .common import (
 )
 
 SPEC = OpSpec(opcodes=("UNIDIRECTIONAL_SEQUENCE_LSTM",), schemes=("float32", "int8", "int16x8"),
-              state=True)
+              dsp=("int8",), state=True)
 
 #: The gates in TFLM's order of computation, with the inputs of their weights and bias.
 GATES = (("forget", 2, 6, 13), ("input", 1, 5, 12), ("cell", 3, 7, 14), ("output", 4, 8, 15))
@@ -160,14 +163,29 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     if x.dtype == "int16" and (xzp or hzp):
         raise unsupported(op, f"int16 input '{x.name}' and hidden state '{h.name}' need zero "
                               "point 0")
+    # on the DSP extension, the int8 gates take the FULLY_CONNECTED DSP kernel's weight layout
+    # and SMLAD loop over their first multiple-of-4 inputs, the rest (the tail) one by one:
+    # the same integers (the offsets are folded into the biases)
+    dsp_x = target.dsp and acc == "int32" and n_in >= 4
+    dsp_h = target.dsp and acc == "int32" and n_state >= 4
+    params.update(dsp_x=dsp_x, dsp_h=dsp_h)
     params["gates"] = {}
     for gate, (wx, wh, b) in weights.items():
         mx, sx = _fc_multiplier(op, x, wx, acc)
         mh, sh = _fc_multiplier(op, h, wh, acc)
         params["gates"][gate] = {"mx": mx, "sx": sx, "mh": mh, "sh": sh}
-        consts += [ConstArray(f"wx_{gate}", "int8_t", wx.data.astype(np.int8).reshape(-1)),
-                   ConstArray(f"wh_{gate}", "int8_t", wh.data.astype(np.int8).reshape(-1)),
-                   ConstArray(f"b_{gate}", C_TYPES[bias_type], b.data.reshape(-1))]
+        # the input offsets folded into the biases: sum(w * (x + off)) + b is
+        # sum(w * x) + (b + off * sum(w)), the same integers with one add less per product
+        bx = b.data.astype(np.int64).reshape(-1) - xzp * wx.data.astype(np.int64).sum(axis=1)
+        bh = -hzp * wh.data.astype(np.int64).sum(axis=1)
+        limit = (1 << 31) if acc == "int32" else (1 << 47)
+        if max(np.abs(bx).max(initial=0), np.abs(bh).max(initial=0)) >= limit:
+            raise unsupported(op, f"the {gate} gate's bias plus input offsets overflow its "
+                                  f"{acc} accumulator")
+        consts += [*_layout(f"wx_{gate}", wx.data, dsp_x), *_layout(f"wh_{gate}", wh.data, dsp_h),
+                   ConstArray(f"b_{gate}", C_TYPES[bias_type], bx)]
+        if hzp:
+            consts.append(ConstArray(f"bh_{gate}", C_TYPES[bias_type], bh))
     power, _ = q.log2_rounded(cs)
     tanh_shift = 15 + power - 3
     cell_tanh = (3, -tanh_shift) if tanh_shift < 0 else (3 << tanh_shift, 0)
@@ -177,11 +195,25 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     lo, hi = quantized_range(h)
     clip = int(np.trunc(min(max(float(np.float32(cell_clip)) / float(np.float32(cs)), -32768.0),
                             32767.0)))
-    params.update(acc=acc, in_off=-xzp, h_off=-hzp, h_zp=hzp, h_min=lo, h_max=hi,
+    params.update(acc=acc, h_zp=hzp, h_min=lo, h_max=hi,
                   h_ctype=C_TYPES[h.dtype], x_ctype=C_TYPES[x.dtype], tanh_m=cell_tanh[0],
                   tanh_s=cell_tanh[1], fm=fm, fs=fs, im=im, is_=is_, om=om, os_=os_,
                   cell_clip=clip)
+    template = "unidirectional_sequence_lstm.dsp.c.j2" if dsp_x or dsp_h else \
+        "unidirectional_sequence_lstm.c.j2"
     headers: tuple[str, ...] = ("sigmoid.h.j2",) + (("int16.h.j2",) if acc == "int64" else ())
-    return Kernel(op, "unidirectional_sequence_lstm.c.j2", params, [x.index, h.index, c.index],
-                  [y.index], consts, scratch_bytes=4 * 2 * step_batch * n_state,
-                  mutable_inputs=(1, 2), headers=headers)
+    return Kernel(op, template, params, [x.index, h.index, c.index], [y.index], consts,
+                  scratch_bytes=4 * 2 * step_batch * n_state, mutable_inputs=(1, 2),
+                  headers=headers)
+
+
+def _layout(suffix: str, w: np.ndarray, dsp: bool) -> list[ConstArray]:
+    """Row-major int8 weights; for the DSP kernel its pair-interleaved order of the first
+    multiple-of-4 columns, and the remaining columns (``<suffix>t``) row-major."""
+    if not dsp:
+        return [ConstArray(suffix, "int8_t", w.astype(np.int8).reshape(-1))]
+    k4 = w.shape[1] - w.shape[1] % 4
+    out = [ConstArray(suffix, "int8_t", _dsp.interleave_pairs(w[:, :k4]))]
+    if k4 < w.shape[1]:
+        out.append(ConstArray(f"{suffix}t", "int8_t", w[:, k4:].astype(np.int8).reshape(-1)))
+    return out
