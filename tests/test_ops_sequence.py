@@ -72,10 +72,11 @@ def _activation_cases() -> list[Case]:
 
 
 def _svdf(units: int, rank: int, memory: int, activation: str = "NONE",
-          state_dtype: str | None = None, bias: bool = True) -> Branch:
+          state_dtype: str | None = None, bias: bool = True, state_data: bool = False) -> Branch:
     def branch(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> TensorRef:
         x = mb.input(opts["input_shape"], dtype, value_range=(-1.0, 1.0), name=name)
-        return mb.svdf(x, units, rank, memory, activation, state_dtype, bias)
+        return mb.svdf(x, units, rank, memory, activation, state_dtype, bias,
+                       state_data=state_data)
 
     return branch
 
@@ -125,6 +126,14 @@ def _sequence_cases() -> list[Case]:
             (_svdf(3, 2, 5, "RELU"), {"input_shape": (2, 9)}),
             (_svdf(2, 3, 4, "TANH"), {"input_shape": (1, 5)}),
             (_svdf(5, 1, 2, "RELU6"), {"input_shape": (3, 4)})], **stateful),
+        # a state tensor holding data: TFLM ignores it (the state starts at zero); LiteRT
+        # refuses such a model
+        case_of("SVDF", "float32", "state_data", [
+            (_svdf(2, 1, 3, state_data=True), {"input_shape": (1, 4)})], litert=False,
+            **stateful),
+        case_of("SVDF", "int8", "state_data", [
+            (_svdf(2, 1, 3, "RELU", "int16", state_data=True), {"input_shape": (1, 4)})],
+            litert=False, **stateful),
         case_of("SVDF", "int8", "int16_state", [
             (_svdf(4, 1, 3, "RELU", "int16"), {"input_shape": (1, 6)}),
             (_svdf(3, 2, 5, "RELU", "int16"), {"input_shape": (2, 9)}),
@@ -246,6 +255,16 @@ def test_refusals_are_one_line():
         op = mb._ops[-1]
         op.inputs[cut] = -1 if cut == 1 else op.inputs[19]
         _refusal(mb.build(), match)
+    # LSTM weights quantized per channel (TFLM's LSTM takes per-tensor scales only)
+    mb = ModelBuilder()
+    x = mb.input((1, 2, 3), "int8")
+    mb.output(mb.lstm(x, 4))
+    g = read_tflite(mb.build())
+    w = g.tensor(g.operators[0].inputs[2])
+    w.quant.scale = w.quant.scale * 4
+    w.quant.zero_point = [0] * 4
+    with pytest.raises(UnsupportedOperatorError, match="must be quantized per tensor"):
+        generate(g, "m")
     # a float32 LSTM with int8 weights (TFLM would read them as float32)
     mb = ModelBuilder()
     x = mb.input((1, 2, 3), "int8")

@@ -5,7 +5,9 @@ Every stateful case runs its input sets in turn in one process (state carried fr
 and compares each run with one TFLM interpreter (and one LiteRT interpreter) fed the same
 sequence, so every run checks the state the earlier ones left; ``reset_at`` resets the module
 before that run and compares with a fresh interpreter (a device just booted). The machinery is
-``tests/helpers/emit_parity.py``; the refusals and the memory layout are checked below.
+``tests/helpers/emit_parity.py``; the refusals and the memory layout are checked below, and so is
+the state on a device: a host-template project reset over RPC (``Model.reset_state``), and the
+``validate`` and ``mlperftiny`` runners resetting between samples or carrying the state.
 """
 
 from __future__ import annotations

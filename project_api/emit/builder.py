@@ -501,11 +501,13 @@ class ModelBuilder:
 
     def svdf(self, x: TensorRef, units: int, rank: int = 1, memory: int = 4,
              activation: str = "NONE", state_dtype: str | None = None,
-             bias: bool = True, out_quant: tuple[float, int] | None = None) -> TensorRef:
+             bias: bool = True, out_quant: tuple[float, int] | None = None,
+             state_data: bool = False) -> TensorRef:
         """SVDF on ``x`` [batch, input]: ``units * rank`` filters over ``memory`` steps, its
         state a variable tensor [batch, memory * filters] (zero at start). int8 as the converter
         writes the keyword model: int8 weights_feature, ``state_dtype`` (default int16) time
-        weights and state, symmetric, an int32 bias of scale state x time weights."""
+        weights and state, symmetric, an int32 bias of scale state x time weights.
+        ``state_data``: the state tensor also holds (random) data, which TFLM ignores."""
         _check_choice(activation, ACTIVATIONS, "activation")
         batch, n_in = x.shape
         filters = units * rank
@@ -517,7 +519,9 @@ class ModelBuilder:
         if x.dtype == "float32":
             wf_ref = self._add_tensor(f"{stem}/weights_feature", wf.shape, "float32", data=wf)
             wt_ref = self._add_tensor(f"{stem}/weights_time", wt.shape, "float32", data=wt)
-            state = self.variable((batch, memory * filters), "float32", name=f"{stem}/state")
+            init = self.rng.uniform(-1, 1, (batch, memory * filters)) if state_data else None
+            state = self.variable((batch, memory * filters), "float32", name=f"{stem}/state",
+                                  initial=init)
             b_ref = (self._add_tensor(f"{stem}/bias", (units,), "float32", data=b)
                      if b is not None else None)
             y = self._activation(stem, (batch, units), "float32", None, None)
@@ -530,8 +534,10 @@ class ModelBuilder:
                                       data=quantize_array(wt, wscale, 0, sdt),
                                       scale=[wscale], zero_point=[0])
             squant = quantize_params(lo, hi, sdt)
+            init = (self.rng.integers(-100, 100, (batch, memory * filters)) if state_data
+                    else None)
             state = self.variable((batch, memory * filters), sdt, quant=squant,
-                                  name=f"{stem}/state")
+                                  name=f"{stem}/state", initial=init)
             bscale = float(np.float32(squant[0]) * np.float32(wscale))
             bvals = b if b is not None else np.zeros(units, np.float32)
             b_ref = self._add_tensor(f"{stem}/bias", (units,), "int32",

@@ -54,7 +54,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     wf = tensor_in(graph, op, 1, const=True)
     wt = tensor_in(graph, op, 2, const=True)
     b = tensor_in(graph, op, 3, const=True, optional=True)
-    state = tensor_in(graph, op, 4, const=False)
+    state = tensor_in(graph, op, 4)  # a variable: any data it holds is ignored, as TFLM does
     y = tensor_out(graph, op)
     if not state.is_variable:
         raise unsupported(op, f"state '{state.name}' (input 4) must be a variable tensor")
