@@ -34,8 +34,9 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
 
-#: Element types a graph input or output may have (bool: one byte, 0 or 1, as TFLite stores it).
-IO_DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool")
+#: Element types a graph input or output may have (bool: one byte, 0 or 1, as TFLite stores it;
+#: uint32 and uint64: the spectra and filter-bank channels of TFLM's signal library).
+IO_DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool", "uint32", "uint64")
 
 
 def sanitize(name: str) -> str:

@@ -269,7 +269,8 @@ def check_symmetric(op: Operator, *tensors: Tensor) -> None:
 
 #: The C type of each element type the kernels use.
 C_TYPES = {"float32": "float", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-           "int64": "int64_t", "uint8": "uint8_t", "bool": "uint8_t"}
+           "int64": "int64_t", "uint8": "uint8_t", "bool": "uint8_t", "uint32": "uint32_t",
+           "uint64": "uint64_t"}
 
 
 def compute_padding(in_size: int, filter_size: int, stride: int, dilation: int,
