@@ -85,6 +85,16 @@ MODULES = (
     "unidirectional_sequence_lstm",
     "var_handle",
     "while_op",
+    # TFLM's signal library, custom operators (the ops-signal family)
+    "signal_energy",
+    "signal_fft_auto_scale",
+    "signal_filter_bank",
+    "signal_filter_bank_log",
+    "signal_filter_bank_square_root",
+    "signal_irfft",
+    "signal_pcan",
+    "signal_rfft",
+    "signal_window",
 )
 
 #: Every operator the emitter implements.
