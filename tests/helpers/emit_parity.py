@@ -168,7 +168,7 @@ def scheme_of(model: bytes, op: str) -> str:
     from project_api.emit.ops import REGISTRY
 
     g = read_tflite(model)
-    node = next(n for n in g.operators if n.name == op)
+    node = next(n for n in g.operators if op in (n.name, n.custom_code))  # custom: by its name
     entry = REGISTRY.lookup(node)
     if entry is None:
         return "unsupported"

@@ -1,0 +1,385 @@
+"""Parity of TFLM's signal-library custom operators (its audio front end) with TFLite Micro.
+
+The machinery is ``tests/helpers/emit_parity.py`` (emit, compile under ASan and UBSan, run);
+the comparison is this module's, because these operators need more than the shared one gives:
+
+* **Inputs shaped for signals**: every run of a case draws its inputs from a distribution of
+  its own (:func:`values`): uniform over the type, the type's extremes, magnitudes spread over
+  every bit (log-uniform: small energies, large energies, every segment of the log and square
+  root tables), small values.
+* **Successive invocations of one program** against one TFLM interpreter, so state carried
+  from run to run (the noise estimate of spectral subtraction, the framer's and stacker's
+  buffers, the delay line, the overlap-add tail) is checked on every run.
+* **Bit for bit**, floats too: the float FFTs are TFLM's kissfft in TFLM's order.
+* **What TFLM leaves undefined is not compared**: SignalEnergy's bins outside
+  ``[start, end)`` (TFLM leaves its arena there; the emitted kernel writes zeros, checked), and
+  the outputs of SignalFramer and SignalStacker on runs whose ``output_valid`` is false.
+
+LiteRT has no kernels for these operators, so TFLM is the only reference.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers.emit_parity import SEED_BASE, Case, Prefetcher, run_built
+
+from project_api.emit import emit_sources, signal_tables
+from project_api.emit import reference as R
+from project_api.emit.builder import ModelBuilder, TensorRef
+
+pytest_plugins = ("helpers.emit_parity",)
+
+#: Runs of each stateless case; stateful cases run more (:attr:`SignalCase.invocations`).
+RUNS = 4
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def values(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], run: int,
+           ) -> np.ndarray:
+    """Input values for run ``run``, its distribution cycling through four: uniform over the
+    type (float32: +-100), the extremes (float32: +-1e4), magnitudes log-uniform over every bit
+    (float32: +-1), and small values."""
+    dtype = np.dtype(dtype)
+    kind = run % 4
+    if dtype.kind == "f":
+        scale = (100.0, 1e4, 1.0, 1e-2)[kind]
+        return rng.uniform(-scale, scale, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    info = np.iinfo(dtype)
+    bits = dtype.itemsize * 8
+    if kind == 0:
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    if kind == 1:
+        return rng.choice(np.array([info.min, info.max, 0, 1], dtype), size=shape)
+    if kind == 2:
+        top = bits - (1 if dtype.kind == "i" else 0)
+        raw = rng.integers(0, np.iinfo(np.uint64).max, size=shape, dtype=np.uint64,
+                           endpoint=True)
+        width = rng.integers(0, top + 1, size=shape).astype(np.uint64)
+        mag = np.where(width == 0, np.uint64(0),
+                       raw >> (np.uint64(64) - np.maximum(width, np.uint64(1))))
+        if dtype.kind == "u":
+            return mag.astype(dtype)
+        return (mag.astype(np.int64) * rng.choice(np.array([-1, 1]), size=shape)).astype(dtype)
+    lo = 0 if dtype.kind == "u" else -64
+    return rng.integers(lo, 64, size=shape, dtype=dtype)
+
+
+# --- cases -------------------------------------------------------------------------------------
+
+
+@dataclass
+class SignalCase(Case):
+    """A :class:`Case` whose branch builds a signal-op model; each branch returns its outputs
+    and, per output, what of it TFLM defines (:data:`Defined`)."""
+
+    invocations: int = RUNS
+    litert: bool = False  # LiteRT has no kernels for TFLM's signal operators
+    #: Input values per run: ``inputs(rng, details, run) -> arrays`` (default :func:`values`).
+    inputs: Callable[..., list[np.ndarray]] | None = field(default=None, compare=False,
+                                                           repr=False)
+
+    @property
+    def dtype(self) -> str:
+        return self.mode
+
+    def build(self) -> tuple[bytes, list[str]]:
+        return self._signal_built[0], self._signal_built[1]
+
+    @property
+    def defined(self) -> list[Defined]:
+        return self._signal_built[2]
+
+    @cached_property
+    def _signal_built(self) -> tuple[bytes, list[str], list[Defined]]:
+        mb = ModelBuilder(seed=[SEED_BASE, zlib.crc32(self.model_id.encode())],
+                          description=self.model_id)
+        labels, defined = [], []
+        for k, br in enumerate(self.branches):
+            opts = {key: v for key, v in br.items() if key not in ("label", "seed")}
+            assert self.branch is not None
+            outs = self.branch(mb, self.mode, opts, f"in{k}")
+            base = f"branch {k} (" + ", ".join(f"{key}={_fmt(v)}" for key, v in br.items()) + ")"
+            first = len(defined)
+            for j, (t, d) in enumerate(outs):
+                if d.valid_of is not None:  # branch-local -> among the model's outputs
+                    d = Defined(d.part, first + d.valid_of)
+                mb.output(t)
+                labels.append(base + (f" output {j}" if j else ""))
+                defined.append(d)
+        return mb.build(), labels, defined
+
+
+@dataclass(frozen=True)
+class Defined:
+    """What of an output TFLM defines: all of it, a range of its elements (``part``), or all
+    of it on the runs where the bool output ``valid_of`` is true (a branch gives its position
+    among the branch's outputs; the case resolves it among the model's)."""
+
+    part: slice | None = None
+    valid_of: int | None = None
+
+
+ALL = Defined()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "x".join(str(i) for i in v)
+    return str(v)
+
+
+def signal_case(op: str, mode: str, label: str, branch: Callable[..., Any],
+                variants: list[dict[str, Any]], **kw: Any) -> SignalCase:
+    case = SignalCase(op, mode, {"form": label}, branch=branch, **kw)
+    case.branches = [dict(v) for v in variants]
+    return case
+
+
+def _in(mb: ModelBuilder, shape: tuple[int, ...], dtype: str, name: str) -> TensorRef:
+    return mb.input(shape, dtype, name=name, plain=True)
+
+
+def _window(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    if o.get("weights") == "input":
+        w = _in(mb, (x.shape[-1],), "int16", name + "_w")
+    elif o.get("weights") == "random":
+        w = mb.rng.integers(-32768, 32768, size=x.shape[-1]).astype(np.int16)
+    else:
+        w = None  # Hann
+    return [(mb.signal_window(x, w, o["shift"]), ALL)]
+
+
+def _auto_scale(mb, dtype, o, name):
+    y, s = mb.signal_fft_auto_scale(_in(mb, o["input_shape"], dtype, name))
+    return [(y, ALL), (s, ALL)]
+
+
+def _fft(inverse: bool):
+    def branch(mb, dtype, o, name):
+        n = o["fft_length"]
+        if inverse:
+            x = _in(mb, (*o["rows"], (n // 2 + 1) * 2), dtype, name)
+            return [(mb.signal_irfft(x, n), ALL)]
+        x = _in(mb, (*o["rows"], o["samples"]), dtype, name)
+        return [(mb.signal_rfft(x, n), ALL)]
+    return branch
+
+
+def _energy(mb, dtype, o, name):
+    x = _in(mb, (o["bins"] * 2,), dtype, name)
+    start, end = o["range"]
+    y = mb.signal_energy(x, start, end)
+    return [(y, Defined(part=slice(start, max(start, end))))]
+
+
+def _filter_bank(mb, dtype, o, name):
+    x = _in(mb, (o["bins"],), dtype, name)
+    if o["tables"] == "mel":
+        tables = signal_tables.filter_bank_tables(o["bins"], o["rate"], o["channels"],
+                                                  *o["band"], *o.get("layout", (4, 4)))
+    else:  # random weights of both signs, random bands (some empty)
+        nc, rng = o["channels"], mb.rng
+        widths = rng.integers(0, 6, size=nc + 1).astype(np.int16)
+        starts = np.array([rng.integers(0, o["bins"] - w + 1) for w in widths], np.int16)
+        wstarts = np.cumsum(np.concatenate([[0], widths[:-1]])).astype(np.int16)
+        total = max(int(widths.sum()), 1)
+        tables = signal_tables.FilterBankTables(
+            0, o["bins"], rng.integers(-32768, 32768, total).astype(np.int16),
+            rng.integers(-32768, 32768, total).astype(np.int16), starts, wstarts, widths)
+    return [(mb.signal_filter_bank(x, o["channels"], tables=tables), ALL)]
+
+
+def _square_root(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    shift = o["shift"]
+    if shift == "input":  # the shift of an auto scale: an activation
+        s = mb.reshape(_in(mb, (1,), "int32", name + "_s"), ())
+        return [(mb.signal_filter_bank_square_root(x, s), ALL)]
+    return [(mb.signal_filter_bank_square_root(x, shift), ALL)]
+
+
+def _log(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    return [(mb.signal_filter_bank_log(x, o["scale"], o["bits"]), ALL)]
+
+
+def _pcan(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    if o.get("noise") == "constant":
+        noise = mb._add_tensor(name + "_noise", x.shape, "uint32",
+                               data=mb.rng.integers(0, 1 << 32, x.shape, dtype=np.uint32))
+    else:
+        noise = _in(mb, x.shape, dtype, name + "_noise")
+    lut = None
+    if o["lut"] == "random":
+        lut = mb.rng.integers(-32768, 32768, 125).astype(np.int16)
+    elif o["lut"] != "default":
+        strength, offset, gain_bits = o["lut"]
+        lut = signal_tables.pcan_gain_lut(strength, offset, 7, gain_bits)
+    return [(mb.signal_pcan(x, noise, gain_lut=lut, snr_shift=o["snr_shift"]), ALL)]
+
+
+def _stateless_cases() -> list[SignalCase]:
+    cases = [
+        signal_case("SignalWindow", "int16", "variants", _window, [
+            {"input_shape": (1, 480), "shift": 12}, {"input_shape": (3, 20), "shift": 7,
+                                                     "weights": "random"},
+            {"input_shape": (2, 3, 8), "shift": 0, "weights": "random"},
+            {"input_shape": (5,), "shift": 31, "weights": "random"},
+            {"input_shape": (2, 9), "shift": 3, "weights": "input"}]),
+        signal_case("SignalFftAutoScale", "int16", "variants", _auto_scale, [
+            {"input_shape": (480,)}, {"input_shape": (33,)}, {"input_shape": (1,)}],
+            inputs=_auto_scale_inputs, invocations=6),
+        signal_case("SignalEnergy", "int16", "ranges", _energy, [
+            {"bins": 257, "range": (5, 241)}, {"bins": 33, "range": (0, 33)},
+            {"bins": 17, "range": (3, 4)}, {"bins": 9, "range": (4, 2)},
+            {"bins": 9, "range": (9, 9)}]),
+        signal_case("SignalFilterBank", "uint32", "tables", _filter_bank, [
+            {"bins": 257, "tables": "mel", "rate": 16000, "channels": 40, "band": (125, 7500)},
+            {"bins": 129, "tables": "mel", "rate": 8000, "channels": 16, "band": (100, 3800),
+             "layout": (1, 1)},
+            {"bins": 65, "tables": "mel", "rate": 16000, "channels": 32, "band": (20, 7000)},
+            {"bins": 20, "tables": "random", "channels": 7}]),
+        signal_case("SignalFilterBankSquareRoot", "uint64", "shifts", _square_root, [
+            {"input_shape": (40,), "shift": 0}, {"input_shape": (7,), "shift": 31},
+            {"input_shape": (16,), "shift": 5}, {"input_shape": (40,), "shift": "input"}],
+            inputs=_square_root_inputs),
+        signal_case("SignalFilterBankLog", "uint32", "scales", _log, [
+            {"input_shape": (40,), "scale": 64, "bits": 3},
+            {"input_shape": (9,), "scale": 1, "bits": 0},
+            {"input_shape": (9,), "scale": 1000000, "bits": 0},
+            {"input_shape": (9,), "scale": -3, "bits": 31},
+            {"input_shape": (9,), "scale": 2**31 - 1, "bits": 12}]),
+        signal_case("SignalPCAN", "uint32", "tables", _pcan, [
+            {"input_shape": (40,), "lut": "default", "snr_shift": 6},
+            {"input_shape": (12,), "lut": (0.5, 10.0, 16), "snr_shift": 0},
+            {"input_shape": (12,), "lut": "random", "snr_shift": 40},
+            {"input_shape": (5,), "lut": "default", "snr_shift": 6, "noise": "constant"}]),
+    ]
+    fft_variants = [
+        {"fft_length": 512, "rows": (1,), "samples": 480},
+        {"fft_length": 64, "rows": (2,), "samples": 64},
+        {"fft_length": 64, "rows": (3,), "samples": 50},
+        {"fft_length": 96, "rows": (1,), "samples": 96},   # 48 = 4 * 4 * 3: radix 3
+        {"fft_length": 80, "rows": (2, 2), "samples": 77},  # 40 = 4 * 2 * 5: radices 2, 5
+        {"fft_length": 12, "rows": (1,), "samples": 12},   # 6 = 2 * 3
+        {"fft_length": 4, "rows": (1,), "samples": 3}]
+    for mode in ("int16", "int32", "float32"):
+        cases.append(signal_case("SignalRfft", mode, "lengths", _fft(False), fft_variants))
+        cases.append(signal_case("SignalIrfft", mode, "lengths", _fft(True), [
+            {k: v for k, v in var.items() if k != "samples"} for var in fft_variants]))
+    return cases
+
+
+def _auto_scale_inputs(rng: np.random.Generator, dets: list[dict[str, Any]], run: int
+                       ) -> list[np.ndarray]:
+    """Every magnitude of maximum, all zeros, and TFLM's int16 running maximum wrapping at
+    -32768 (a later positive value then sets the shift)."""
+    out = []
+    for d in dets:
+        n = int(np.prod(d["shape"]))
+        if run == 4:
+            x = np.zeros(n, np.int16)
+        elif run == 5:
+            x = rng.integers(-20, 20, n).astype(np.int16)
+            x[0] = -32768
+        else:
+            x = values(rng, np.int16, (n,), run) >> int(rng.integers(0, 16))
+        out.append(x.reshape(d["shape"]).astype(np.int16))
+    return out
+
+
+def _square_root_inputs(rng: np.random.Generator, dets: list[dict[str, Any]], run: int
+                        ) -> list[np.ndarray]:
+    """Channels spread over every magnitude (the 32-bit path below 2^32 included); an
+    activation shift anywhere in [0, 31]."""
+    return [values(rng, d["dtype"], d["shape"], run) if d["dtype"] != np.int32
+            else rng.integers(0, 32, d["shape"]).astype(np.int32) for d in dets]
+
+
+# --- running and comparing ---------------------------------------------------------------------
+
+
+def tflm_sequence(model: bytes, runs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """The outputs of every run, invoked in turn in one TFLM interpreter (state carries)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    interp = runtime.Interpreter.from_bytes(bytes(model), arena_size=1 << 22)
+    n_out = len(R.output_details(model))
+    result = []
+    for inputs in runs:
+        for i, x in enumerate(inputs):
+            interp.set_input(x, i)
+        interp.invoke()
+        result.append([np.array(interp.get_output(i), copy=True) for i in range(n_out)])
+    return result
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    if want.dtype.kind == "f":
+        return bool(np.array_equal(got.view(np.uint32), want.view(np.uint32)))
+    return bool(np.array_equal(got, want))
+
+
+def _describe(got: np.ndarray, want: np.ndarray) -> str:
+    bad = got != want if want.dtype.kind != "f" else got.view(np.uint32) != want.view(np.uint32)
+    idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])
+    g, w = np.atleast_1d(got)[idx], np.atleast_1d(want)[idx]
+    return f"{int(np.sum(bad))}/{bad.size} elements differ; first at {idx}: emitted {g!r}, TFLM {w!r}"
+
+
+def check_signal(case: SignalCase, builds: Prefetcher) -> None:
+    """Emit, compile and run ``case`` on its runs in one process, and compare every run with
+    one TFLM interpreter's, where TFLM defines the result."""
+    built = builds.get(case)
+    rng = np.random.default_rng([SEED_BASE, zlib.crc32(case.id.encode()) + 1])
+    make = case.inputs or (lambda rng, dets, run: [values(rng, d["dtype"], d["shape"], run)
+                                                   for d in dets])
+    runs = [make(rng, built.in_det, r) for r in range(case.invocations)]
+    got_runs = run_built(built, runs)
+    want_runs = tflm_sequence(built.model, runs)
+    problems = []
+    for r, (got, want) in enumerate(zip(got_runs, want_runs, strict=True)):
+        for k, (label, d) in enumerate(zip(built.labels, case.defined, strict=True)):
+            g, w = got[k], want[k]
+            if d.valid_of is not None and not bool(want[d.valid_of]):
+                continue  # TFLM leaves the output as it was when it is not valid
+            if d.part is not None:
+                rest = np.ones(g.shape, bool)
+                rest[d.part] = False
+                if np.any(g[rest] != 0):
+                    problems.append(f"{case.id} {label} run {r}: elements outside "
+                                    f"{d.part.start}..{d.part.stop} are not zero")
+                g, w = g[d.part], w[d.part]
+            if not _same(g, w):
+                problems.append(f"{case.id} {label} run {r}: {_describe(g, w)}")
+    assert not problems, (f"{len(problems)} mismatches (PROJECT_API_EMIT_SEED={SEED_BASE}):\n"
+                          + "\n".join(problems[:20]))
+
+
+CASES: list[SignalCase] = _stateless_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_matches_tflm(case: SignalCase, builds: Prefetcher) -> None:
+    check_signal(case, builds)
+
+
+def test_pool_at_lower_bound() -> None:
+    """Every case's activation pool (the FFTs' work buffers included) stays at the planner's
+    lower bound."""
+    for case in CASES:
+        gen = emit_sources(case.build()[0])
+        assert gen.workspace_size_bytes == gen.lower_bound_bytes, case.id
