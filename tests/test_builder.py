@@ -8,6 +8,7 @@ builder bug in layout or quantization shows up as a mismatch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -1169,3 +1170,164 @@ def test_sequence_ops_read_back_and_match_numpy() -> None:
         for g, wv in zip(got, want, strict=True):
             np.testing.assert_allclose(g[0], wv[0], rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(g[1], wv[1], rtol=1e-5, atol=1e-5)
+
+
+# --- TFLM's signal library (the ops-signal family's builder methods) --------------------------
+
+
+def _signal_model(kind: str) -> tuple[bytes, dict[str, Any]]:
+    """A one-op model of each signal builder method, and the options it should carry."""
+    mb = B.ModelBuilder(seed=4)
+
+    def x(shape, dtype="int16"):
+        return mb.input(shape, dtype, name="x", plain=True)
+
+    if kind == "window":
+        y, want = mb.signal_window(x((2, 16)), shift=5), {"shift": 5}
+    elif kind == "auto_scale":
+        y, want = mb.signal_fft_auto_scale(x((16,)))[0], {}
+    elif kind == "rfft":
+        y, want = mb.signal_rfft(x((1, 60), "float32"), 64), {"T": 0, "fft_length": 64}
+    elif kind == "irfft":
+        y, want = mb.signal_irfft(x((1, 66), "float32"), 64), {"T": 0, "fft_length": 64}
+    elif kind == "energy":
+        y, want = mb.signal_energy(x((20,)), 2, 7), {"end_index": 7, "start_index": 2}
+    elif kind == "filter_bank":
+        y, want = mb.signal_filter_bank(x((129,), "uint32"), 16, 8000, 100, 3800), \
+            {"num_channels": 16}
+    elif kind == "square_root":
+        y, want = mb.signal_filter_bank_square_root(x((5,), "uint64"), 2), {}
+    elif kind == "log":
+        y, want = mb.signal_filter_bank_log(x((5,), "uint32"), 64, 3), \
+            {"input_correction_bits": 3, "output_scale": 64}
+    elif kind == "spectral_subtraction":
+        y = mb.signal_filter_bank_spectral_subtraction(x((6,), "uint32"))[0]
+        want = {"alternate_one_minus_smoothing": 15401, "alternate_smoothing": 983,
+                "clamping": False, "min_signal_remaining": 819, "num_channels": 6,
+                "one_minus_smoothing": 15975, "smoothing": 409, "smoothing_bits": 10,
+                "spectral_subtraction_bits": 14}
+    elif kind == "pcan":
+        y = mb.signal_pcan(x((6,), "uint32"), mb.input((6,), "uint32", name="n", plain=True))
+        want = {"snr_shift": 6}
+    elif kind == "framer":
+        y, want = mb.signal_framer(x((1, 8)), 6, 4, True)[0], \
+            {"frame_size": 6, "frame_step": 4, "prefill": True}
+    elif kind == "stacker":
+        y, want = mb.signal_stacker(x((3,)), 1, 1, 1)[0], \
+            {"num_channels": 3, "stacker_left_context": 1, "stacker_right_context": 1,
+             "stacker_step": 1}
+    elif kind == "delay":
+        y, want = mb.signal_delay(x((2, 5)), 3), {"delay_length": 3}
+    else:
+        y, want = mb.signal_overlap_add(x((2, 3, 5)), 2), {"T": 7, "frame_step": 2}
+    mb.output(y)
+    return mb.build(), want
+
+
+SIGNAL_KINDS = ("window", "auto_scale", "rfft", "irfft", "energy", "filter_bank", "square_root",
+                "log", "spectral_subtraction", "pcan", "framer", "stacker", "delay",
+                "overlap_add")
+_SIGNAL_NAMES = {"window": "SignalWindow", "auto_scale": "SignalFftAutoScale",
+                 "rfft": "SignalRfft", "irfft": "SignalIrfft", "energy": "SignalEnergy",
+                 "filter_bank": "SignalFilterBank", "square_root": "SignalFilterBankSquareRoot",
+                 "log": "SignalFilterBankLog",
+                 "spectral_subtraction": "SignalFilterBankSpectralSubtraction",
+                 "pcan": "SignalPCAN", "framer": "SignalFramer", "stacker": "SignalStacker",
+                 "delay": "SignalDelay", "overlap_add": "SignalOverlapAdd"}
+
+
+def _signal_const(m: Any, t: Any) -> np.ndarray | None:
+    buf = m.Buffers(t.Buffer())
+    if buf is None or not buf.DataLength():
+        return None
+    shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    np_type = {12: np.uint64, 15: np.uint32}.get(t.Type()) or _FAMILY_NP[t.Type()]
+    return np.frombuffer(buf.DataAsNumpy().tobytes(), np_type).reshape(shape)
+
+
+def _signal_inputs(model: bytes, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for det in R.input_details(model):
+        dt = np.dtype(det["dtype"])
+        if dt.kind == "f":
+            out.append(rng.uniform(-100, 100, det["shape"]).astype(dt))
+        else:
+            hi = 3000 if dt.kind == "i" else 1 << 24
+            out.append(rng.integers(-hi if dt.kind == "i" else 0, hi, det["shape"]).astype(dt))
+    return out
+
+
+def _numpy_signal(kind: str, ins: list[np.ndarray], consts: dict[int, np.ndarray],
+                  opts: dict[str, Any]) -> np.ndarray | None:
+    """numpy's result of one signal op from read-back constants and options (None: shape and
+    type only)."""
+    x = ins[0].astype(np.int64)
+    if kind == "window":
+        return np.clip((x * consts[1].astype(np.int64)) >> opts["shift"], -32768, 32767)
+    if kind == "energy":
+        e = np.zeros(x.size // 2, np.int64)
+        s, t = opts["start_index"], opts["end_index"]
+        e[s:t] = x[2 * s:2 * t:2] ** 2 + x[2 * s + 1:2 * t:2] ** 2
+        return e
+    if kind == "filter_bank":
+        w, u, fs, ws, wd = (consts[i].astype(np.int64) for i in range(1, 6))
+        acc = np.zeros(opts["num_channels"] + 2, np.int64)
+        for c in range(opts["num_channels"] + 1):
+            band = x[fs[c]:fs[c] + wd[c]]
+            acc[c] += int((band * w[ws[c]:ws[c] + wd[c]]).sum())
+            acc[c + 1] += int((band * u[ws[c]:ws[c] + wd[c]]).sum())
+        return acc[1:-1]
+    if kind == "square_root":
+        r = np.array([math.isqrt(int(v)) for v in ins[0]], np.int64)
+        r = r + ((ins[0].astype(np.int64) - r * r) > r)
+        return r >> 2
+    if kind == "delay":
+        d = opts["delay_length"]
+        return np.concatenate([np.zeros((x.shape[0], d), np.int64), x], axis=1)[:, :x.shape[1]]
+    if kind == "overlap_add":
+        frames, size = x.shape[-2:]
+        step = opts["frame_step"]
+        acc = np.zeros((x.shape[0], frames * step + size), np.int64)
+        for f in range(frames):
+            acc[:, f * step:f * step + size] += x[:, f]
+        return np.clip(acc[:, :frames * step], -32768, 32767)
+    if kind == "rfft":
+        return None
+    return None
+
+
+@pytest.mark.parametrize("kind", SIGNAL_KINDS)
+def test_signal_model_loads_runs_and_reads_back(kind: str) -> None:
+    """TFLM loads and runs each signal method's model; the tflite package reads back the custom
+    operator and its FlexBuffers options (LiteRT has no kernels for them); where numpy says
+    what the op computes, TFLM agrees on the read-back model."""
+    from flatbuffers import flexbuffers
+
+    model, want = _signal_model(kind)
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    op = sg.Operators(0)
+    code = m.OperatorCodes(op.OpcodeIndex())
+    assert code.BuiltinCode() == tflite.BuiltinOperator.CUSTOM
+    assert code.CustomCode().decode() == _SIGNAL_NAMES[kind]
+    opts = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
+    assert opts == want
+    tensors = [sg.Tensors(i) for i in range(sg.TensorsLength())]
+    op_in = [int(v) for v in op.InputsAsNumpy()]
+    assert all(tensors[i].Quantization() is None or not tensors[i].Quantization().ScaleLength()
+               for i in op_in)  # signal tensors are plain values
+    consts = {j: c for j, i in enumerate(op_in) if (c := _signal_const(m, tensors[i])) is not None}
+    rng = np.random.default_rng(9)
+    inputs = _signal_inputs(model, rng)
+    got = R.run_tflm(model, inputs)[0]
+    assert got.shape == tuple(int(d) for d in tensors[int(op.OutputsAsNumpy()[0])].ShapeAsNumpy())
+    ref = _numpy_signal(kind, inputs, consts, opts)
+    if kind == "energy":  # TFLM leaves the bins outside [start, end) undefined
+        s, e = opts["start_index"], opts["end_index"]
+        got, ref = got[s:e], ref[s:e]
+    if ref is not None:
+        np.testing.assert_array_equal(got.astype(np.int64), ref)
+    if kind == "rfft":  # the float FFT is numpy's within float32 rounding
+        want_fft = np.fft.rfft(inputs[0].astype(np.float64), 64)
+        pairs = np.stack([want_fft.real, want_fft.imag], -1).reshape(got.shape)
+        np.testing.assert_allclose(got, pairs, rtol=1e-4, atol=1e-2)

@@ -383,3 +383,141 @@ def test_pool_at_lower_bound() -> None:
     for case in CASES:
         gen = emit_sources(case.build()[0])
         assert gen.workspace_size_bytes == gen.lower_bound_bytes, case.id
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+def _one(build: Callable[[ModelBuilder], Any]) -> Callable[[], bytes]:
+    def make() -> bytes:
+        mb = ModelBuilder(seed=1)
+        out = build(mb)
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            mb.output(t)
+        return mb.build()
+    return make
+
+
+def _raw(name: str, options: bytes, shape=(1, 16), dtype="int16", out=None):
+    """Custom op ``name`` with raw ``options`` bytes on an input of ``shape``."""
+    def build(mb: ModelBuilder):
+        x = _in(mb, shape, dtype, "x")
+        ins = [x]
+        if name == "SignalWindow":
+            ins.append(mb._int16_constant(np.ones(shape[-1], np.int16), "w"))
+        return mb.signal_op(name, ins, out or [(shape, dtype)], options)[0]
+    return _one(build)
+
+
+def _opts(**kw: Any) -> bytes:
+    from flatbuffers import flexbuffers
+    return bytes(flexbuffers.Dumps(kw))
+
+
+def _i16(mb: ModelBuilder, shape=(1, 16), dtype="int16") -> TensorRef:
+    return _in(mb, shape, dtype, "x")
+
+
+REFUSED = [
+    ("corrupt options", _raw("SignalWindow", b"\x07\xff\x13\x00\x24"),
+     r"SignalWindow' \(node 0\): custom options are not a valid FlexBuffers map"),
+    ("options not a map", _raw("SignalWindow", bytes.fromhex("0c0401")),
+     r"custom options are not a valid FlexBuffers map \(the root is a INT, not a map\)"),
+    ("options truncated", _raw("SignalWindow", _opts(shift=3)[2:]),
+     r"custom options are not a valid FlexBuffers map"),
+    ("missing key", _raw("SignalWindow", _opts()),
+     r"custom options have keys \[\] \(missing shift\); TFLM reads its options by position"),
+    ("extra key", _raw("SignalWindow", _opts(shift=1, zoom=2)),
+     r"\(unexpected zoom\); TFLM reads its options by position and needs exactly \['shift'\]"),
+    ("float option", _raw("SignalWindow", _opts(shift=1.5)),
+     r"custom option 'shift' is a FLOAT; TFLM reads an inline int there"),
+    ("window shift", _one(lambda mb: mb.signal_window(_i16(mb), np.ones(16, np.int16), 32)),
+     r"custom option shift = 32 is out of \[0, 31\]"),
+    ("window int32", _one(lambda mb: mb.signal_window(_i16(mb, dtype="int32"), np.ones(16))),
+     r"SignalWindow' \(node 0\): input 0 'x' is int32: int32 is not supported "
+     r"\(supported: int16\)"),
+    ("window length", _one(lambda mb: mb.signal_window(_i16(mb), np.ones(8, np.int16))),
+     r"weights '.*' have 8 values, the innermost dimension of 'x' 16; they must match"),
+    ("rfft odd", _one(lambda mb: mb.signal_rfft(_i16(mb, (1, 9)), 9)),
+     r"fft_length 9 is not supported: it takes an even length of at least 4"),
+    ("rfft radix 7", _one(lambda mb: mb.signal_rfft(_i16(mb, (1, 28)), 28)),
+     r"fft_length 28 is not supported: .*has the factor 7, for which TFLM's kissfft crashes"),
+    ("rfft too many samples", _one(lambda mb: mb.signal_rfft(_i16(mb, (1, 80)), 64)),
+     r"input 'x' has 80 samples per row, more than fft_length 64"),
+    ("rfft T", _raw("SignalRfft", _opts(T=2, fft_length=16), out=[((1, 18), "int16")]),
+     r"custom option T = 2 \(int32\) differs from the type int16 of 'x'"),
+    ("irfft bins", _raw("SignalIrfft", _opts(T=7, fft_length=16), out=[((1, 16), "int16")]),
+     r"input 'x' has 16 values per row; an inverse FFT of 16 points takes 18"),
+    ("energy range", _one(lambda mb: mb.signal_energy(_i16(mb, (20,)), 2, 11)),
+     r"custom option end_index = 11 is out of \[-2147483648, 10\]"),
+    ("filter bank activation table", _one(lambda mb: mb.signal_op(
+        "SignalFilterBank", [_i16(mb, (9,), "uint32")] + [_in(mb, (3,), "int16", f"t{i}")
+                                                           for i in range(5)],
+        [((2,), "uint64")], {"num_channels": 2})[0]),
+     r"weights '.*' is an activation; the emitter takes the filter bank's tables as constants"),
+    ("filter bank band", _one(lambda mb: mb.signal_filter_bank(
+        _i16(mb, (9,), "uint32"), 1, tables=signal_tables.FilterBankTables(
+            0, 9, np.ones(4, np.int16), np.ones(4, np.int16), np.array([0, 7], np.int16),
+            np.array([0, 0], np.int16), np.array([2, 4], np.int16)))),
+     r"channel 1 reads bins \[7, 11\) and weights \[0, 4\), outside the 9 bins of 'x'"),
+    ("square root shift", _one(lambda mb: mb.signal_filter_bank_square_root(
+        _i16(mb, (4,), "uint64"), 40)),
+     r"scale_bits '.*' is 40; a right shift of a uint32 takes \[0, 31\]"),
+    ("log shift", _one(lambda mb: mb.signal_filter_bank_log(_i16(mb, (4,), "uint32"), 64, 32)),
+     r"custom option input_correction_bits = 32 is out of \[0, 31\]"),
+    ("pcan short table", _one(lambda mb: mb.signal_pcan(
+        _i16(mb, (4,), "uint32"), _in(mb, (4,), "uint32", "n"),
+        gain_lut=np.zeros(100, np.int16))),
+     r"gain_lut '.*' has 100 entries; TFLM's lookup reads up to 125"),
+    ("unknown signal op", _raw("SignalFoo", _opts()),
+     r"custom operator 'SignalFoo' \(node 0\) computing '.*': operator not supported"),
+]
+
+
+@pytest.mark.parametrize(("make", "pattern"), [(m, p) for _, m, p in REFUSED],
+                         ids=[label for label, _, _ in REFUSED])
+def test_refusals_are_one_line(make: Callable[[], bytes], pattern: str) -> None:
+    from project_api.errors import EmitError
+
+    with pytest.raises(EmitError, match=pattern) as info:
+        emit_sources(make())
+    assert "\n" not in str(info.value)
+
+
+def test_corrupt_options_never_crash_the_reader() -> None:
+    """Every mutation of real options bytes (flipped, dropped, appended, truncated bytes) is
+    read as TFLM's kernel would read it, or refused in one line: never another exception."""
+    from project_api.emit.graph import Operator
+    from project_api.emit.ops import _signal
+    from project_api.errors import EmitError
+
+    keys = {"alternate_one_minus_smoothing": "int", "alternate_smoothing": "int",
+            "clamping": "bool", "min_signal_remaining": "int", "num_channels": "int",
+            "one_minus_smoothing": "int", "smoothing": "int", "smoothing_bits": "int",
+            "spectral_subtraction_bits": "int"}
+    good = _opts(**{k: (True if v == "bool" else 5) for k, v in keys.items()})
+    rng = np.random.default_rng(11)
+    read = refused = 0
+    for trial in range(3000):
+        raw = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            how = int(rng.integers(0, 4))
+            at = int(rng.integers(0, len(raw))) if raw else 0
+            if how == 0 and raw:
+                raw[at] = int(rng.integers(0, 256))
+            elif how == 1 and raw:
+                del raw[at]
+            elif how == 2:
+                raw.insert(at, int(rng.integers(0, 256)))
+            else:
+                raw = raw[:at]
+        op = Operator(trial, "CUSTOM", [], [], custom_code="SignalX", custom_options=bytes(raw))
+        try:
+            got = _signal.options(op, keys)
+        except EmitError as exc:
+            assert "\n" not in str(exc)
+            refused += 1
+        else:
+            assert set(got) == set(keys)
+            read += 1
+    assert refused > 1000 and read > 10, (read, refused)

@@ -1957,17 +1957,19 @@ class ModelBuilder:
 
     # -- TFLM's signal library (issue 20: the ops-signal family) --------------------------------
 
-    def _signal(self, name: str, inputs: Sequence[TensorRef],
-                outputs: Sequence[tuple[Sequence[int], str]],
-                options: dict[str, Any]) -> list[TensorRef]:
+    def signal_op(self, name: str, inputs: Sequence[TensorRef],
+                  outputs: Sequence[tuple[Sequence[int], str]],
+                  options: dict[str, Any] | bytes) -> list[TensorRef]:
         """Custom operator ``name`` of TFLM's signal library, written as TFLite's converter
-        writes a TensorFlow custom op: plain (unquantized) outputs named after the op, the
-        op's attributes as a FlexBuffers map in ``custom_options``."""
+        writes a TensorFlow custom op: plain (unquantized) outputs ``(shape, dtype)`` named
+        after the op, the op's attributes as a FlexBuffers map in ``custom_options`` (or
+        ``options`` bytes as they are)."""
         stem = "signal_" + "".join("_" + c.lower() if c.isupper() else c
                                    for c in name[len("Signal"):]).lstrip("_")
         outs = [self._add_tensor(self._name(stem), shape, dtype) for shape, dtype in outputs]
+        raw = options if isinstance(options, bytes) else bytes(flexbuffers.Dumps(options))
         self._ops.append(_OpSpec("CUSTOM", [t.index for t in inputs], [t.index for t in outs],
-                                 {}, name, bytes(flexbuffers.Dumps(options))))
+                                 {}, name, raw))
         return outs
 
     def _int16_constant(self, values: np.ndarray | Sequence[int], stem: str) -> TensorRef:
@@ -1981,12 +1983,12 @@ class ModelBuilder:
         if weights is None:
             weights = signal_tables.hann_window(x.shape[-1], shift)
         w = weights if isinstance(weights, TensorRef) else self._int16_constant(weights, "window")
-        return self._signal("SignalWindow", [x, w], [(x.shape, "int16")], {"shift": shift})[0]
+        return self.signal_op("SignalWindow", [x, w], [(x.shape, "int16")], {"shift": shift})[0]
 
     def signal_fft_auto_scale(self, x: TensorRef) -> tuple[TensorRef, TensorRef]:
         """SignalFftAutoScale: ``x`` shifted left as far as its largest magnitude allows, and
         the shift (an int32 scalar)."""
-        y, s = self._signal("SignalFftAutoScale", [x], [(x.shape, "int16"), ((), "int32")], {})
+        y, s = self.signal_op("SignalFftAutoScale", [x], [(x.shape, "int16"), ((), "int32")], {})
         return y, s
 
     def _fft_options(self, x: TensorRef, fft_length: int) -> dict[str, Any]:
@@ -1996,13 +1998,13 @@ class ModelBuilder:
         """SignalRfft of the innermost dimension (zero-padded to ``fft_length``): the
         ``fft_length / 2 + 1`` complex bins as (real, imaginary) pairs, of ``x``'s type."""
         shape = (*x.shape[:-1], (fft_length // 2 + 1) * 2)
-        return self._signal("SignalRfft", [x], [(shape, x.dtype)],
+        return self.signal_op("SignalRfft", [x], [(shape, x.dtype)],
                             self._fft_options(x, fft_length))[0]
 
     def signal_irfft(self, x: TensorRef, fft_length: int) -> TensorRef:
         """SignalIrfft: ``fft_length`` real samples from ``fft_length / 2 + 1`` complex bins."""
         shape = (*x.shape[:-1], int(fft_length))
-        return self._signal("SignalIrfft", [x], [(shape, x.dtype)],
+        return self.signal_op("SignalIrfft", [x], [(shape, x.dtype)],
                             self._fft_options(x, fft_length))[0]
 
     def signal_energy(self, x: TensorRef, start_index: int = 0,
@@ -2010,7 +2012,7 @@ class ModelBuilder:
         """SignalEnergy: ``re^2 + im^2`` (uint32) of the complex bins ``[start, end)``."""
         bins = x.shape[0] // 2
         end = bins if end_index is None else end_index
-        return self._signal("SignalEnergy", [x], [((bins,), "uint32")],
+        return self.signal_op("SignalEnergy", [x], [((bins,), "uint32")],
                             {"end_index": int(end), "start_index": int(start_index)})[0]
 
     def signal_filter_bank(self, x: TensorRef, num_channels: int = 40,
@@ -2027,7 +2029,7 @@ class ModelBuilder:
             (tables.weights, "weights"), (tables.unweights, "unweights"),
             (tables.freq_starts, "channel_frequency_starts"),
             (tables.weight_starts, "channel_weight_starts"), (tables.widths, "channel_widths"))]
-        return self._signal("SignalFilterBank", [x, *consts], [((num_channels,), "uint64")],
+        return self.signal_op("SignalFilterBank", [x, *consts], [((num_channels,), "uint64")],
                             {"num_channels": int(num_channels)})[0]
 
     def signal_filter_bank_square_root(self, x: TensorRef,
@@ -2036,7 +2038,7 @@ class ModelBuilder:
         int32 scalar tensor (the FFT auto scale's shift) or a constant."""
         s = scale_bits if isinstance(scale_bits, TensorRef) else self._add_tensor(
             self._name("scale_bits"), (), "int32", data=np.int32(scale_bits))
-        return self._signal("SignalFilterBankSquareRoot", [x, s], [(x.shape, "uint32")], {})[0]
+        return self.signal_op("SignalFilterBankSquareRoot", [x, s], [(x.shape, "uint32")], {})[0]
 
     def signal_filter_bank_spectral_subtraction(
             self, x: TensorRef, smoothing: float = 0.025, alternate_smoothing: float = 0.06,
@@ -2051,7 +2053,7 @@ class ModelBuilder:
         opts = {**coeffs, "num_channels": int(x.shape[0]), "smoothing_bits": int(smoothing_bits),
                 "clamping": bool(clamping),
                 "spectral_subtraction_bits": int(spectral_subtraction_bits)}
-        y, noise = self._signal("SignalFilterBankSpectralSubtraction", [x],
+        y, noise = self.signal_op("SignalFilterBankSpectralSubtraction", [x],
                                 [(x.shape, "uint32"), (x.shape, "uint32")], opts)
         return y, noise
 
@@ -2067,13 +2069,13 @@ class ModelBuilder:
                                                    smoothing_bits - input_correction_bits,
                                                    gain_bits)
         lut = self._int16_constant(gain_lut, "signal_pcan/gain_lut")
-        return self._signal("SignalPCAN", [x, noise_estimate, lut], [(x.shape, "uint32")],
+        return self.signal_op("SignalPCAN", [x, noise_estimate, lut], [(x.shape, "uint32")],
                             {"snr_shift": int(snr_shift)})[0]
 
     def signal_filter_bank_log(self, x: TensorRef, output_scale: int = 64,
                                input_correction_bits: int = 3) -> TensorRef:
         """SignalFilterBankLog: ``log(x << input_correction_bits) * output_scale`` (int16)."""
-        return self._signal("SignalFilterBankLog", [x], [(x.shape, "int16")],
+        return self.signal_op("SignalFilterBankLog", [x], [(x.shape, "int16")],
                             {"input_correction_bits": int(input_correction_bits),
                              "output_scale": int(output_scale)})[0]
 
@@ -2082,7 +2084,7 @@ class ModelBuilder:
         """SignalFramer: overlapping frames of ``frame_size`` every ``frame_step`` samples of
         the innermost dimension (state kept across invocations), and whether they are valid."""
         shape = (*x.shape[:-1], x.shape[-1] // frame_step, frame_size)
-        y, valid = self._signal("SignalFramer", [x], [(shape, "int16"), ((), "bool")],
+        y, valid = self.signal_op("SignalFramer", [x], [(shape, "int16"), ((), "bool")],
                                 {"frame_size": int(frame_size), "frame_step": int(frame_step),
                                  "prefill": bool(prefill)})
         return y, valid
@@ -2093,7 +2095,7 @@ class ModelBuilder:
         across invocations), and whether the output is valid."""
         n = x.shape[0]
         shape = (n * (left_context + 1 + right_context),)
-        y, valid = self._signal("SignalStacker", [x], [(shape, "int16"), ((), "bool")],
+        y, valid = self.signal_op("SignalStacker", [x], [(shape, "int16"), ((), "bool")],
                                 {"num_channels": int(n),
                                  "stacker_left_context": int(left_context),
                                  "stacker_right_context": int(right_context),
@@ -2102,14 +2104,14 @@ class ModelBuilder:
 
     def signal_delay(self, x: TensorRef, delay_length: int) -> TensorRef:
         """SignalDelay: the innermost dimension delayed by ``delay_length`` samples."""
-        return self._signal("SignalDelay", [x], [(x.shape, "int16")],
+        return self.signal_op("SignalDelay", [x], [(x.shape, "int16")],
                             {"delay_length": int(delay_length)})[0]
 
     def signal_overlap_add(self, x: TensorRef, frame_step: int) -> TensorRef:
         """SignalOverlapAdd: frames ``[..., n, size]`` overlapped every ``frame_step`` samples
         and added, ``[..., n * frame_step]`` (state kept across invocations)."""
         shape = (*x.shape[:-2], x.shape[-2] * frame_step)
-        return self._signal("SignalOverlapAdd", [x], [(shape, x.dtype)],
+        return self.signal_op("SignalOverlapAdd", [x], [(shape, x.dtype)],
                             {"T": TENSOR_TYPES[x.dtype], "frame_step": int(frame_step)})[0]
 
     # -- serialization ------------------------------------------------------------------------
