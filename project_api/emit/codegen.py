@@ -435,6 +435,11 @@ class _Module:
         for op in graph.operators:
             kernel = REGISTRY.prepare(op, graph, self.target)
             LOG.debug("prepared %s (%s) -> %s", op.describe(), kernel.scheme, kernel.template)
+            if kernel.persistent_bytes:  # the op's own state: a slot of the state region
+                key = ("op", k, op.index)
+                self.state.add_op_slot(key, f"{op.describe()}{f' of subgraph {k}' if k else ''}",
+                                       kernel.persistent_bytes)
+                kernel.state = (*kernel.state, key)
             for c in kernel.subgraphs:
                 self._callee(graph, op, c)
             child_pool = max((self.lowered[c].pool_size for c in kernel.subgraphs), default=0)
@@ -654,7 +659,8 @@ def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
             f"#define TVMGEN_{upper}_WORKSPACE_SIZE {workspace_size}", ""]
     if state_size:
         out += ["/*!", f" * \\brief State size (in bytes) for TVM module \"{name}\": variable tensors",
-                " * and resource variables kept from one run to the next, in the module's own",
+                " * and resource variables (and operators' own state) kept from one run to the",
+                " * next, in the module's own",
                 " * static region (not the workspace) ", " */",
                 f"#define TVMGEN_{upper}_STATE_SIZE {state_size}",
                 "/*!", f" * \\brief Reset the state of TVM module \"{name}\" to its values at boot",

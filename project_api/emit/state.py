@@ -40,7 +40,7 @@ class Slot:
     """One piece of the state region."""
 
     key: SlotKey
-    kind: str  #: "variable", "resource" or "once"
+    kind: str  #: "variable", "resource", "once" or "op" (an operator's own state)
     name: str  #: what the generated C's comments call it
     size: int
     reset_byte: int = 0  #: the byte the region is filled with at reset (0..255)
@@ -60,6 +60,15 @@ class StateLayout:
 
     def slot_of(self, subgraph: int, tensor: int) -> Slot | None:
         return self.tensors.get((subgraph, tensor))
+
+    def add_op_slot(self, key: SlotKey, name: str, size: int) -> Slot:
+        """A slot of state an operator keeps for itself (``Kernel.persistent_bytes``), zero at
+        reset, after every slot laid out so far (their offsets do not move)."""
+        slot = Slot(key, "op", name, size, 0, self.size)
+        self.slots.append(slot)
+        self.by_key[key] = slot
+        self.size = _align(self.size + size)
+        return slot
 
     @property
     def nonzero_reset(self) -> list[Slot]:

@@ -77,6 +77,11 @@ class Kernel:
     subgraphs: tuple[int, ...] = ()
     #: The node computes nothing at run time (VAR_HANDLE: its output names a state slot).
     no_code: bool = False
+    #: Bytes of state the op keeps for itself from one run to the next (TFLM's persistent
+    #: buffers: a signal op's noise estimate, framer queue, delay line), zero at boot and at
+    #: reset: a slot of the state region the code generator adds, passed as the last
+    #: ``uint8_t* restrict stJ``.
+    persistent_bytes: int = 0
 
     @property
     def dsp(self) -> bool:
