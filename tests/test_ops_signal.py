@@ -85,6 +85,9 @@ class SignalCase(Case):
 
     invocations: int = RUNS
     litert: bool = False  # LiteRT has no kernels for TFLM's signal operators
+    #: Before this run the program calls ``tvmgen_<name>_reset()`` and TFLM's interpreter its
+    #: ``reset()`` (every op's Reset); None: never.
+    reset_at: int | None = None
     #: Input values per run: ``inputs(rng, details, run) -> arrays`` (default :func:`values`).
     inputs: Callable[..., list[np.ndarray]] | None = field(default=None, compare=False,
                                                            repr=False)
@@ -312,14 +315,18 @@ def _square_root_inputs(rng: np.random.Generator, dets: list[dict[str, Any]], ru
 # --- running and comparing ---------------------------------------------------------------------
 
 
-def tflm_sequence(model: bytes, runs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-    """The outputs of every run, invoked in turn in one TFLM interpreter (state carries)."""
+def tflm_sequence(model: bytes, runs: list[list[np.ndarray]], reset_at: int | None = None
+                  ) -> list[list[np.ndarray]]:
+    """The outputs of every run, invoked in turn in one TFLM interpreter (state carries), its
+    ``reset()`` called before run ``reset_at``."""
     from tflite_micro.python.tflite_micro import runtime
 
     interp = runtime.Interpreter.from_bytes(bytes(model), arena_size=1 << 22)
     n_out = len(R.output_details(model))
     result = []
-    for inputs in runs:
+    for r, inputs in enumerate(runs):
+        if r == reset_at:
+            interp.reset()
         for i, x in enumerate(inputs):
             interp.set_input(x, i)
         interp.invoke()
@@ -348,8 +355,8 @@ def check_signal(case: SignalCase, builds: Prefetcher) -> None:
     make = case.inputs or (lambda rng, dets, run: [values(rng, d["dtype"], d["shape"], run)
                                                    for d in dets])
     runs = [make(rng, built.in_det, r) for r in range(case.invocations)]
-    got_runs = run_built(built, runs)
-    want_runs = tflm_sequence(built.model, runs)
+    got_runs = run_built(built, runs, case.reset_at)
+    want_runs = tflm_sequence(built.model, runs, case.reset_at)
     problems = []
     for r, (got, want) in enumerate(zip(got_runs, want_runs, strict=True)):
         for k, (label, d) in enumerate(zip(built.labels, case.defined, strict=True)):
@@ -369,7 +376,79 @@ def check_signal(case: SignalCase, builds: Prefetcher) -> None:
                           + "\n".join(problems[:20]))
 
 
-CASES: list[SignalCase] = _stateless_cases()
+def _spectral_subtraction(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    kw = {k: v for k, v in o.items() if k not in ("input_shape", "label")}
+    y, noise = mb.signal_filter_bank_spectral_subtraction(x, **kw)
+    return [(y, ALL), (noise, ALL)]
+
+
+def _framer(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    y, valid = mb.signal_framer(x, o["size"], o["step"], o["prefill"])
+    return [(y, Defined(valid_of=1)), (valid, ALL)]
+
+
+def _stacker(mb, dtype, o, name):
+    x = _in(mb, o["input_shape"], dtype, name)
+    y, valid = mb.signal_stacker(x, *o["context"], o["step"])
+    return [(y, Defined(valid_of=1)), (valid, ALL)]
+
+
+def _delay(mb, dtype, o, name):
+    return [(mb.signal_delay(_in(mb, o["input_shape"], dtype, name), o["delay"]), ALL)]
+
+
+def _overlap_add(mb, dtype, o, name):
+    return [(mb.signal_overlap_add(_in(mb, o["input_shape"], dtype, name), o["step"]), ALL)]
+
+
+#: Runs of the stateful cases, and the run before which both sides reset.
+STATEFUL_RUNS, RESET_AT = 9, 6
+
+
+def _stateful_cases() -> list[SignalCase]:
+    kw = {"invocations": STATEFUL_RUNS, "reset_at": RESET_AT}
+    cases = [
+        signal_case("SignalFilterBankSpectralSubtraction", "uint32", "coefficients",
+                    _spectral_subtraction, [
+                        {"input_shape": (40,)},
+                        {"input_shape": (7,), "clamping": True, "alternate_smoothing": 0},
+                        {"input_shape": (6,), "smoothing_bits": 0,
+                         "spectral_subtraction_bits": 0, "coefficients": {
+                             "smoothing": 3, "one_minus_smoothing": 1,
+                             "alternate_smoothing": 0, "alternate_one_minus_smoothing": 2,
+                             "min_signal_remaining": 1}},
+                        {"input_shape": (5,), "smoothing_bits": 31, "clamping": True,
+                         "spectral_subtraction_bits": 63, "coefficients": {
+                             "smoothing": 2**31 - 1, "one_minus_smoothing": -5,
+                             "alternate_smoothing": -(2**31), "alternate_one_minus_smoothing": 7,
+                             "min_signal_remaining": -1}}], **kw),
+        signal_case("SignalFramer", "int16", "frames", _framer, [
+            {"input_shape": (1, 320), "size": 480, "step": 320, "prefill": True},
+            {"input_shape": (2, 8), "size": 6, "step": 4, "prefill": False},
+            {"input_shape": (3, 2, 6), "size": 3, "step": 2, "prefill": True},
+            {"input_shape": (1, 4), "size": 2, "step": 4, "prefill": False},
+            {"input_shape": (1, 5), "size": 7, "step": 5, "prefill": False},
+            {"input_shape": (6,), "size": 6, "step": 2, "prefill": True}], **kw),
+        signal_case("SignalStacker", "int16", "contexts", _stacker, [
+            {"input_shape": (40,), "context": (3, 0), "step": 1},
+            {"input_shape": (5,), "context": (0, 1), "step": 2},
+            {"input_shape": (3,), "context": (2, 2), "step": 5},
+            {"input_shape": (4,), "context": (0, 0), "step": 1}], **kw),
+        signal_case("SignalDelay", "int16", "lengths", _delay, [
+            {"input_shape": (1, 16), "delay": 3}, {"input_shape": (2, 5), "delay": 7},
+            {"input_shape": (3,), "delay": 0}, {"input_shape": (2, 2, 4), "delay": 4}], **kw),
+    ]
+    for mode in ("int16", "float32"):
+        cases.append(signal_case("SignalOverlapAdd", mode, "steps", _overlap_add, [
+            {"input_shape": (1, 3, 5), "step": 2}, {"input_shape": (2, 4, 6), "step": 6},
+            {"input_shape": (4, 1), "step": 1}, {"input_shape": (2, 2, 3, 8), "step": 3}],
+            **kw))
+    return cases
+
+
+CASES: list[SignalCase] = _stateless_cases() + _stateful_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -86,14 +86,19 @@ MODULES = (
     "var_handle",
     "while_op",
     # TFLM's signal library, custom operators (the ops-signal family)
+    "signal_delay",
     "signal_energy",
     "signal_fft_auto_scale",
     "signal_filter_bank",
     "signal_filter_bank_log",
+    "signal_filter_bank_spectral_subtraction",
     "signal_filter_bank_square_root",
+    "signal_framer",
     "signal_irfft",
+    "signal_overlap_add",
     "signal_pcan",
     "signal_rfft",
+    "signal_stacker",
     "signal_window",
 )
 
