@@ -448,7 +448,54 @@ def _stateful_cases() -> list[SignalCase]:
     return cases
 
 
-CASES: list[SignalCase] = _stateless_cases() + _stateful_cases()
+# --- the audio front end, built in code ---------------------------------------------------------
+
+
+def front_end(mb: ModelBuilder, name: str = "audio", step: int = 320, frame: int = 480,
+              channels: int = 40, stack: tuple[int, int] = (2, 0)) -> list[TensorRef]:
+    """TFLM's audio front end as its ``audio_preprocessor`` builds it (16 kHz, a 30 ms Hann
+    window every 20 ms, a 512-point FFT, 40 mel channels from 125 Hz to 7.5 kHz, noise
+    reduction, PCAN, log), fed ``step`` new samples per run by a framer and followed by a
+    stacker of ``stack`` (left, right) frames of context. Outputs: the log channels, the
+    noise estimate, the stacked features and whether they are valid."""
+    x = _in(mb, (1, step), "int16", name)
+    frames, _ = mb.signal_framer(x, frame, step, prefill=True)
+    w = mb.reshape(mb.signal_window(frames, shift=12), (frame,))
+    scaled, shift = mb.signal_fft_auto_scale(w)
+    n_fft = signal_tables.fft_length_for(frame)
+    spectrum = mb.signal_rfft(scaled, n_fft)
+    tables = signal_tables.filter_bank_tables(n_fft // 2 + 1, 16000, channels, 125.0, 7500.0)
+    energy = mb.signal_energy(spectrum, tables.start, tables.end)
+    bank = mb.signal_filter_bank(energy, channels, tables=tables)
+    root = mb.signal_filter_bank_square_root(bank, shift)
+    clean, noise = mb.signal_filter_bank_spectral_subtraction(root)
+    correction = int(np.log2(n_fft)) - 12 // 2
+    agc = mb.signal_pcan(clean, noise, input_correction_bits=correction)
+    log = mb.signal_filter_bank_log(agc, 64, correction)
+    stacked, valid = mb.signal_stacker(log, *stack, 1)
+    return [log, noise, stacked, valid]
+
+
+def _front_end(mb, dtype, o, name):
+    log, noise, stacked, valid = front_end(mb, name, stack=o["stack"])
+    return [(log, ALL), (noise, ALL), (stacked, Defined(valid_of=3)), (valid, ALL)]
+
+
+def chirp(run: int, step: int = 320, rate: int = 16000) -> np.ndarray:
+    """Samples ``[run * step, (run + 1) * step)`` of a chirp from 200 Hz rising 4 kHz per
+    second, its amplitude swelling and fading, over a little deterministic noise."""
+    t = (run * step + np.arange(step)) / rate
+    amp = 2000 + 12000 * np.abs(np.sin(2 * np.pi * 0.7 * t))
+    noise = np.random.default_rng(run).normal(0, 30, step)
+    x = amp * np.sin(2 * np.pi * (200 * t + 2000 * t * t)) + noise
+    return np.clip(np.round(x), -32768, 32767).astype(np.int16).reshape(1, step)
+
+
+FRONT_END = [signal_case("SignalFramer", "int16", "audio_front_end", _front_end,
+                         [{"stack": (2, 1)}],
+                         inputs=lambda rng, dets, run: [chirp(run)], invocations=12, reset_at=8)]
+
+CASES: list[SignalCase] = _stateless_cases() + _stateful_cases() + FRONT_END
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

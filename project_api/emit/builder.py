@@ -963,7 +963,10 @@ class ModelBuilder:
         if shape_input:
             inputs.append(self._add_tensor(self._name("reshape/shape"), (len(new),), "int32",
                                            data=np.asarray(shape, dtype=np.int32)).index)
-        y = self._activation("reshape", new, x.dtype, x.quant, self.range_of(x))
+        if x.quant is None and x.dtype in _QUANTIZED:  # plain int8/int16 values stay plain
+            y = self._add_tensor(self._name("reshape"), new, x.dtype)
+        else:
+            y = self._activation("reshape", new, x.dtype, x.quant, self.range_of(x))
         self._op("RESHAPE", inputs, [y.index], {"new_shape": [int(d) for d in shape]})
         return y
 
