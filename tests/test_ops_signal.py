@@ -495,7 +495,38 @@ FRONT_END = [signal_case("SignalFramer", "int16", "audio_front_end", _front_end,
                          [{"stack": (2, 1)}],
                          inputs=lambda rng, dets, run: [chirp(run)], invocations=12, reset_at=8)]
 
-CASES: list[SignalCase] = _stateless_cases() + _stateful_cases() + FRONT_END
+# --- CAST to and from uint32 (the energies of TFLM's audio front end) ---------------------------
+
+
+def _cast(dst: str):
+    def branch(mb, dtype, o, name):
+        return [(mb.cast(_in(mb, o["input_shape"], dtype, name), dst), ALL)]
+    return branch
+
+
+def _unsigned_floats(rng: np.random.Generator, dets: list[dict[str, Any]], run: int
+                     ) -> list[np.ndarray]:
+    """float32 values a uint32 holds (TFLM's conversion is undefined outside [0, 2^32))."""
+    top = (4e9, 100.0, 1.0, 70000.0)[run % 4]
+    return [rng.uniform(0, top, d["shape"]).astype(np.float32) for d in dets]
+
+
+def _cast_cases() -> list[SignalCase]:
+    types = ("float32", "int8", "int16", "int32", "bool", "uint32")
+    cases = []
+    for src in types:
+        for dst in types:
+            if "uint32" not in (src, dst):
+                continue
+            case = signal_case("CAST", src, f"to_{dst}", _cast(dst),
+                               [{"input_shape": (3, 7)}, {"input_shape": (5,)}])
+            if (src, dst) == ("float32", "uint32"):
+                case.inputs = _unsigned_floats
+            cases.append(case)
+    return cases
+
+
+CASES: list[SignalCase] = _stateless_cases() + _stateful_cases() + FRONT_END + _cast_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
