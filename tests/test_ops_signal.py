@@ -678,3 +678,45 @@ def test_corrupt_options_never_crash_the_reader() -> None:
             assert set(got) == set(keys)
             read += 1
     assert refused > 1000 and read > 10, (read, refused)
+
+
+# --- the front end on a device: the host template over RPC -------------------------------------
+
+
+def test_front_end_in_host_template_over_rpc(tmp_path) -> None:
+    """The audio front end built in code, emitted as a module of a host-template project: its
+    features over successive 20 ms chunks of a chirp equal one TFLM interpreter's (the framer,
+    noise estimate and stacker carried from run to run, in the state region); after
+    ``Model.reset_state()`` over RPC the same chunks give the same features again."""
+    from conftest import require_tool
+    from mlf_kernels import generate_host_project
+
+    from project_api import mlf
+    from project_api.emit import emit
+
+    require_tool("make")
+    require_tool("cc")
+    mb = ModelBuilder(seed=3)
+    log, noise, stacked, valid = front_end(mb, stack=(1, 1))
+    for t in (log, noise, stacked, valid):
+        mb.output(t)
+    model = mb.build()
+    tar = emit(model, tmp_path / "front.tar", name="default").path
+    with mlf.open_mlf(tar) as lib:
+        info = lib.module("default")
+        assert info.state_size_bytes > 0 and info.reset_function == "tvmgen_default_reset"
+    runs = [[chirp(r)] for r in range(6)]
+    want = tflm_sequence(model, runs)
+    assert not np.array_equal(want[1][1], want[2][1]), "the noise estimate must move"
+    with generate_host_project(tar, tmp_path / "prj") as project, project.session() as session:
+        m = session.model()
+        for _ in range(2):
+            for r, (x,) in enumerate(runs):
+                m.set_input(0, x)
+                m.run()
+                got = [m.get_output(k) for k in range(4)]
+                for k in (0, 1, 3):
+                    np.testing.assert_array_equal(got[k], want[r][k], err_msg=f"run {r} out {k}")
+                if want[r][3]:
+                    np.testing.assert_array_equal(got[2], want[r][2], err_msg=f"run {r}")
+            assert m.reset_state() is True
