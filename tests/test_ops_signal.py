@@ -720,3 +720,29 @@ def test_front_end_in_host_template_over_rpc(tmp_path) -> None:
                 if want[r][3]:
                     np.testing.assert_array_equal(got[2], want[r][2], err_msg=f"run {r}")
             assert m.reset_state() is True
+
+
+def test_front_end_on_qemu_cortex_m4(tmp_path) -> None:
+    """The audio front end built in code on QEMU's Cortex-M4 (mps2-an386): eight 20 ms chunks
+    of a chirp in one firmware, state carried, a reset before the sixth; every run's features
+    bit-exact with TFLM (one interpreter, reset() before the sixth)."""
+    from conftest import require_tool
+
+    from project_api.emit import cortex_m_harness as H
+
+    for tool in (H.CC, H.QEMU):
+        require_tool(tool)
+    mb = ModelBuilder(seed=3)
+    log, noise, _, _ = front_end(mb)
+    mb.output(log)
+    mb.output(noise)
+    model = mb.build()
+    gen = emit_sources(model, name="front", target="cortex-m4")
+    runs = [[chirp(r)] for r in range(8)]
+    fw = H.build(gen, runs[0], tmp_path, sequence=runs[1:], reset_at=5)
+    result = H.run(fw, timeout=240)
+    want = tflm_sequence(model, runs, reset_at=5)
+    for r, (got, ref) in enumerate(zip(result.runs, want, strict=True)):
+        for k in range(2):
+            np.testing.assert_array_equal(got[k], ref[k].reshape(got[k].shape),
+                                          err_msg=f"front end run {r} output {k} on QEMU")
