@@ -144,7 +144,6 @@ def prepare_fft(op: Operator, graph: Graph, inverse: bool) -> Kernel:
     """SignalRfft (``inverse`` False) or SignalIrfft: TFLM's ``rfft.cc``/``irfft.cc`` checks,
     then the plan, the twiddles and the permutation as constants of the kernel."""
     (x,), (y,) = _signal.operands(op, graph, 1, 1)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the transform before export")
     opts = _signal.options(op, {"T": "int", "fft_length": "int"})

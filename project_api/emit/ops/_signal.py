@@ -169,10 +169,13 @@ def same_shape(op: Operator, a: Tensor, b: Tensor) -> None:
 
 
 def operands(op: Operator, graph: Graph, n_in: int, n_out: int
-             ) -> tuple[list[Tensor | None], list[Tensor]]:
-    """The inputs (``None`` where absent) and outputs of a signal op, counted as TFLM's
-    Prepare counts them."""
+             ) -> tuple[list[Tensor], list[Tensor]]:
+    """The inputs and outputs of a signal op, counted as TFLM's Prepare counts them (every
+    input present)."""
     check_counts(op, (n_in,), n_out)
-    ins = [tensor_in(graph, op, i) for i in range(n_in)]
-    outs = [tensor_out(graph, op, i) for i in range(n_out)]
-    return ins, outs
+    ins = []
+    for i in range(n_in):
+        t = tensor_in(graph, op, i)
+        assert t is not None  # tensor_in raises for an absent input that is not optional
+        ins.append(t)
+    return ins, [tensor_out(graph, op, i) for i in range(n_out)]

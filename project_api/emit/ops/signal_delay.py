@@ -18,7 +18,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalDelay",), schemes=("int16",),
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y,) = _signal.operands(op, graph, 1, 1)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; the delay takes an activation")
     _signal.dtype(op, x, "int16", "input")

@@ -21,7 +21,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalEnergy",), schemes=("int16",),
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y,) = _signal.operands(op, graph, 1, 1)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the energy before export")
     _signal.dtype(op, x, "int16", "input")

@@ -20,7 +20,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalFftAutoScale",), schemes=("int16",),
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y, s) = _signal.operands(op, graph, 1, 2)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the scaling before export")
     _signal.dtype(op, x, "int16", "input")

@@ -28,7 +28,6 @@ _TABLES = ("weights", "unweights", "channel_frequency_starts", "channel_weight_s
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     ins, (y,) = _signal.operands(op, graph, 6, 1)
     x = ins[0]
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the filter bank before "
                               "export")
@@ -38,7 +37,6 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     _signal.rank(op, y, 1, "output")
     tables = {}
     for name, t in zip(_TABLES, ins[1:], strict=True):
-        assert t is not None
         _signal.dtype(op, t, "int16", name)
         _signal.rank(op, t, 1, name)
         if not t.is_const:

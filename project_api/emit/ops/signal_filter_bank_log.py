@@ -29,7 +29,6 @@ def log_table() -> np.ndarray:
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y,) = _signal.operands(op, graph, 1, 1)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the log before export")
     _signal.dtype(op, x, "uint32", "input")

@@ -27,7 +27,6 @@ _KEYS = {"alternate_one_minus_smoothing": "int", "alternate_smoothing": "int",
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y, noise) = _signal.operands(op, graph, 1, 2)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; spectral subtraction takes an "
                               "activation")

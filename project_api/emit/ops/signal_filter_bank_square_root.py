@@ -22,7 +22,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalFilterBankSquareRoot",), schemes=("uint
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x, s), (y,) = _signal.operands(op, graph, 2, 1)
-    assert x is not None and s is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the square root before "
                               "export")

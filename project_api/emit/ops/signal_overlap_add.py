@@ -20,7 +20,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalOverlapAdd",), schemes=("int16", "float
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y,) = _signal.operands(op, graph, 1, 1)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; overlap-add takes an activation")
     opts = _signal.options(op, {"T": "int", "frame_step": "int"})

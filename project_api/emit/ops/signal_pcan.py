@@ -24,7 +24,6 @@ LUT_ENTRIES = 4 * 32 - 3
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x, noise, lut), (y,) = _signal.operands(op, graph, 3, 1)
-    assert x is not None and noise is not None and lut is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold PCAN before export")
     for t, want, what in ((x, "uint32", "input"), (noise, "uint32", "noise_estimate"),

@@ -21,7 +21,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalStacker",), schemes=("int16",),
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x,), (y, valid) = _signal.operands(op, graph, 1, 2)
-    assert x is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; the stacker takes an activation")
     _signal.dtype(op, x, "int16", "input")

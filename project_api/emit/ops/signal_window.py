@@ -19,7 +19,6 @@ SPEC = OpSpec(opcodes=(), custom=("SignalWindow",), schemes=("int16",),
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     (x, w), (y,) = _signal.operands(op, graph, 2, 1)
-    assert x is not None and w is not None
     if x.is_const:
         raise unsupported(op, f"input '{x.name}' is a constant; fold the window before export")
     opts = _signal.options(op, {"shift": "int"})
