@@ -15,6 +15,11 @@ the comparison is this module's, because these operators need more than the shar
   ``[start, end)`` (TFLM leaves its arena there; the emitted kernel writes zeros, checked), and
   the outputs of SignalFramer and SignalStacker on runs whose ``output_valid`` is false.
 
+Beside the operators one by one: TFLM's audio front end built in code (framer, window, FFT,
+filter bank, noise reduction, PCAN, log, stacker) over successive chunks of a chirp with a reset,
+on the host, in a host-template project over RPC and on QEMU's Cortex-M4; the CASTs to and from
+uint32 the real front end uses; the one-line refusals; the options reader under corruption.
+
 LiteRT has no kernels for these operators, so TFLM is the only reference.
 """
 
