@@ -152,7 +152,8 @@ def validate_on_places(
     ``places`` at once (see the module doc). ``coordinator`` defaults to ``LG_COORDINATOR``;
     ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``);
     ``quantize``, ``timeout_sec`` and ``timeout_advice`` are as for
-    :func:`project_api.validate.validate`."""
+    :func:`project_api.validate.validate`. A stateful model has its state reset before every
+    sample (samples are independent, so they can be shared out)."""
     from project_api.project import GeneratedProject
     from project_api.validate import _module_info
 
@@ -334,7 +335,7 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
                     shard.in_flight += 1
                 lo, hi = current
                 outs, _ = stream_samples(session, model, [x[lo:hi] for x in plan.inputs],
-                                         plan.output_specs)
+                                         plan.output_specs, reset=plan.reset_state)
                 with shard.lock:
                     for dest, got in zip(shard.outputs, outs, strict=True):
                         dest[lo:hi] = got

@@ -501,6 +501,17 @@ class ModuleInfo:
     #: A profile build of our emitter (``emit --profile``): its C times every operator and
     #: exports ``tvmgen_<name>_profile_read`` (metadata.json ``"profile": true``).
     profile: bool = False
+    #: Bytes of state the module keeps from one run to the next in its own static region
+    #: (variable tensors, resource variables; our emitter's ``state_size_bytes``); 0: none.
+    state_size_bytes: int = 0
+
+    @property
+    def reset_function(self) -> str | None:
+        """``tvmgen_<name>_reset``, which restores a stateful module's state to its values at
+        boot; None for a module without state."""
+        if not self.state_size_bytes or self.run_function is None or self.run_api != "struct":
+            return None
+        return self.run_function[: -len("_run")] + "_reset"
 
     @property
     def run_api(self) -> str | None:
@@ -545,6 +556,7 @@ class ModuleInfo:
             "io_in_pools": self.io_in_pools,
             "graph": self.graph.to_json() if self.graph is not None else None,
             "profile": self.profile,
+            "state_size_bytes": self.state_size_bytes,
         }
 
 
@@ -974,6 +986,7 @@ class _ModuleParser:
         mains = self._main_entries()
         workspace = sum(_int_field(m, "workspace_size_bytes", self) for m in mains)
         constants = sum(_int_field(m, "constants_size_bytes", self) for m in mains)
+        state = sum(_int_field(m, "state_size_bytes", self) for m in mains)
         io_sizes = [m.get("io_size_bytes") for m in mains]
         io = sum(io_sizes) if io_sizes and all(isinstance(x, int) for x in io_sizes) else None
 
@@ -1067,6 +1080,7 @@ class _ModuleParser:
             profile=raw.get("profile") is True and any(
                 re.search(rf"\btvmgen_{re.escape(self.mangled)}_profile_read\s*\(", t, re.I)
                 for t in texts.values()),
+            state_size_bytes=state,
         )
 
     @property

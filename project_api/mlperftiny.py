@@ -248,6 +248,12 @@ class Device:
                 f"{lines!r}")
         return InferResult(iterations, warmups, laps[0], laps[1], _parse_results(results[0]))
 
+    def reset(self) -> None:
+        """``reset``: the model's state back to its values at boot (project-api's command;
+        firmware of a stateless model answers it too, with nothing to do)."""
+        if "m-reset-done" not in self.command("reset"):
+            raise MalformedReplyError("no m-reset-done in the reply to 'reset'")
+
     def results(self) -> list[float]:
         lines = [line for line in self.command("results") if line.startswith("m-results-")]
         if len(lines) != 1:
@@ -275,6 +281,9 @@ class ModelFacts:
     description: str
     classes: int | None = None
     classes_from: str = ""  #: where :attr:`classes` comes from, for messages
+    #: Bytes of state the model keeps from one run to the next (0: stateless); the modes reset
+    #: it before every sample unless told to carry it.
+    state_size_bytes: int = 0
 
 
 def model_facts(project_dir: str | Path) -> ModelFacts:
@@ -304,7 +313,8 @@ def model_facts(project_dir: str | Path) -> ModelFacts:
     elif mod.outputs and mod.outputs[0].shape:
         classes = int(np.prod(mod.outputs[0].shape))
         source = f"the model's output {mod.outputs[0].name!r} has {classes} classes"
-    return ModelFacts(tuple(sizes), desc + ")", classes, source)
+    return ModelFacts(tuple(sizes), desc + ")", classes, source,
+                      int(getattr(mod, "state_size_bytes", 0) or 0))
 
 
 def _split(data: bytes, facts: ModelFacts, where: str) -> list[bytes]:
@@ -429,11 +439,27 @@ class Window:
         return self.elapsed_us / 1e3 / self.iterations
 
 
+def state_json(state_size_bytes: int, reset: bool) -> dict[str, Any]:
+    """The ``state`` entry of a report's JSON: the model's state and whether it was reset
+    before every sample (window)."""
+    return {"size_bytes": state_size_bytes, "reset_between_samples": bool(reset)}
+
+
+def state_line(state_size_bytes: int, reset: bool) -> str | None:
+    """How a run met the model's state, in words (None for a stateless model)."""
+    if not state_size_bytes:
+        return None
+    return (f"state: {state_size_bytes} B, " + ("reset before every sample" if reset else
+                                                  "carried from sample to sample"))
+
+
 @dataclass
 class PerformanceReport:
     model: str
     windows: list[Window]
     min_window_seconds: float
+    state_size_bytes: int = 0
+    reset_state: bool = False  #: the state was reset before each window
 
     @property
     def median_throughput(self) -> float:
@@ -458,7 +484,8 @@ class PerformanceReport:
                 "windows": [{"sample": w.sample, "iterations": w.iterations,
                              "warmups": w.warmups, "runtime_s": w.seconds,
                              "throughput_inf_per_s": w.throughput,
-                             "inference_ms": w.inference_ms} for w in self.windows]}
+                             "inference_ms": w.inference_ms} for w in self.windows],
+                "state": state_json(self.state_size_bytes, self.reset_state)}
 
 
 def _infer_timeout(device_s: float, wall_per_device: float) -> float:
@@ -467,14 +494,20 @@ def _infer_timeout(device_s: float, wall_per_device: float) -> float:
 
 def performance(device: Device, samples: Sequence[Sample], *, windows: int = WINDOWS,
                 warmups: int = WARMUPS, min_window_seconds: float = MIN_WINDOW_SECONDS,
-                progress: Progress | None = None) -> PerformanceReport:
+                progress: Progress | None = None, state_size_bytes: int = 0,
+                reset_state: bool = True) -> PerformanceReport:
     """The benchmark's performance mode: for each of ``windows`` inputs (the samples' first
     windows, in turn), load it, measure one inference, then run ``infer N W`` with N chosen so
-    the window lasts at least ``min_window_seconds`` of device time (re-run longer if not)."""
+    the window lasts at least ``min_window_seconds`` of device time (re-run longer if not). A
+    stateful model (``state_size_bytes``) has its state reset before each window unless
+    ``reset_state`` is false."""
     model = device.profile()["model"]
+    reset = bool(state_size_bytes) and reset_state
     done: list[Window] = []
     for k in range(windows):
         sample = samples[k % len(samples)]
+        if reset:
+            device.reset()
         device.load(sample.windows[0])
         t0 = time.monotonic()
         probe = device.infer(1, 0, _infer_timeout(60.0, 1.0))
@@ -494,7 +527,7 @@ def performance(device: Device, samples: Sequence[Sample], *, windows: int = WIN
         done.append(Window(sample.name, iterations, warmups, res.elapsed_us))
         if progress is not None:
             progress(k + 1, windows)
-    return PerformanceReport(model, done, min_window_seconds)
+    return PerformanceReport(model, done, min_window_seconds, state_size_bytes, reset)
 
 
 def roc_auc(y_true: Sequence[int], score: Sequence[float]) -> float:
@@ -530,10 +563,13 @@ class AccuracyReport:
     auc: float | None
     samples: int
     scores: list[Any] = field(repr=False, default_factory=list)
+    state_size_bytes: int = 0
+    reset_state: bool = False  #: the state was reset before each sample
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": "accuracy", "model": self.model, "samples": self.samples,
-                "top1": self.top1, "auc": self.auc}
+                "top1": self.top1, "auc": self.auc,
+                "state": state_json(self.state_size_bytes, self.reset_state)}
 
 
 def scores_metrics(model: str, labels: Sequence[int],
@@ -552,12 +588,18 @@ def scores_metrics(model: str, labels: Sequence[int],
 
 
 def accuracy(device: Device, samples: Sequence[Sample],
-             progress: Progress | None = None) -> AccuracyReport:
+             progress: Progress | None = None, *, state_size_bytes: int = 0,
+             reset_state: bool = True) -> AccuracyReport:
     """The benchmark's accuracy mode: every window of every sample through ``infer 1 0``; a
-    sample's score is the mean of its windows' results; metrics by :func:`scores_metrics`."""
+    sample's score is the mean of its windows' results; metrics by :func:`scores_metrics`. A
+    stateful model (``state_size_bytes``) has its state reset before each sample (its windows
+    run in turn, state carried) unless ``reset_state`` is false (one stream of samples)."""
     model = device.profile()["model"]
+    reset = bool(state_size_bytes) and reset_state
     scores = []
     for k, sample in enumerate(samples):
+        if reset:
+            device.reset()
         results = []
         for w in sample.windows:
             device.load(w)
@@ -569,7 +611,7 @@ def accuracy(device: Device, samples: Sequence[Sample],
         if progress is not None:
             progress(k + 1, len(samples))
     top1, auc = scores_metrics(model, [s.label for s in samples], scores)
-    return AccuracyReport(model, top1, auc, len(samples), scores)
+    return AccuracyReport(model, top1, auc, len(samples), scores, state_size_bytes, reset)
 
 
 def _stamp(now: datetime | None = None) -> str:

@@ -67,6 +67,7 @@ from project_api.errors import (
     SessionError,
     SessionTimeoutError,
 )
+from project_api.micro.api import RESET_STATE_FUNCTION
 from project_api.micro.rpc import (
     CPU,
     DLTensor,
@@ -663,6 +664,10 @@ class ValidationReport:
     timing: TimingResult | None = None  #: device-measured seconds per inference (one sample)
     stream_seconds: float = 0.0  #: wall time of streaming every sample through the session
     pipeline_depth: int = 1  #: requests kept in flight while streaming
+    #: Bytes of state the model keeps from one run to the next (0: stateless).
+    state_size_bytes: int = 0
+    #: Whether the state was reset before every sample (else carried: one stream of samples).
+    reset_state: bool = False
 
     @property
     def samples_per_second(self) -> float:
@@ -716,7 +721,20 @@ class ValidationReport:
             "stream_seconds": self.stream_seconds,
             "samples_per_second": self.samples_per_second,
             "pipeline_depth": self.pipeline_depth,
+            "state": {"size_bytes": self.state_size_bytes,
+                      "reset_between_samples": self.reset_state},
         }
+
+    @property
+    def state_note(self) -> str | None:
+        """How the samples met the model's state, in words (None for a stateless model)."""
+        if not self.state_size_bytes:
+            return None
+        if self.reset_state:
+            return (f"state: {self.state_size_bytes} B, reset before every sample (each sample "
+                    "is a sequence of its own)")
+        return (f"state: {self.state_size_bytes} B, carried from sample to sample (the samples "
+                "are one stream)")
 
 
 # --- references computed from a .tflite ----------------------------------------------------
@@ -735,9 +753,15 @@ def _tflite_bytes(model: bytes | str | Path) -> bytes:
 
 
 def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress | None = None,
-                 arena_size_bytes: int | None = None) -> list[np.ndarray]:
+                 arena_size_bytes: int | None = None, *, state: str = "reset"
+                 ) -> list[np.ndarray]:
     """Run every sample of ``inputs`` (each ``(samples, ...)``) in one TFLite Micro interpreter
-    (reference kernels); return each output as ``(samples, *shape)``."""
+    (reference kernels); return each output as ``(samples, *shape)``.
+
+    ``state`` says what a stateful model's state does between samples: ``"reset"`` (the
+    default; the interpreter's reset), ``"boot"`` (a new interpreter per sample: the state of a
+    device just booted or reset, which runs CALL_ONCE init subgraphs again where TFLM's reset
+    does not) or ``"carry"`` (one interpreter, never reset: the samples are one stream)."""
     from project_api.emit import reference
 
     runtime = reference._tflm_runtime()
@@ -751,7 +775,10 @@ def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress 
     n = int(inputs[0].shape[0]) if inputs else 0
     outs: list[np.ndarray] = []
     for s in range(n):
-        interp.reset()  # no state carried between samples (variable tensors)
+        if state == "boot" and s:
+            interp = runtime.Interpreter.from_bytes(bytes(model), arena_size=size)
+        elif state == "reset":
+            interp.reset()  # no state carried between samples (variable tensors)
         for i in range(n_in):
             interp.set_input(np.ascontiguousarray(inputs[i][s].reshape(shapes[i])), i)
         interp.invoke()
@@ -766,15 +793,21 @@ def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress 
 
 
 def litert_outputs(model: bytes, inputs: Sequence[np.ndarray],
-                   progress: Progress | None = None) -> list[np.ndarray]:
+                   progress: Progress | None = None, *, state: str = "carry") -> list[np.ndarray]:
     """Run every sample in one LiteRT interpreter (built-in kernels, no delegates, one thread);
-    return each output as ``(samples, *shape)``."""
+    return each output as ``(samples, *shape)``. ``state``: ``"carry"`` (one interpreter, the
+    default) or ``"boot"`` (a new one per sample, for a stateful model whose state is reset)."""
     from project_api.emit import reference
 
-    mod = reference._litert_interpreter()
-    interp = mod.Interpreter(model_content=bytes(model), num_threads=1,
-                             experimental_op_resolver_type=mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    interp.allocate_tensors()
+    def fresh() -> Any:
+        mod = reference._litert_interpreter()
+        interp = mod.Interpreter(
+            model_content=bytes(model), num_threads=1,
+            experimental_op_resolver_type=mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        interp.allocate_tensors()
+        return interp
+
+    interp = fresh()
     ins, outs_d = interp.get_input_details(), interp.get_output_details()
     if len(inputs) != len(ins):
         raise ValidationError(f"the .tflite has {len(ins)} inputs, the data {len(inputs)}; "
@@ -782,6 +815,8 @@ def litert_outputs(model: bytes, inputs: Sequence[np.ndarray],
     n = int(inputs[0].shape[0]) if inputs else 0
     outs = [np.empty((n, *(int(d) for d in o["shape"])), dtype=o["dtype"]) for o in outs_d]
     for s in range(n):
+        if state == "boot" and s:
+            interp = fresh()
         for value, det in zip(inputs, ins, strict=True):
             interp.set_tensor(det["index"], np.ascontiguousarray(
                 value[s].reshape(tuple(int(d) for d in det["shape"]))))
@@ -908,12 +943,13 @@ def _then(first: Callable[[Any], None], progress: Progress) -> Callable[[Any], N
 
 def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
                    output_specs: Sequence[TensorSpec], progress: Progress | None = None,
-                   pipeline: bool = True) -> tuple[list[np.ndarray], int]:
+                   pipeline: bool = True, reset: bool = False) -> tuple[list[np.ndarray], int]:
     """Run every sample of ``inputs`` (each ``(samples, *shape)``, in model input order) on
     ``model`` in ``session``; return the outputs (each ``(samples, *shape)``) and the number of
     requests that were kept in flight.
 
-    Per sample the requests are: copy each input in, run, copy each output out. With
+    Per sample the requests are: (with ``reset``, reset the model's state: the device's
+    ``project_api.reset_state``), copy each input in, run, copy each output out. With
     ``pipeline`` up to :attr:`RPCClient.pipeline_depth` requests are in flight (replies come
     back in order), bounded also by :data:`OWED_REPLY_BYTES` of owed reply data; a device error
     stops sending, the owed replies are drained (the session stays usable) and it is raised
@@ -950,6 +986,8 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
         depth = rpc.pipeline_depth if pipeline else 1
         sync_packets = [syscall_packet(RPCCode.DEV_STREAM_SYNC, [d, OpaqueHandle(0)]) for d in syncs]
         run_packet = call_func_packet(dev.run, [])
+        reset_packet = call_func_packet(_reset_function(session, model.name), [model.name]) \
+            if reset else None
 
         def ran(reply: Any) -> None:
             _expect_return("run")(reply)
@@ -957,6 +995,9 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
 
         def requests() -> Iterator[_Request]:
             for s in range(n):
+                if reset_packet is not None:
+                    yield _Request(reset_packet, SMALL_REPLY_BYTES,
+                                   _expect_return(RESET_STATE_FUNCTION), s)
                 for t, blocks, data in zip(dev.inputs, in_blocks, in_bytes, strict=True):
                     row = memoryview(data[s])
                     for off, size in blocks:
@@ -980,6 +1021,19 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     finally:
         dev.close()
     return outs, depth
+
+
+def _reset_function(session: Session, name: str) -> FunctionHandle:
+    """The device's ``project_api.reset_state``, which a stateful model's firmware has."""
+    try:
+        return session.get_function(RESET_STATE_FUNCTION)
+    except SessionError as err:
+        if "no global function" in str(err):
+            raise ValidationError(
+                f"model {name!r} keeps state, but the device's firmware cannot reset it (no "
+                f"{RESET_STATE_FUNCTION}): rebuild and flash the project, or carry the state "
+                "from sample to sample (--no-reset)") from None
+        raise
 
 
 def _pipelined(rpc: RPCClient, requests: Iterator[_Request], depth: int) -> None:
@@ -1052,6 +1106,7 @@ def validate(
     quantize: bool = False,
     timeout_sec: float | None = None,
     timeout_advice: str | None = None,
+    reset_state: bool | None = None,
 ) -> ValidationReport:
     """Run every sample of ``data`` on the device of ``target`` and compare with references.
 
@@ -1066,7 +1121,11 @@ def validate(
     skips it). ``progress(label, total)`` may return a callback told of each sample done.
     ``quantize`` quantizes float data for quantized integer inputs with the input's scale and
     zero point (:func:`quantize_inputs`). ``timeout_sec`` and ``timeout_advice`` are the session's
-    (:class:`~project_api.micro.Session`; used when ``target`` is a project).
+    (:class:`~project_api.micro.Session`; used when ``target`` is a project). A model that keeps
+    state (``info.state_size_bytes``) has it reset on the device before every sample, and the
+    references start each sample from a fresh interpreter; ``reset_state=False`` carries it
+    from sample to sample instead (the samples are the successive steps of one stream). The
+    report says which (``state_note``, ``to_json()["state"]``).
     """
     from project_api.micro.api import Session as _Session
 
@@ -1077,7 +1136,8 @@ def validate(
         info = _module_info(target, module)
     else:
         info = module
-    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize)
+    plan = plan_validation(info, data, reference, tflite=tflite, limit=limit, quantize=quantize,
+                           reset_state=reset_state)
     n = plan.samples
 
     def bar(label: str) -> Progress | None:
@@ -1086,13 +1146,13 @@ def validate(
     if isinstance(target, _Session):
         outputs, depth, stream_s, timing = _on_device(target, info.name, plan.inputs,
                                                       plan.output_specs, bar, pipeline, number,
-                                                      repeat)
+                                                      repeat, plan.reset_state)
     else:
         with target.session(debug=debug, timeout_sec=timeout_sec,
                             timeout_advice=timeout_advice) as session:
             outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
                                                           plan.output_specs, bar, pipeline,
-                                                          number, repeat)
+                                                          number, repeat, plan.reset_state)
     _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
     return plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
                        litert=litert, progress=progress)
@@ -1112,10 +1172,16 @@ class ValidationPlan:
     reference_name: str | None = None
     reference: list[np.ndarray] | None = None
     model_bytes: bytes | None = None
+    #: Reset the model's state before every sample (a stateful model, unless carried).
+    reset_state: bool = False
 
     @property
     def samples(self) -> int:
         return int(self.inputs[0].shape[0])
+
+    @property
+    def state_size_bytes(self) -> int:
+        return int(getattr(self.info, "state_size_bytes", 0) or 0)
 
     def report(self, outputs: list[np.ndarray], *, timing: TimingResult | None = None,
                stream_seconds: float = 0.0, pipeline_depth: int = 1, litert: bool = True,
@@ -1129,7 +1195,14 @@ class ValidationPlan:
         out_specs = self.output_specs
         report = ValidationReport(module=self.info.name, samples=n, inputs=self.input_specs,
                                   output_specs=out_specs, outputs=outputs, timing=timing,
-                                  stream_seconds=stream_seconds, pipeline_depth=pipeline_depth)
+                                  stream_seconds=stream_seconds, pipeline_depth=pipeline_depth,
+                                  state_size_bytes=self.state_size_bytes,
+                                  reset_state=self.reset_state)
+        # how the references meet the state: as the device (a reset is a boot), or carried
+        tflm_state = "reset"
+        litert_state = "carry"
+        if self.state_size_bytes:
+            tflm_state = litert_state = "boot" if self.reset_state else "carry"
         if self.reference is not None:
             report.comparisons.append(Comparison("reference", self.reference_name or "reference",
                                                  _compare(outputs, self.reference, out_specs)))
@@ -1141,7 +1214,8 @@ class ValidationPlan:
             for key, label, fn in computed:
                 began = time.monotonic()
                 try:
-                    ref = fn(self.model_bytes, self.inputs, bar(label))
+                    ref = fn(self.model_bytes, self.inputs, bar(label),
+                             state=tflm_state if key == "tflm" else litert_state)
                 except ImportError as err:  # ReferenceUnavailableError
                     if key == "litert":
                         _LOG.warning("skipping the LiteRT comparison: %s", err)
@@ -1157,7 +1231,8 @@ class ValidationPlan:
 def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
                     reference: str | Path | Mapping[str, Any] | None = None, *,
                     tflite: bytes | str | Path | None = None,
-                    limit: int | None = None, quantize: bool = False) -> ValidationPlan:
+                    limit: int | None = None, quantize: bool = False,
+                    reset_state: bool | None = None) -> ValidationPlan:
     """Bind ``data`` (and ``reference``) to the model ``info``; see :func:`validate`."""
     in_specs = [TensorSpec.from_tensor_info(t) for t in info.inputs]
     out_specs = [TensorSpec.from_tensor_info(t) for t in info.outputs]
@@ -1172,6 +1247,7 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
         inputs = [x[:limit] for x in inputs]
     n = int(inputs[0].shape[0])
     plan = ValidationPlan(info, in_specs, out_specs, inputs)
+    plan.reset_state = bool(plan.state_size_bytes) and reset_state is not False
     if reference is not None:
         what = reference if isinstance(reference, str | Path) else "reference"
         ref_arrays = load_reference(reference, out_specs,
@@ -1187,10 +1263,12 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
 
 def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs: list[TensorSpec],
                bar: Callable[[str], Progress | None], pipeline: bool, number: int,
-               repeat: int) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
+               repeat: int, reset: bool = False
+               ) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
     model = session.model(name)
     began = time.monotonic()
-    outputs, depth = stream_samples(session, model, inputs, out_specs, bar("device"), pipeline)
+    outputs, depth = stream_samples(session, model, inputs, out_specs, bar("device"), pipeline,
+                                    reset)
     stream_s = time.monotonic() - began
     timing = session.time(model, number=number, repeat=repeat) if number > 0 else None
     return outputs, depth, stream_s, timing

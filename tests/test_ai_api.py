@@ -185,3 +185,81 @@ def test_workspace_is_served_from_the_pool(unit) -> None:
         line = next(x for x in run.stdout.splitlines() if x.startswith(f"workspace {m['name']}:"))
         peak, touched = int(line.split()[3]), int(line.split()[5])
         assert m["workspace_size_bytes"] <= peak <= m["activations_size"] and touched > 0
+
+
+STATEFUL_MAIN = r"""
+#include <stdio.h>
+#include <string.h>
+#include "ai_models.h"
+
+static uint8_t g_pool[AI_MAX_ACTIVATIONS_SIZE] AI_ALIGNED(AI_ACTIVATIONS_ALIGNMENT);
+
+static int run_all(ai_handle h, const uint8_t* in, size_t runs) {
+  ai_tensor* x = ai_get_input(h, 0);
+  ai_tensor* y = ai_get_output(h, 0);
+  size_t r, i;
+  for (r = 0; r < runs; r++) {
+    memcpy(x->data, in + r * x->size_bytes, x->size_bytes);
+    if (ai_run(h) != AI_STATUS_OK) return 1;
+    printf("out ");
+    for (i = 0; i < y->size_bytes; i++) printf("%02x", ((const uint8_t*)y->data)[i]);
+    printf("\n");
+  }
+  return 0;
+}
+
+int main(void) {
+  static uint8_t in[4096];
+  const ai_model_info* info = ai_find_model("default");
+  ai_handle h;
+  size_t n = fread(in, 1, sizeof(in), stdin);
+  size_t runs;
+  if (info == NULL || ai_create(info, g_pool, sizeof(g_pool), &h) != AI_STATUS_OK) return 2;
+  runs = n / ai_get_input(h, 0)->size_bytes;
+  printf("state %lu api %d.%d\n", (unsigned long)info->state_size, AI_API_VERSION_MAJOR,
+         AI_API_VERSION_MINOR);
+  if (run_all(h, in, runs) != 0 || ai_reset(h) != AI_STATUS_OK) return 3;
+  if (run_all(h, in, runs) != 0) return 4;
+  printf("null %d %s\n", (int)ai_reset(NULL), ai_get_error(NULL));
+  return 0;
+}
+"""
+
+
+def test_ai_reset_restores_a_stateful_model(tmp_path: Path) -> None:
+    """A streaming model (CALL_ONCE init, resource variable) through the ai_ API: info
+    state_size is the archive's, successive ai_run outputs follow one TFLM interpreter, and
+    after ai_reset the same inputs give the same outputs again."""
+    from helpers.state_models import accumulate, model, streams
+
+    from project_api.emit.reference import run_tflm_sequence
+
+    cc = require_tool("cc")
+    model_bytes = model(accumulate(True), "int8", (2, 3))
+    tar = emit(model_bytes, tmp_path / "stream.tar", name="default").path
+    prj = tmp_path / "prj"
+    project = _project(prj, tar, [], shared=False)
+    (prj / "crt_config.h").write_text("/* defaults */\n")
+    (prj / "main.c").write_text(STATEFUL_MAIN)
+    crt = paths.crt_dir()
+    backend = [str(crt / p) for p in read_manifest(crt).project_sources("standalone")]
+    models = [str(p) for d in project.model_dirs for p in sorted((prj / d).glob(
+        "codegen/host/src/*.c"))]
+    exe = prj / "stateful"
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                    f"-I{prj / 'src/ai'}", f"-I{crt / 'include'}", f"-I{prj}", "-include",
+                    str(prj / "crt_config.h"),
+                    *(f"-I{prj / d / 'codegen/host/include'}" for d in project.model_dirs),
+                    "-o", str(exe), str(prj / "main.c"), *(str(prj / s) for s in project.sources),
+                    *backend, *models, "-lm"], check=True, capture_output=True, timeout=300)
+    runs = streams(model_bytes, 4, 5)
+    data = b"".join(r[0].tobytes() for r in runs)
+    out = subprocess.run([str(exe)], input=data, capture_output=True, timeout=60, check=True)
+    lines = out.stdout.decode().splitlines()
+    assert lines[0] == f"state {project.models[0]['state_size']} api 1.1"
+    assert project.models[0]["state_size"] == 16
+    want = [r[0].tobytes().hex() for r in run_tflm_sequence(model_bytes, runs)]
+    got = [line.split()[1] for line in lines if line.startswith("out ")]
+    assert got == want + want
+    assert lines[-1] == "null 1 ai_reset: network handle is NULL"

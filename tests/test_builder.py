@@ -8,6 +8,7 @@ builder bug in layout or quantization shows up as a mismatch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -1029,3 +1030,304 @@ def test_family_matches_numpy(op: str, dtype: str, opts: dict[str, Any]) -> None
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+# -- state and control flow (issue 20, state family) -------------------------------------------
+
+
+def _opname(model: Any, op: Any) -> str:
+    code = model.OperatorCodes(op.OpcodeIndex())
+    value = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    return next(k for k, v in vars(tflite.BuiltinOperator).items() if v == value)
+
+
+def _options(op: Any, cls: Any) -> Any:
+    table = op.BuiltinOptions()
+    opts = cls()
+    opts.Init(table.Bytes, table.Pos)
+    return opts
+
+
+def test_state_and_control_flow_read_back_and_run() -> None:
+    """VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE / CALL_ONCE, IF and WHILE: the ``tflite``
+    reader sees the subgraphs, options, resource and bool tensors; TFLM and LiteRT run the
+    model; over several invocations its outputs follow numpy's sums (state carried)."""
+    mb = B.ModelBuilder(seed=5)
+    init = mb.subgraph("init")
+    start = np.array([[1.0, -2.0, 0.5]], np.float32)
+    init.assign_variable(init.var_handle("acc", container="box"), init.constant(start, "float32"))
+    x = mb.input((1, 3), "float32", name="x")
+    c = mb.input((1,), "bool", name="c")
+    mb.call_once(init)
+    h = mb.var_handle("acc", container="box")
+    s = mb.add(x, mb.read_variable(h, (1, 3)))
+    mb.assign_variable(h, s)
+    then, other = mb.subgraph("then"), mb.subgraph("else")
+    then.output(then.add(then.input((1, 3)), np.full(3, 10.0, np.float32)))
+    other.output(other.mul(other.input((1, 3)), np.full(3, 2.0, np.float32)))
+    (y,) = mb.if_(c, then, other, [s])
+    cond, body = mb.subgraph("cond"), mb.subgraph("body")
+    cond.input((1, 3))
+    cond.output(cond.input((1,), "bool"))
+    bx = body.input((1, 3))
+    body.input((1,), "bool")
+    body.output(body.add(bx, bx))
+    body.output(body.constant(np.array([False]), "bool"))
+    z, _ = mb.while_(cond, body, [y, c])
+    mb.output(z)
+    model = mb.build()
+
+    m = tflite.Model.GetRootAsModel(model, 0)
+    assert m.SubgraphsLength() == 6
+    main = m.Subgraphs(0)
+    ops = [main.Operators(i) for i in range(main.OperatorsLength())]
+    assert [_opname(m, o) for o in ops] == ["CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ADD",
+                                            "ASSIGN_VARIABLE", "IF", "WHILE"]
+    assert _options(ops[0], tflite.CallOnceOptions).InitSubgraphIndex() == 1
+    var = _options(ops[1], tflite.VarHandleOptions)
+    assert (var.Container(), var.SharedName()) == (b"box", b"acc")
+    assert main.Tensors(ops[1].Outputs(0)).Type() == tflite.TensorType.RESOURCE
+    assert main.Tensors(main.Inputs(1)).Type() == tflite.TensorType.BOOL
+    cases = _options(ops[5], tflite.IfOptions)
+    assert (cases.ThenSubgraphIndex(), cases.ElseSubgraphIndex()) == (2, 3)
+    loop = _options(ops[6], tflite.WhileOptions)
+    assert (loop.CondSubgraphIndex(), loop.BodySubgraphIndex()) == (4, 5)
+    assert m.Subgraphs(1).Name() == b"init"
+
+    rng = np.random.default_rng(0)
+    runs = [[rng.uniform(-1, 1, (1, 3)).astype(np.float32), np.array([bool(k % 2)])]
+            for k in range(4)]
+    state = start.astype(np.float64)
+    want = []
+    for xv, cv in runs:
+        state = state + xv
+        v = state + 10.0 if cv[0] else state * 2.0
+        want.append(v * 2.0 if cv[0] else v)  # the loop body runs once when c is true
+    for got in (R.run_tflm_sequence(model, runs), R.run_litert_sequence(model, runs)):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _const_of(model: Any, sg: Any, i: int) -> np.ndarray:
+    return ReadTensor(model, sg.Tensors(i)).data.astype(np.float64)
+
+
+def test_sequence_ops_read_back_and_match_numpy() -> None:
+    """LOGISTIC, TANH, SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM as the builder writes them: the
+    ``tflite`` reader sees their options and the variable state tensors; over several
+    invocations (state carried) TFLM and LiteRT agree with numpy's recurrences computed from
+    the weights read back."""
+    mb = B.ModelBuilder(seed=8)
+    x = mb.input((2, 5), "float32", name="x")
+    s = mb.svdf(x, 3, rank=2, memory=4, activation="RELU")
+    seq = mb.input((1, 3, 4), "float32", name="seq")
+    h = mb.lstm(seq, 5, cell_clip=0.7)
+    mb.output(mb.logistic(s))
+    mb.output(mb.tanh(h))
+    model = mb.build()
+
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
+    assert [_opname(m, o) for o in ops] == ["SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM", "LOGISTIC",
+                                            "TANH"]
+    svdf, lstm = _options(ops[0], tflite.SVDFOptions), _options(
+        ops[1], tflite.UnidirectionalSequenceLSTMOptions)
+    assert (svdf.Rank(), svdf.FusedActivationFunction()) == (2, tflite.ActivationFunctionType.RELU)
+    assert lstm.FusedActivationFunction() == tflite.ActivationFunctionType.TANH
+    assert (lstm.TimeMajor(), np.float32(lstm.CellClip())) == (False, np.float32(0.7))
+    assert sg.Tensors(ops[0].Inputs(4)).IsVariable()
+    assert sg.Tensors(ops[1].Inputs(18)).IsVariable() and sg.Tensors(ops[1].Inputs(19)).IsVariable()
+    assert [ops[1].Inputs(i) for i in (9, 10, 11, 16, 17, 20, 21, 22, 23)] == [-1] * 9
+
+    wf, wt, bias = (_const_of(m, sg, ops[0].Inputs(i)) for i in (1, 2, 3))
+    w = {i: _const_of(m, sg, ops[1].Inputs(i)) for i in (*range(1, 9), *range(12, 16))}
+    rng = np.random.default_rng(2)
+    runs = [[rng.uniform(-1, 1, (2, 5)).astype(np.float32),
+             rng.uniform(-1, 1, (1, 3, 4)).astype(np.float32)] for _ in range(4)]
+    state = np.zeros((2, 6, 4))
+    hs, cs = np.zeros((1, 5)), np.zeros((1, 5))
+    want = []
+    for xv, sv in runs:
+        state = np.concatenate([state[:, :, 1:], (xv @ wf.T)[:, :, None]], axis=2)
+        svdf_out = np.maximum((state * wt).sum(-1).reshape(2, 3, 2).sum(-1) + bias, 0.0)
+        outs = []
+        for t in range(3):
+            xt = sv[:, t]
+            i = _sigmoid(xt @ w[1].T + hs @ w[5].T + w[12])
+            f = _sigmoid(xt @ w[2].T + hs @ w[6].T + w[13])
+            g = np.tanh(xt @ w[3].T + hs @ w[7].T + w[14])
+            o = _sigmoid(xt @ w[4].T + hs @ w[8].T + w[15])
+            cs = np.clip(f * cs + i * g, -0.7, 0.7)
+            hs = o * np.tanh(cs)
+            outs.append(hs)
+        want.append([_sigmoid(svdf_out), np.tanh(np.stack(outs, axis=1))])
+    for got in (R.run_tflm_sequence(model, runs), R.run_litert_sequence(model, runs)):
+        for g, wv in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[0], wv[0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(g[1], wv[1], rtol=1e-5, atol=1e-5)
+
+
+# --- TFLM's signal library (the ops-signal family's builder methods) --------------------------
+
+
+def _signal_model(kind: str) -> tuple[bytes, dict[str, Any]]:
+    """A one-op model of each signal builder method, and the options it should carry."""
+    mb = B.ModelBuilder(seed=4)
+
+    def x(shape, dtype="int16"):
+        return mb.input(shape, dtype, name="x", plain=True)
+
+    if kind == "window":
+        y, want = mb.signal_window(x((2, 16)), shift=5), {"shift": 5}
+    elif kind == "auto_scale":
+        y, want = mb.signal_fft_auto_scale(x((16,)))[0], {}
+    elif kind == "rfft":
+        y, want = mb.signal_rfft(x((1, 60), "float32"), 64), {"T": 0, "fft_length": 64}
+    elif kind == "irfft":
+        y, want = mb.signal_irfft(x((1, 66), "float32"), 64), {"T": 0, "fft_length": 64}
+    elif kind == "energy":
+        y, want = mb.signal_energy(x((20,)), 2, 7), {"end_index": 7, "start_index": 2}
+    elif kind == "filter_bank":
+        y, want = mb.signal_filter_bank(x((129,), "uint32"), 16, 8000, 100, 3800), \
+            {"num_channels": 16}
+    elif kind == "square_root":
+        y, want = mb.signal_filter_bank_square_root(x((5,), "uint64"), 2), {}
+    elif kind == "log":
+        y, want = mb.signal_filter_bank_log(x((5,), "uint32"), 64, 3), \
+            {"input_correction_bits": 3, "output_scale": 64}
+    elif kind == "spectral_subtraction":
+        y = mb.signal_filter_bank_spectral_subtraction(x((6,), "uint32"))[0]
+        want = {"alternate_one_minus_smoothing": 15401, "alternate_smoothing": 983,
+                "clamping": False, "min_signal_remaining": 819, "num_channels": 6,
+                "one_minus_smoothing": 15975, "smoothing": 409, "smoothing_bits": 10,
+                "spectral_subtraction_bits": 14}
+    elif kind == "pcan":
+        y = mb.signal_pcan(x((6,), "uint32"), mb.input((6,), "uint32", name="n", plain=True))
+        want = {"snr_shift": 6}
+    elif kind == "framer":
+        y, want = mb.signal_framer(x((1, 8)), 6, 4, True)[0], \
+            {"frame_size": 6, "frame_step": 4, "prefill": True}
+    elif kind == "stacker":
+        y, want = mb.signal_stacker(x((3,)), 1, 1, 1)[0], \
+            {"num_channels": 3, "stacker_left_context": 1, "stacker_right_context": 1,
+             "stacker_step": 1}
+    elif kind == "delay":
+        y, want = mb.signal_delay(x((2, 5)), 3), {"delay_length": 3}
+    else:
+        y, want = mb.signal_overlap_add(x((2, 3, 5)), 2), {"T": 7, "frame_step": 2}
+    mb.output(y)
+    return mb.build(), want
+
+
+SIGNAL_KINDS = ("window", "auto_scale", "rfft", "irfft", "energy", "filter_bank", "square_root",
+                "log", "spectral_subtraction", "pcan", "framer", "stacker", "delay",
+                "overlap_add")
+_SIGNAL_NAMES = {"window": "SignalWindow", "auto_scale": "SignalFftAutoScale",
+                 "rfft": "SignalRfft", "irfft": "SignalIrfft", "energy": "SignalEnergy",
+                 "filter_bank": "SignalFilterBank", "square_root": "SignalFilterBankSquareRoot",
+                 "log": "SignalFilterBankLog",
+                 "spectral_subtraction": "SignalFilterBankSpectralSubtraction",
+                 "pcan": "SignalPCAN", "framer": "SignalFramer", "stacker": "SignalStacker",
+                 "delay": "SignalDelay", "overlap_add": "SignalOverlapAdd"}
+
+
+def _signal_const(m: Any, t: Any) -> np.ndarray | None:
+    buf = m.Buffers(t.Buffer())
+    if buf is None or not buf.DataLength():
+        return None
+    shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    np_type = {12: np.uint64, 15: np.uint32}.get(t.Type()) or _FAMILY_NP[t.Type()]
+    return np.frombuffer(buf.DataAsNumpy().tobytes(), np_type).reshape(shape)
+
+
+def _signal_inputs(model: bytes, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for det in R.input_details(model):
+        dt = np.dtype(det["dtype"])
+        if dt.kind == "f":
+            out.append(rng.uniform(-100, 100, det["shape"]).astype(dt))
+        else:
+            hi = 3000 if dt.kind == "i" else 1 << 24
+            out.append(rng.integers(-hi if dt.kind == "i" else 0, hi, det["shape"]).astype(dt))
+    return out
+
+
+def _numpy_signal(kind: str, ins: list[np.ndarray], consts: dict[int, np.ndarray],
+                  opts: dict[str, Any]) -> np.ndarray | None:
+    """numpy's result of one signal op from read-back constants and options (None: shape and
+    type only)."""
+    x = ins[0].astype(np.int64)
+    if kind == "window":
+        return np.clip((x * consts[1].astype(np.int64)) >> opts["shift"], -32768, 32767)
+    if kind == "energy":
+        e = np.zeros(x.size // 2, np.int64)
+        s, t = opts["start_index"], opts["end_index"]
+        e[s:t] = x[2 * s:2 * t:2] ** 2 + x[2 * s + 1:2 * t:2] ** 2
+        return e
+    if kind == "filter_bank":
+        w, u, fs, ws, wd = (consts[i].astype(np.int64) for i in range(1, 6))
+        acc = np.zeros(opts["num_channels"] + 2, np.int64)
+        for c in range(opts["num_channels"] + 1):
+            band = x[fs[c]:fs[c] + wd[c]]
+            acc[c] += int((band * w[ws[c]:ws[c] + wd[c]]).sum())
+            acc[c + 1] += int((band * u[ws[c]:ws[c] + wd[c]]).sum())
+        return acc[1:-1]
+    if kind == "square_root":
+        r = np.array([math.isqrt(int(v)) for v in ins[0]], np.int64)
+        r = r + ((ins[0].astype(np.int64) - r * r) > r)
+        return r >> 2
+    if kind == "delay":
+        d = opts["delay_length"]
+        return np.concatenate([np.zeros((x.shape[0], d), np.int64), x], axis=1)[:, :x.shape[1]]
+    if kind == "overlap_add":
+        frames, size = x.shape[-2:]
+        step = opts["frame_step"]
+        acc = np.zeros((x.shape[0], frames * step + size), np.int64)
+        for f in range(frames):
+            acc[:, f * step:f * step + size] += x[:, f]
+        return np.clip(acc[:, :frames * step], -32768, 32767)
+    if kind == "rfft":
+        return None
+    return None
+
+
+@pytest.mark.parametrize("kind", SIGNAL_KINDS)
+def test_signal_model_loads_runs_and_reads_back(kind: str) -> None:
+    """TFLM loads and runs each signal method's model; the tflite package reads back the custom
+    operator and its FlexBuffers options (LiteRT has no kernels for them); where numpy says
+    what the op computes, TFLM agrees on the read-back model."""
+    from flatbuffers import flexbuffers
+
+    model, want = _signal_model(kind)
+    m = tflite.Model.GetRootAsModel(model, 0)
+    sg = m.Subgraphs(0)
+    op = sg.Operators(0)
+    code = m.OperatorCodes(op.OpcodeIndex())
+    assert code.BuiltinCode() == tflite.BuiltinOperator.CUSTOM
+    assert code.CustomCode().decode() == _SIGNAL_NAMES[kind]
+    opts = flexbuffers.Loads(op.CustomOptionsAsNumpy().tobytes())
+    assert opts == want
+    tensors = [sg.Tensors(i) for i in range(sg.TensorsLength())]
+    op_in = [int(v) for v in op.InputsAsNumpy()]
+    assert all(tensors[i].Quantization() is None or not tensors[i].Quantization().ScaleLength()
+               for i in op_in)  # signal tensors are plain values
+    consts = {j: c for j, i in enumerate(op_in) if (c := _signal_const(m, tensors[i])) is not None}
+    rng = np.random.default_rng(9)
+    inputs = _signal_inputs(model, rng)
+    got = R.run_tflm(model, inputs)[0]
+    assert got.shape == tuple(int(d) for d in tensors[int(op.OutputsAsNumpy()[0])].ShapeAsNumpy())
+    ref = _numpy_signal(kind, inputs, consts, opts)
+    if kind == "energy":  # TFLM leaves the bins outside [start, end) undefined
+        s, e = opts["start_index"], opts["end_index"]
+        got, ref = got[s:e], ref[s:e]
+    if ref is not None:
+        np.testing.assert_array_equal(got.astype(np.int64), ref)
+    if kind == "rfft":  # the float FFT is numpy's within float32 rounding
+        want_fft = np.fft.rfft(inputs[0].astype(np.float64), 64)
+        pairs = np.stack([want_fft.real, want_fft.imag], -1).reshape(got.shape)
+        np.testing.assert_allclose(got, pairs, rtol=1e-4, atol=1e-2)

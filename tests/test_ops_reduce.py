@@ -426,12 +426,13 @@ def test_mean_head_cnn_on_qemu_matches_tflm(tmp_path, target):
 
 
 def test_ops_table_shows_conversions_compactly(capsys):
-    """``project-api ops`` groups the 25 CAST conversions into one product."""
+    """``project-api ops`` groups the 36 CAST conversions (uint32 too) into one product."""
     from project_api.cli import main
 
     assert main(["ops"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CAST "))
-    assert "float32|int8|int16|int32|bool->float32|int8|int16|int32|bool" in line
+    assert ("float32|int8|int16|int32|bool|uint32->float32|int8|int16|int32|bool|uint32"
+            in line)
 
 
 def test_the_pool_stays_at_its_lower_bound():

@@ -61,7 +61,7 @@ static size_t Results(void* ctx, float* out, size_t max) {
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static TVMCrtMlperfTiny bench;
-  static const TVMCrtMlperfTinyModel model = {"kws01", NULL, Load, Infer, Results};
+  static const TVMCrtMlperfTinyModel model = {"kws01", NULL, Load, Infer, Results, NULL};
   size_t piece;
   size_t pos = 1;
   size_t terminators = 0;

@@ -53,6 +53,14 @@ const TVMCrtAotModel* TVMCrtAotModel_Lookup(const char* name) {
   return strcmp(name, "default") == 0 ? &kModel : NULL;
 }
 
+/* the glue's reset of a model that keeps state (TVMCrtAotModel_ResetState, aot_model.h) */
+static int g_resets;
+static int g_reset_fails;
+int32_t TVMCrtAotModel_ResetState(const char* module_name) {
+  g_resets++;
+  return g_reset_fails || strcmp(module_name, "default") != 0 ? -1 : 0;
+}
+
 static uint8_t g_workspace[256];
 static uint8_t g_db[16];
 
@@ -231,8 +239,35 @@ TEST(FormatFixed3MatchesPrintf) {
   EXPECT_EQ_INT(TVMCrtMlperfTiny_FormatFixed3(NAN, mine, sizeof(mine)), 3);
 }
 
+TEST(ResetRestoresTheModelsState) {
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
+  const char* why = "";
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  g_resets = 0;
+  Clear();
+  Send(&bench, "reset%");
+  EXPECT_TRUE(strcmp(g_out, "m-reset-done\r\nm-ready\r\n") == 0);
+  EXPECT_EQ_INT(g_resets, 1);
+  g_reset_fails = 1;
+  Clear();
+  Send(&bench, "reset%");
+  g_reset_fails = 0;
+  EXPECT_TRUE(strcmp(g_out, "e-[Resetting the model's state failed]\r\nm-ready\r\n") == 0);
+  /* a model without a reset function has nothing to reset */
+  model.reset = NULL;
+  Clear();
+  Send(&bench, "reset%");
+  EXPECT_TRUE(strcmp(g_out, "m-reset-done\r\nm-ready\r\n") == 0);
+  EXPECT_EQ_INT(g_resets, 2);
+}
+
 int main(void) {
   RUN_TEST(StartPrintsInitThenReady);
+  RUN_TEST(ResetRestoresTheModelsState);
   RUN_TEST(CommandsSplitAcrossReadsAndTooLong);
   RUN_TEST(DbLoadInferResults);
   RUN_TEST(Uint8PixelsLess128);

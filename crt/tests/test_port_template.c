@@ -227,7 +227,7 @@ TEST(MlperfTinyPortDefaults) {
   static TVMCrtMlperfTiny bench;
   static uint8_t db[16];
   static const TVMCrtMlperfTinyModel model = {"kws01", NULL, StandInLoad, StandInInfer,
-                                              StandInResults};
+                                              StandInResults, NULL};
   uint64_t first = TVMCrtMlperfTinyPort_Micros();
   uint64_t cycles = 0;
   ASSERT_TRUE(TVMCrtPlatform_CycleCount(&cycles) == kTvmErrorNoError);

@@ -95,6 +95,7 @@ each run; the outputs are the plain build's, bit for bit.
             "workspace_size_bytes": result.workspace_size_bytes,
             "workspace_lower_bound_bytes": result.lower_bound_bytes,
             "constants_size_bytes": result.constants_size_bytes,
+            "state_size_bytes": result.state_size_bytes,
             "target": target.name,
             "profile": result.generated.profile,
             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
@@ -109,7 +110,9 @@ each run; the outputs are the plain build's, bit for bit.
         self.output(data, f"wrote {self.args.output}: module {result.name}, "
                           f"{result.num_operators} operators, {kernels_summary(result)}, "
                           f"workspace {result.workspace_size_bytes} B, constants "
-                          f"{result.constants_size_bytes} B")
+                          f"{result.constants_size_bytes} B"
+                          + (f", state {result.state_size_bytes} B (kept across runs)"
+                             if result.state_size_bytes else ""))
         return 0
 
 

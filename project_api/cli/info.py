@@ -27,6 +27,9 @@ def describe_library(lib: ModelLibrary) -> str:
             f"{mod.run_function or '-'}, workspace {mod.workspace_size_bytes} B, "
             f"constants {mod.constants_size_bytes} B"
         )
+        if mod.state_size_bytes:
+            lines.append(f"    keeps {mod.state_size_bytes} B of state across runs "
+                         f"(reset by {mod.reset_function})")
         if mod.internal_workspace_bytes:
             lines.append(f"    carries its own memory pool ({mod.internal_workspace_bytes} B in its C)")
         if mod.graph is not None:

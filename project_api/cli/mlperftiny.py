@@ -57,6 +57,10 @@ examples:
         parser.add_argument("--results", metavar="results.txt",
                             help="write the report laid out like a submission's results.txt")
         parser.add_argument("--force", action="store_true", help="overwrite --results")
+        parser.add_argument("--no-reset", action="store_true",
+                            help="a model that keeps state (LSTM, SVDF, resource variables) has it "
+                                 "reset before every sample (window in performance mode); with "
+                                 "this, carry it from one sample to the next (one stream)")
         parser.add_argument("--timeout", type=float, default=10.0, metavar="S",
                             help="seconds to wait for each reply line (default 10)")
 
@@ -75,7 +79,9 @@ examples:
         project_dir = Path(a.project_dir)
         if not (project_dir / "model").is_dir():
             raise ProjectError(f"{project_dir} is not a generated project (no model/ folder)")
-        samples = mlperftiny.load_dataset(a.data, mlperftiny.model_facts(project_dir))
+        facts = mlperftiny.model_facts(project_dir)
+        samples = mlperftiny.load_dataset(a.data, facts)
+        state = {"state_size_bytes": facts.state_size_bytes, "reset_state": not a.no_reset}
         if a.limit is not None:
             samples = samples[:a.limit]
         bars: list[Any] = []
@@ -99,10 +105,11 @@ examples:
                         report: Any = mlperftiny.performance(
                             device, samples, windows=a.windows, warmups=a.warmups,
                             min_window_seconds=a.min_window_seconds,
-                            progress=progress("performance", a.windows))
+                            progress=progress("performance", a.windows), **state)
                     else:
                         report = mlperftiny.accuracy(device, samples,
-                                                     progress=progress("accuracy", len(samples)))
+                                                     progress=progress("accuracy", len(samples)),
+                                                     **state)
                 finally:
                     for bar in bars:
                         bar.close()
@@ -134,4 +141,5 @@ def _summary(report: Any, text: str) -> str:
         parts = ([f"top-1 {100 * report.top1:.1f}%"] if report.top1 is not None else []) + (
             [f"AUC {report.auc:.3f}"] if report.auc is not None else [])
         tail = f"model {report.model}: {report.samples} samples, {', '.join(parts)}"
-    return text + tail
+    note = mlperftiny.state_line(report.state_size_bytes, report.reset_state)
+    return text + tail + (f"\n{note}" if note else "")

@@ -68,6 +68,11 @@ examples:
   project-api validate prj --data samples/ --model model.tflite --fail-under top1@litert=0.99
   project-api validate --template host --model model.tflite --data samples.npz --save out.npz
   project-api validate prj --data samples.npz --model model.tflite --json > report.json
+  project-api validate prj --data frames.npz --model lstm.tflite --no-reset   # one stream
+
+state: a model that keeps state from one run to the next (LSTM, SVDF, resource variables) has it
+  reset before every sample, and the references start each sample afresh; --no-reset carries it
+  instead (the samples are one stream, in order). The report (and --json "state") says which.
 
 """
 
@@ -113,6 +118,11 @@ examples:
         parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
                             help="wait at most SECONDS for each reply of the device, the timing "
                                  "included (0: forever; default: the template's per-reply limit)")
+        parser.add_argument("--no-reset", action="store_true",
+                            help="a model that keeps state (LSTM, SVDF, resource variables) has it "
+                                 "reset before every sample; with this, carry it from one sample to "
+                                 "the next instead (the samples are the successive steps of one "
+                                 "stream)")
         parser.add_argument("--quantize", action="store_true",
                             help="quantize float data for an integer input with the input's "
                                  "scale and zero point (as TFLite does) before sending it")
@@ -192,6 +202,9 @@ examples:
                 raise UsageError("with a project DIR, --model is the .tflite to compare with")
             thresholds = self._thresholds(is_tflite)
             if a.places:
+                if a.no_reset:
+                    raise UsageError("--no-reset does not go with --places: one stream of "
+                                     "samples cannot be shared out between boards")
                 if not (a.coordinator or os.environ.get("LG_COORDINATOR")):
                     raise UsageError("--places needs the labgrid coordinator: pass --coordinator "
                                      "HOST:PORT or set LG_COORDINATOR")
@@ -365,7 +378,8 @@ examples:
                               litert=not a.no_litert, number=a.number, repeat=a.repeat,
                               pipeline=not a.no_pipeline, limit=a.limit, progress=progress,
                               debug=self.verbosity > 1, quantize=a.quantize,
-                              timeout_sec=a.timeout, timeout_advice=self.timeout_advice)
+                              timeout_sec=a.timeout, timeout_advice=self.timeout_advice,
+                              reset_state=False if a.no_reset else None)
         finally:
             for bar in bars:
                 bar.close()
@@ -441,6 +455,8 @@ def _table(report: Any, thresholds: list[Any], failures: list[str], saved: str |
         f"{report.samples_per_second:.0f} samples/s ({report.pipeline_depth} request"
         f"{'s' if report.pipeline_depth != 1 else ''} in flight)",
     ]
+    if report.state_note:
+        lines.append(report.state_note)
     t = report.timing
     if t is not None:
         lines.append(f"device time per inference: mean {t.mean * 1e3:.4f} ms, min "

@@ -34,14 +34,16 @@ class KernelUse:
     node: int
     op: str  # the operator's name
     scheme: str  # its dtype scheme (float32, int8, int16x8, ...)
-    kernel: str  # "dsp" (a DSP-extension kernel), "generic" (portable C) or "view" (no code)
+    kernel: str  # "dsp" (a DSP-extension kernel), "generic" (portable C) or "view" (no code:
+    # a view of its input, or a VAR_HANDLE naming a state slot)
     template: str
 
 
 def kernel_uses(gen: Generated) -> list[KernelUse]:
     """The kernel each node of ``gen`` got, in execution order."""
     return [KernelUse(k.op.index, k.op.name, k.scheme,
-                      "view" if k.alias else "dsp" if k.dsp else "generic", k.template)
+                      "view" if k.alias or k.no_code else "dsp" if k.dsp else "generic",
+                      k.template)
             for k in gen.kernels]
 
 
@@ -62,6 +64,11 @@ class EmitResult:
     @property
     def target(self) -> Target:
         return self.generated.target
+
+    @property
+    def state_size_bytes(self) -> int:
+        """Bytes of the module's state region (0 for a model without state)."""
+        return self.generated.state_size_bytes
 
     @property
     def kernels(self) -> list[KernelUse]:

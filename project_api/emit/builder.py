@@ -41,8 +41,9 @@ from typing import Any
 
 import flatbuffers
 import numpy as np
+from flatbuffers import flexbuffers
 
-from . import schema
+from . import schema, signal_tables
 
 __all__ = [
     "ACTIVATIONS",
@@ -70,8 +71,9 @@ __all__ = [
 #: TensorType codes of the element types the builder writes.
 TENSOR_TYPES: dict[str, int] = {name: schema.TENSOR_TYPE_CODES[name]
                                 for name in ("float32", "int32", "int8", "int16", "uint8",
-                                             "int64", "bool")}
-_NP_DTYPES: dict[str, Any] = {name: schema.NUMPY_TYPES[name] for name in TENSOR_TYPES}
+                                             "int64", "bool", "resource", "uint32", "uint64")}
+_NP_DTYPES: dict[str, Any] = {name: schema.NUMPY_TYPES[name] for name in TENSOR_TYPES
+                              if name in schema.NUMPY_TYPES}
 #: Activation types quantized per tensor by default (the others are plain values).
 _QUANTIZED = ("int8", "int16", "uint8")
 
@@ -431,6 +433,173 @@ class ModelBuilder:
         if quant is not None:
             self._ranges[ref.index] = self._quant_range(dtype, quant)
         return ref
+
+    # -- state and control flow (issue 20, state family) --------------------------------------
+
+    def var_handle(self, shared_name: str, container: str | None = None) -> TensorRef:
+        """VAR_HANDLE: a resource tensor naming the variable ``(container, shared_name)``."""
+        ref = self._add_tensor(self._name("var_handle"), (), "resource")
+        options: dict[str, Any] = {"shared_name": shared_name}
+        if container is not None:
+            options["container"] = container
+        self._op("VAR_HANDLE", [], [ref.index], options)
+        return ref
+
+    def read_variable(self, handle: TensorRef, shape: Sequence[int], dtype: str = "float32",
+                      quant: tuple[float, int] | None = None) -> TensorRef:
+        """READ_VARIABLE of the variable ``handle`` names, a ``dtype`` tensor of ``shape``."""
+        y = self._activation("read_variable", shape, dtype, quant)
+        self._op("READ_VARIABLE", [handle.index], [y.index])
+        return y
+
+    def assign_variable(self, handle: TensorRef, value: TensorRef) -> None:
+        """ASSIGN_VARIABLE: ``value`` (an activation or a constant) into the variable."""
+        self._op("ASSIGN_VARIABLE", [handle.index, value.index], [])
+
+    def call_once(self, init: ModelBuilder) -> None:
+        """CALL_ONCE of subgraph ``init`` (from :meth:`subgraph`; no inputs)."""
+        self._op("CALL_ONCE", [], [], {"init_subgraph_index": init.index})
+
+    def _result_like(self, sg: ModelBuilder, index: int) -> TensorRef:
+        """A new activation of this subgraph shaped, typed and quantized as ``sg``'s tensor."""
+        t = sg._tensors[index]
+        quant = (t.scale[0], t.zero_point[0]) if t.scale and t.zero_point else None
+        return self._activation("result", t.shape, t.dtype, quant, sg._ranges.get(index))
+
+    def if_(self, cond: TensorRef, then: ModelBuilder, orelse: ModelBuilder,
+            inputs: Sequence[TensorRef]) -> list[TensorRef]:
+        """IF on bool ``cond`` (one element): subgraph ``then`` or ``orelse`` on ``inputs``;
+        the outputs take the then branch's shapes and quantization."""
+        outs = [self._result_like(then, t) for t in then._outputs]
+        self._op("IF", [cond.index, *(t.index for t in inputs)], [t.index for t in outs],
+                 {"then_subgraph_index": then.index, "else_subgraph_index": orelse.index})
+        return outs
+
+    def while_(self, cond: ModelBuilder, body: ModelBuilder,
+               inputs: Sequence[TensorRef]) -> list[TensorRef]:
+        """WHILE ``cond`` (a subgraph giving one bool) runs ``body`` on the loop-carried
+        ``inputs``; the outputs are the final values, typed as the inputs."""
+        outs = [self._result_like(self, t.index) for t in inputs]
+        self._op("WHILE", [t.index for t in inputs], [t.index for t in outs],
+                 {"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+        return outs
+
+    # -- sequence models (issue 20, state family) ----------------------------------------------
+
+    def logistic(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """LOGISTIC; a quantized output takes TFLite's int8 1/256, -128 or int16 1/32768, 0."""
+        q = out_quant or {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
+        y = self._activation("logistic", x.shape, x.dtype, q, (0.0, 1.0))
+        self._op("LOGISTIC", [x.index], [y.index])
+        return y
+
+    def tanh(self, x: TensorRef, out_quant: tuple[float, int] | None = None) -> TensorRef:
+        """TANH; a quantized output takes TFLite's int8 1/128, 0 or int16 1/32768, 0."""
+        q = out_quant or {"int8": (1.0 / 128.0, 0), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
+        y = self._activation("tanh", x.shape, x.dtype, q, (-1.0, 1.0))
+        self._op("TANH", [x.index], [y.index])
+        return y
+
+    def svdf(self, x: TensorRef, units: int, rank: int = 1, memory: int = 4,
+             activation: str = "NONE", state_dtype: str | None = None,
+             bias: bool = True, out_quant: tuple[float, int] | None = None,
+             state_data: bool = False) -> TensorRef:
+        """SVDF on ``x`` [batch, input]: ``units * rank`` filters over ``memory`` steps, its
+        state a variable tensor [batch, memory * filters] (zero at start). int8 as the converter
+        writes the keyword model: int8 weights_feature, ``state_dtype`` (default int16) time
+        weights and state, symmetric, an int32 bias of scale state x time weights.
+        ``state_data``: the state tensor also holds (random) data, which TFLM ignores."""
+        _check_choice(activation, ACTIVATIONS, "activation")
+        batch, n_in = x.shape
+        filters = units * rank
+        stem = self._name("svdf")
+        wf = self._random_weights((filters, n_in), n_in)
+        wt = self._random_weights((filters, memory), memory)
+        b = self._random_bias(units) if bias else None
+        lo, hi = self._linear_range(x, wf.astype(np.float64), None, 0)
+        if x.dtype == "float32":
+            wf_ref = self._add_tensor(f"{stem}/weights_feature", wf.shape, "float32", data=wf)
+            wt_ref = self._add_tensor(f"{stem}/weights_time", wt.shape, "float32", data=wt)
+            init = self.rng.uniform(-1, 1, (batch, memory * filters)) if state_data else None
+            state = self.variable((batch, memory * filters), "float32", name=f"{stem}/state",
+                                  initial=init)
+            b_ref = (self._add_tensor(f"{stem}/bias", (units,), "float32", data=b)
+                     if b is not None else None)
+            y = self._activation(stem, (batch, units), "float32", None, None)
+        else:
+            sdt = state_dtype or "int16"
+            wf_ref, _ = self._weights(f"{stem}/feature", wf, x, False, 0)
+            wscale = float(np.float32(max(float(np.abs(wt).max()), 1e-8)
+                                      / (32767.0 if sdt == "int16" else 127.0)))
+            wt_ref = self._add_tensor(f"{stem}/weights_time", wt.shape, sdt,
+                                      data=quantize_array(wt, wscale, 0, sdt),
+                                      scale=[wscale], zero_point=[0])
+            squant = quantize_params(lo, hi, sdt)
+            init = (self.rng.integers(-100, 100, (batch, memory * filters)) if state_data
+                    else None)
+            state = self.variable((batch, memory * filters), sdt, quant=squant,
+                                  name=f"{stem}/state", initial=init)
+            bscale = float(np.float32(squant[0]) * np.float32(wscale))
+            bvals = b if b is not None else np.zeros(units, np.float32)
+            b_ref = self._add_tensor(f"{stem}/bias", (units,), "int32",
+                                     data=np.round(bvals / bscale).astype(np.int32),
+                                     scale=[bscale], zero_point=[0]) if bias else None
+            reach = max(abs(lo), abs(hi)) * float(np.abs(wt).sum(axis=1).reshape(
+                units, rank).sum(axis=1).max()) / 3.0 + float(np.abs(bvals).max(initial=0))
+            q = out_quant or quantize_params(-reach, reach, x.dtype)
+            y = self._activation(stem, (batch, units), x.dtype, q)
+        inputs = [x.index, wf_ref.index, wt_ref.index, -1 if b_ref is None else b_ref.index,
+                  state.index]
+        self._op("SVDF", inputs, [y.index], {"rank": rank,
+                                              "fused_activation_function": activation})
+        return y
+
+    def lstm(self, x: TensorRef, units: int, time_major: bool = False, cell_clip: float = 0.0,
+             cell_scale: float = 2.0 ** -11, hidden_quant: tuple[float, int] | None = None
+             ) -> TensorRef:
+        """UNIDIRECTIONAL_SEQUENCE_LSTM on ``x`` ([batch, time, input], or [time, batch, input]
+        when ``time_major``) with ``units`` cells: all four gates, TANH cell activation, hidden
+        and cell state variable tensors (zero at start); the output is every step's hidden
+        state. Quantized as TFLite's converter writes the integer LSTM: int8 (or int16)
+        activations, symmetric int8 weights per tensor, int32 (int16: int64) biases of scale
+        input x weights, an int16 cell state of the power-of-two ``cell_scale``, the hidden
+        state and the output in ``hidden_quant`` (default: covering [-1, 1])."""
+        b_dim, n_in = (x.shape[1], x.shape[2]) if time_major else (x.shape[0], x.shape[2])
+        stem = self._name("lstm")
+        dt = x.dtype
+        refs: dict[int, int] = {}
+        hq = None
+        if dt != "float32":
+            hq = hidden_quant or quantize_params(-1.0, 1.0, dt)
+        hidden = self.variable((b_dim, units), dt, quant=hq, name=f"{stem}/hidden")
+        cell = self.variable((b_dim, units), "float32" if dt == "float32" else "int16",
+                             quant=None if dt == "float32" else (float(cell_scale), 0),
+                             name=f"{stem}/cell")
+        for gate, wx_i, wh_i, b_i in (("input", 1, 5, 12), ("forget", 2, 6, 13),
+                                      ("cell", 3, 7, 14), ("output", 4, 8, 15)):
+            wx = self._random_weights((units, n_in), n_in)
+            wh = self._random_weights((units, units), units)
+            bias = self._random_bias(units) + (1.0 if gate == "forget" else 0.0)
+            wx_ref, _ = self._weights(f"{stem}/{gate}_x", wx, x, False, 0)
+            wh_ref, _ = self._weights(f"{stem}/{gate}_h", wh, hidden, False, 0)
+            refs[wx_i], refs[wh_i] = wx_ref.index, wh_ref.index
+            if dt == "float32":
+                b_ref = self._add_tensor(f"{stem}/{gate}_bias", (units,), "float32", data=bias)
+            else:
+                bdt = "int32" if dt == "int8" else "int64"
+                bscale = float(np.float32(x.scale[0]) * np.float32(wx_ref.scale[0]))
+                b_ref = self._add_tensor(f"{stem}/{gate}_bias", (units,), bdt,
+                                         data=np.round(bias / bscale).astype(_NP_DTYPES[bdt]),
+                                         scale=[bscale], zero_point=[0])
+            refs[b_i] = b_ref.index
+        refs[18], refs[19] = hidden.index, cell.index
+        inputs = [x.index] + [refs.get(i, -1) for i in range(1, 24)]
+        shape = (*x.shape[:2], units)
+        y = self._activation(stem, shape, dt, hq, (-1.0, 1.0))
+        self._op("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [y.index], {
+            "fused_activation_function": "TANH", "cell_clip": float(cell_clip),
+            "time_major": bool(time_major)})
+        return y
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -794,7 +963,10 @@ class ModelBuilder:
         if shape_input:
             inputs.append(self._add_tensor(self._name("reshape/shape"), (len(new),), "int32",
                                            data=np.asarray(shape, dtype=np.int32)).index)
-        y = self._activation("reshape", new, x.dtype, x.quant, self.range_of(x))
+        if x.quant is None and x.dtype in _QUANTIZED:  # plain int8/int16 values stay plain
+            y = self._add_tensor(self._name("reshape"), new, x.dtype)
+        else:
+            y = self._activation("reshape", new, x.dtype, x.quant, self.range_of(x))
         self._op("RESHAPE", inputs, [y.index], {"new_shape": [int(d) for d in shape]})
         return y
 
@@ -829,11 +1001,15 @@ class ModelBuilder:
         self._op("EXPAND_DIMS", [x.index, ax.index], [y.index])
         return y
 
-    def softmax(self, x: TensorRef, beta: float = 1.0) -> TensorRef:
+    def softmax(self, x: TensorRef, beta: float = 1.0, out_dtype: str | None = None) -> TensorRef:
         """SOFTMAX; a quantized output uses the scale and zero point TFLite requires: int8
-        1/256 and -128, int16 1/32768 and 0."""
-        q = {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(x.dtype)
-        y = self._activation("softmax", x.shape, x.dtype, q, (0.0, 1.0))
+        1/256 and -128, int16 1/32768 and 0; ``out_dtype="int16"`` on an int8 input (as TFLM's
+        keyword model ends) 1/65536 and -32768."""
+        dtype = out_dtype or x.dtype
+        q = {"int8": (1.0 / 256.0, -128), "int16": (1.0 / 32768.0, 0)}.get(dtype)
+        if x.dtype == "int8" and dtype == "int16":
+            q = (1.0 / 65536.0, -32768)
+        y = self._activation("softmax", x.shape, dtype, q, (0.0, 1.0))
         self._op("SOFTMAX", [x.index], [y.index], {"beta": float(beta)})
         return y
 
@@ -1712,6 +1888,10 @@ class ModelBuilder:
             return self.expand_dims(x, options.pop("axis", 0), **options)
         if op == "SOFTMAX":
             return self.softmax(x, **options)
+        if op == "LOGISTIC":
+            return self.logistic(x, **options)
+        if op == "TANH":
+            return self.tanh(x, **options)
         if op == "QUANTIZE":
             to = options.pop("to", "int8" if dtype in ("float32", "int32") else dtype)
             if "quant" not in options:
@@ -1777,6 +1957,165 @@ class ModelBuilder:
         else:
             b = self.rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)
         return getattr(self, _MATH_BINARY[op])(x, b, **options)
+
+    # -- TFLM's signal library (issue 20: the ops-signal family) --------------------------------
+
+    def signal_op(self, name: str, inputs: Sequence[TensorRef],
+                  outputs: Sequence[tuple[Sequence[int], str]],
+                  options: dict[str, Any] | bytes) -> list[TensorRef]:
+        """Custom operator ``name`` of TFLM's signal library, written as TFLite's converter
+        writes a TensorFlow custom op: plain (unquantized) outputs ``(shape, dtype)`` named
+        after the op, the op's attributes as a FlexBuffers map in ``custom_options`` (or
+        ``options`` bytes as they are)."""
+        stem = "signal_" + "".join("_" + c.lower() if c.isupper() else c
+                                   for c in name[len("Signal"):]).lstrip("_")
+        outs = [self._add_tensor(self._name(stem), shape, dtype) for shape, dtype in outputs]
+        raw = options if isinstance(options, bytes) else bytes(flexbuffers.Dumps(options))
+        self._ops.append(_OpSpec("CUSTOM", [t.index for t in inputs], [t.index for t in outs],
+                                 {}, name, raw))
+        return outs
+
+    def _int16_constant(self, values: np.ndarray | Sequence[int], stem: str) -> TensorRef:
+        return self._add_tensor(self._name(stem), np.shape(values), "int16",
+                                data=np.asarray(values, np.int16))
+
+    def signal_window(self, x: TensorRef, weights: np.ndarray | TensorRef | None = None,
+                      shift: int = 12) -> TensorRef:
+        """SignalWindow: ``(x * w) >> shift`` saturated to int16 along the innermost
+        dimension; ``weights`` default to a Hann window in Q``shift``."""
+        if weights is None:
+            weights = signal_tables.hann_window(x.shape[-1], shift)
+        w = weights if isinstance(weights, TensorRef) else self._int16_constant(weights, "window")
+        return self.signal_op("SignalWindow", [x, w], [(x.shape, "int16")], {"shift": shift})[0]
+
+    def signal_fft_auto_scale(self, x: TensorRef) -> tuple[TensorRef, TensorRef]:
+        """SignalFftAutoScale: ``x`` shifted left as far as its largest magnitude allows, and
+        the shift (an int32 scalar)."""
+        y, s = self.signal_op("SignalFftAutoScale", [x], [(x.shape, "int16"), ((), "int32")], {})
+        return y, s
+
+    def _fft_options(self, x: TensorRef, fft_length: int) -> dict[str, Any]:
+        return {"T": TENSOR_TYPES[x.dtype], "fft_length": int(fft_length)}
+
+    def signal_rfft(self, x: TensorRef, fft_length: int) -> TensorRef:
+        """SignalRfft of the innermost dimension (zero-padded to ``fft_length``): the
+        ``fft_length / 2 + 1`` complex bins as (real, imaginary) pairs, of ``x``'s type."""
+        shape = (*x.shape[:-1], (fft_length // 2 + 1) * 2)
+        return self.signal_op("SignalRfft", [x], [(shape, x.dtype)],
+                            self._fft_options(x, fft_length))[0]
+
+    def signal_irfft(self, x: TensorRef, fft_length: int) -> TensorRef:
+        """SignalIrfft: ``fft_length`` real samples from ``fft_length / 2 + 1`` complex bins."""
+        shape = (*x.shape[:-1], int(fft_length))
+        return self.signal_op("SignalIrfft", [x], [(shape, x.dtype)],
+                            self._fft_options(x, fft_length))[0]
+
+    def signal_energy(self, x: TensorRef, start_index: int = 0,
+                      end_index: int | None = None) -> TensorRef:
+        """SignalEnergy: ``re^2 + im^2`` (uint32) of the complex bins ``[start, end)``."""
+        bins = x.shape[0] // 2
+        end = bins if end_index is None else end_index
+        return self.signal_op("SignalEnergy", [x], [((bins,), "uint32")],
+                            {"end_index": int(end), "start_index": int(start_index)})[0]
+
+    def signal_filter_bank(self, x: TensorRef, num_channels: int = 40,
+                           sample_rate: float = 16000.0, lower_band_limit: float = 125.0,
+                           upper_band_limit: float = 7500.0,
+                           tables: signal_tables.FilterBankTables | None = None) -> TensorRef:
+        """SignalFilterBank: ``num_channels`` mel channels (uint64) of the energy spectrum
+        ``x``, the weight and channel tables from :func:`.signal_tables.filter_bank_tables`
+        unless ``tables`` are given."""
+        if tables is None:
+            tables = signal_tables.filter_bank_tables(x.shape[0], sample_rate, num_channels,
+                                                      lower_band_limit, upper_band_limit)
+        consts = [self._int16_constant(v, f"signal_filter_bank/{stem}") for v, stem in (
+            (tables.weights, "weights"), (tables.unweights, "unweights"),
+            (tables.freq_starts, "channel_frequency_starts"),
+            (tables.weight_starts, "channel_weight_starts"), (tables.widths, "channel_widths"))]
+        return self.signal_op("SignalFilterBank", [x, *consts], [((num_channels,), "uint64")],
+                            {"num_channels": int(num_channels)})[0]
+
+    def signal_filter_bank_square_root(self, x: TensorRef,
+                                       scale_bits: int | TensorRef = 0) -> TensorRef:
+        """SignalFilterBankSquareRoot: ``sqrt(x) >> scale_bits`` (uint32); ``scale_bits`` an
+        int32 scalar tensor (the FFT auto scale's shift) or a constant."""
+        s = scale_bits if isinstance(scale_bits, TensorRef) else self._add_tensor(
+            self._name("scale_bits"), (), "int32", data=np.int32(scale_bits))
+        return self.signal_op("SignalFilterBankSquareRoot", [x, s], [(x.shape, "uint32")], {})[0]
+
+    def signal_filter_bank_spectral_subtraction(
+            self, x: TensorRef, smoothing: float = 0.025, alternate_smoothing: float = 0.06,
+            smoothing_bits: int = 10, min_signal_remaining: float = 0.05,
+            clamping: bool = False, spectral_subtraction_bits: int = 14,
+            coefficients: dict[str, int] | None = None) -> tuple[TensorRef, TensorRef]:
+        """SignalFilterBankSpectralSubtraction: the channels less their running noise
+        estimate, and the estimate (both uint32); the coefficients in
+        Q``spectral_subtraction_bits`` as TFLM's wrapper computes them, or ``coefficients``."""
+        coeffs = coefficients or signal_tables.spectral_subtraction_coefficients(
+            smoothing, alternate_smoothing, min_signal_remaining, spectral_subtraction_bits)
+        opts = {**coeffs, "num_channels": int(x.shape[0]), "smoothing_bits": int(smoothing_bits),
+                "clamping": bool(clamping),
+                "spectral_subtraction_bits": int(spectral_subtraction_bits)}
+        y, noise = self.signal_op("SignalFilterBankSpectralSubtraction", [x],
+                                [(x.shape, "uint32"), (x.shape, "uint32")], opts)
+        return y, noise
+
+    def signal_pcan(self, x: TensorRef, noise_estimate: TensorRef, strength: float = 0.95,
+                    offset: float = 80.0, gain_bits: int = 21, smoothing_bits: int = 10,
+                    input_correction_bits: int = 3, snr_shift: int = 6,
+                    gain_lut: np.ndarray | None = None) -> TensorRef:
+        """SignalPCAN: per-channel gain control of ``x`` by ``noise_estimate`` through the
+        gain table of :func:`.signal_tables.pcan_gain_lut` (or ``gain_lut``); ``snr_shift`` 6
+        as TFLM's wrapper writes it."""
+        if gain_lut is None:
+            gain_lut = signal_tables.pcan_gain_lut(strength, offset,
+                                                   smoothing_bits - input_correction_bits,
+                                                   gain_bits)
+        lut = self._int16_constant(gain_lut, "signal_pcan/gain_lut")
+        return self.signal_op("SignalPCAN", [x, noise_estimate, lut], [(x.shape, "uint32")],
+                            {"snr_shift": int(snr_shift)})[0]
+
+    def signal_filter_bank_log(self, x: TensorRef, output_scale: int = 64,
+                               input_correction_bits: int = 3) -> TensorRef:
+        """SignalFilterBankLog: ``log(x << input_correction_bits) * output_scale`` (int16)."""
+        return self.signal_op("SignalFilterBankLog", [x], [(x.shape, "int16")],
+                            {"input_correction_bits": int(input_correction_bits),
+                             "output_scale": int(output_scale)})[0]
+
+    def signal_framer(self, x: TensorRef, frame_size: int, frame_step: int,
+                      prefill: bool = False) -> tuple[TensorRef, TensorRef]:
+        """SignalFramer: overlapping frames of ``frame_size`` every ``frame_step`` samples of
+        the innermost dimension (state kept across invocations), and whether they are valid."""
+        shape = (*x.shape[:-1], x.shape[-1] // frame_step, frame_size)
+        y, valid = self.signal_op("SignalFramer", [x], [(shape, "int16"), ((), "bool")],
+                                {"frame_size": int(frame_size), "frame_step": int(frame_step),
+                                 "prefill": bool(prefill)})
+        return y, valid
+
+    def signal_stacker(self, x: TensorRef, left_context: int = 0, right_context: int = 0,
+                       step: int = 1) -> tuple[TensorRef, TensorRef]:
+        """SignalStacker: ``left + 1 + right`` successive frames ``x`` stacked (state kept
+        across invocations), and whether the output is valid."""
+        n = x.shape[0]
+        shape = (n * (left_context + 1 + right_context),)
+        y, valid = self.signal_op("SignalStacker", [x], [(shape, "int16"), ((), "bool")],
+                                {"num_channels": int(n),
+                                 "stacker_left_context": int(left_context),
+                                 "stacker_right_context": int(right_context),
+                                 "stacker_step": int(step)})
+        return y, valid
+
+    def signal_delay(self, x: TensorRef, delay_length: int) -> TensorRef:
+        """SignalDelay: the innermost dimension delayed by ``delay_length`` samples."""
+        return self.signal_op("SignalDelay", [x], [(x.shape, "int16")],
+                            {"delay_length": int(delay_length)})[0]
+
+    def signal_overlap_add(self, x: TensorRef, frame_step: int) -> TensorRef:
+        """SignalOverlapAdd: frames ``[..., n, size]`` overlapped every ``frame_step`` samples
+        and added, ``[..., n * frame_step]`` (state kept across invocations)."""
+        shape = (*x.shape[:-2], x.shape[-2] * frame_step)
+        return self.signal_op("SignalOverlapAdd", [x], [(shape, x.dtype)],
+                            {"T": TENSOR_TYPES[x.dtype], "frame_step": int(frame_step)})[0]
 
     # -- serialization ------------------------------------------------------------------------
 
@@ -2010,6 +2349,8 @@ _DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
     "RELU": (1, 4, 4, 3), "RELU6": (1, 4, 4, 3), "RELU_N1_TO_1": (1, 4, 4, 3),
     "LEAKY_RELU": (1, 4, 4, 3), "HARD_SWISH": (1, 4, 4, 3), "LOG_SOFTMAX": (1, 10),
     "ELU": (1, 4, 4, 3), "L2_NORMALIZATION": (1, 10),
+    # sequence models (issue 20, state family)
+    "LOGISTIC": (1, 4, 4, 3), "TANH": (1, 4, 4, 3),
 }
 #: Default options of the shape and data movement operators in :meth:`ModelBuilder.single_op`.
 _MOVERS: dict[str, dict[str, Any]] = {

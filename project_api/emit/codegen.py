@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,10 +19,12 @@ import numpy as np
 from .. import dtypes
 from ..errors import EmitError, UnsupportedOperatorError
 from ..template.quoting import c_comment
-from . import planner
-from .graph import Graph, Operator, Tensor
+from . import planner, quantize
+from .graph import Graph, Operator, Tensor, reachable_subgraphs
 from .ops import REGISTRY
 from .ops.common import ConstArray, Kernel, float_literal
+from .state import StateLayout
+from .state import layout as state_layout
 from .target import GENERIC, Target
 
 LOG = logging.getLogger(__name__)
@@ -31,8 +34,9 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 #: Buffer ids of per-op scratch start here (tensor storage ids are tensor indices, far below).
 SCRATCH_ID_BASE = 1 << 40
 
-#: Element types a graph input or output may have (bool: one byte, 0 or 1, as TFLite stores it).
-IO_DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool")
+#: Element types a graph input or output may have (bool: one byte, 0 or 1, as TFLite stores it;
+#: uint32 and uint64: the spectra and filter-bank channels of TFLM's signal library).
+IO_DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool", "uint32", "uint64")
 
 
 def sanitize(name: str) -> str:
@@ -71,6 +75,12 @@ class Generated:
     graph: Graph | None = field(default=None, repr=False)
     #: A profile build (:mod:`.profile`): the C times every operator into a table.
     profile: bool = False
+    #: Bytes of the state region (variable tensors, resource variables, CALL_ONCE flags): a
+    #: static array of the module, kept across runs, reset by ``tvmgen_<name>_reset``.
+    state_size_bytes: int = 0
+    state: StateLayout | None = None
+    #: The subgraphs the main one calls, lowered (index -> its kernels, plan and function).
+    callees: dict[int, Lowered] = field(default_factory=dict)
 
 
 def _env() -> jinja2.Environment:
@@ -81,6 +91,7 @@ def _env() -> jinja2.Environment:
     env.filters["plus"] = lambda v: f"+ {v}" if v >= 0 else f"- {-v}"
     env.filters["fmin"] = lambda v: "-FLT_MAX" if v is None else float_literal(v)
     env.filters["fmax"] = lambda v: "FLT_MAX" if v is None else float_literal(v)
+    env.globals["sigmoid_table_rows"] = quantize.sigmoid_table_rows  # kernels/sigmoid.h.j2
     return env
 
 
@@ -183,17 +194,23 @@ def _external_covers(storage: _Storage, root: int, tensor: int, graph: Graph) ->
 
 
 def _pool_buffers(graph: Graph, kernels: list[Kernel], storage: _Storage,
-                  root_external: dict[int, tuple[str, int]]
+                  root_external: dict[int, tuple[str, int]],
+                  skip: Callable[[int], bool] | None = None, tail: Sequence[int] = ()
                   ) -> tuple[list[planner.Buffer], dict[int, int], dict[int, int]]:
     """The pool's buffers (one per storage set that is no caller buffer, one per op scratch),
-    the lowest byte offset of each set, and the scratch buffer id of each kernel position."""
+    the lowest byte offset of each set, and the scratch buffer id of each kernel position.
+    ``skip``: tensors stored elsewhere (the state region); ``tail``: tensors read after the last
+    node (a callee's outputs copied at its end)."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     lo: dict[int, int] = {}
     hi: dict[int, int] = {}
-    for idx, k in enumerate(kernels):
-        for t in k.inputs + k.outputs:
-            if graph.tensor(t).is_const:
+    uses = [(idx, k.inputs + k.outputs) for idx, k in enumerate(kernels)]
+    if tail:
+        uses.append((len(kernels), list(tail)))
+    for idx, tensors in uses:
+        for t in tensors:
+            if graph.tensor(t).is_const or (skip is not None and skip(t)):
                 continue
             r = storage.find(t)
             off = storage.offset(t)
@@ -212,17 +229,19 @@ def _pool_buffers(graph: Graph, kernels: list[Kernel], storage: _Storage,
 
 
 def _lower_bound(graph: Graph, kernels: list[Kernel], storage: _Storage,
-                 root_external: dict[int, tuple[str, int]]) -> int:
+                 root_external: dict[int, tuple[str, int]],
+                 skip: Callable[[int], bool] | None = None) -> int:
     """The pool's lower bound with ``storage`` (whose roots may differ from the keys of
     ``root_external``: its caller buffers are found by their tensors)."""
     roots = {storage.find(anchor): ext for ext in root_external.values() for anchor in ext[1:]}
-    buffers = _pool_buffers(graph, kernels, storage, roots)[0]
+    buffers = _pool_buffers(graph, kernels, storage, roots, skip)[0]
     return planner.lower_bound([planner.Buffer(b.id, planner.align(b.size), b.first, b.last)
                                 for b in buffers])
 
 
 def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
-                 root_external: dict[int, tuple[str, int]]) -> None:
+                 root_external: dict[int, tuple[str, int]],
+                 skip: Callable[[int], bool] | None = None) -> None:
     """Give every view op's outputs their input's storage, or clear ``alias`` (the kernel then
     copies): a view between two caller buffers copies; so does an output a caller buffer
     holds that does not span its whole set, and a view at an offset (``alias_offsets``) whose
@@ -254,8 +273,8 @@ def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
         trial = storage.copy()
         for y, off in zip(k.outputs, k.alias_offsets, strict=True):
             trial.union(x, y, off)
-        if (_lower_bound(graph, kernels, trial, root_external)
-                > _lower_bound(graph, kernels, storage, root_external)):
+        if (_lower_bound(graph, kernels, trial, root_external, skip)
+                > _lower_bound(graph, kernels, storage, root_external, skip)):
             k.alias = False
             continue
         ext = root_external.pop(storage.find(x), None)
@@ -266,17 +285,21 @@ def _alias_views(graph: Graph, kernels: list[Kernel], storage: _Storage,
 
 
 def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
-    """Prepare, plan and render ``graph`` as module ``name`` with ``target``'s kernels."""
+    """Prepare, plan and render ``graph`` as module ``name`` with ``target``'s kernels.
+
+    Every subgraph the main one calls (IF, WHILE, CALL_ONCE) becomes a static C function with
+    its own plan; a call site takes the callee's pool as scratch of the calling node. Variable
+    tensors, resource variables and CALL_ONCE flags live in the state region (:mod:`.state`).
+    """
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise EmitError(f"module name {name!r} is not a C identifier; use letters, digits and _")
     if not graph.operators:
         raise EmitError("the model has no operators")
+    subgraphs = graph.subgraphs or [graph]
+    state = state_layout(graph, reachable_subgraphs(subgraphs))
+    module = _Module(name, target, subgraphs, state)
 
-    kernels: list[Kernel] = []
-    for op in graph.operators:
-        kernel = REGISTRY.prepare(op, graph, target)
-        LOG.debug("prepared %s (%s) -> %s", op.describe(), kernel.scheme, kernel.template)
-        kernels.append(kernel)
+    kernels = module.prepare(0)
 
     inputs = [_io(graph.tensor(i)) for i in graph.inputs]
     outputs = [_io(graph.tensor(i)) for i in graph.outputs]
@@ -302,84 +325,28 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         external[i] = f"inputs->{io.c_name}"
     for i, io in zip(graph.outputs, outputs, strict=True):
         external[i] = f"outputs->{io.c_name}"
+    main = module.lower(0, kernels, external, {})
+    module.lowered[0] = main
 
-    storage = _Storage()
-    root_external: dict[int, tuple[str, int]] = {}  # set -> (caller buffer, its tensor)
-    for t, expr in external.items():
-        root_external[storage.find(t)] = (expr, t)
-    _alias_views(graph, kernels, storage, root_external)
-
-    buffers, low, scratch_id = _pool_buffers(graph, kernels, storage, root_external)
-    mplan = planner.plan(buffers)
-    offsets = {b.id: b.offset for b in buffers}
-
-    def pointer(t: int, writable: bool) -> str:
-        tensor = graph.tensor(t)
-        ctype = dtypes.parse(tensor.dtype).c_type
-        qual = "" if writable else "const "
-        r = storage.find(t)
-        if r in root_external:
-            expr, anchor = root_external[r]
-            delta = storage.offset(t) - storage.offset(anchor)
-            if delta:
-                return f"({qual}{ctype}*)(({qual}uint8_t*){expr} + {delta})"
-            return f"({qual}{ctype}*){expr}"
-        return f"({qual}{ctype}*)(pool + {offsets[r] + storage.offset(t) - low[r]})"
-
-    env = _env()
-    const_chunks: list[str] = []
-    func_chunks: list[str] = []
-    calls: list[str] = []
-    constants_size = 0
-    for idx, k in enumerate(kernels):
-        label = _label(k.op)
-        if k.alias:
-            for y in k.outputs:
-                at = storage.offset(y) - storage.offset(k.inputs[0])
-                where = f" at byte {at}" if at else ""
-                calls.append(f"  /* node {k.op.index} {c_comment(label)}: "
-                             f"'{c_comment(graph.tensor(y).name)}' aliases "
-                             f"'{c_comment(graph.tensor(k.inputs[0]).name)}'{where} */")
-            continue
-        fn = f"op{k.op.index}_{sanitize(label).lower()}"
-        for c in k.constants:
-            const_chunks.append(_format_array(c, f"{fn}_{c.suffix}"))
-            constants_size += c.values.size * np.dtype(C_NUMPY_TYPES[c.ctype]).itemsize
-        args = [f"const {dtypes.parse(graph.tensor(t).dtype).c_type}* restrict in{j}"
-                for j, t in enumerate(k.inputs)]
-        args += [f"{dtypes.parse(graph.tensor(t).dtype).c_type}* restrict out{j}"
-                 for j, t in enumerate(k.outputs)]
-        if idx in scratch_id:
-            args.append("void* restrict scratch")
-        body = env.get_template(k.template).render(p=k.params, fn=fn)
-        rtype = "int32_t" if k.status else "void"
-        func_chunks.append(f"/* node {k.op.index}: {c_comment(label)} */\n"
-                           f"static Q_KERNEL {rtype} {fn}({', '.join(args)}) {{\n{body}}}\n")
-        call_args = [pointer(t, False) for t in k.inputs] + [pointer(t, True) for t in k.outputs]
-        if idx in scratch_id:
-            call_args.append(f"(void*)(pool + {offsets[scratch_id[idx]]})")
-        calls.append(f"  TVMGEN_OP_HOOK({k.op.index});")
-        if k.status:  # the kernel found its input invalid, as TFLM's Eval reports an error
-            calls.append(f"  if ({fn}({', '.join(call_args)}) != 0) {{")
-            if mplan.pool_size:
-                calls.append("    (void)TVMBackendFreeWorkspace(1, 0, pool);")
-            calls += ["    return -1;", "  }"]
-        else:
-            calls.append(f"  {fn}({', '.join(call_args)});")
-
-    pool_size = mplan.pool_size
-    header = render_header(name, inputs, outputs, pool_size)
+    pool_size = main.plan.pool_size
+    header = render_header(name, inputs, outputs, pool_size, state.size)
+    env = module.env
     common = env.get_template("common.h.j2").render()
     if target.dsp:
         common += "\n" + env.get_template("arm_dsp.h.j2").render()
-    for extra in dict.fromkeys(h for k in kernels if not k.alias for h in k.headers):
+    all_kernels = [k for low in module.lowered.values() for k in low.kernels]
+    for extra in dict.fromkeys(h for k in all_kernels if not k.alias and not k.no_code
+                               for h in k.headers):
         common += "\n" + env.get_template(extra).render()
     hook = ("/* A build may define TVMGEN_OP_HOOK(node) to observe each operator (profiling);\n"
             " * it is called before each operator's kernel with its node index, -1 at the end. */\n"
             "#ifndef TVMGEN_OP_HOOK\n#define TVMGEN_OP_HOOK(node) ((void)0)\n#endif\n")
     common += "\n" + hook
+    calls = main.calls
     run = [f"int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs, "
            f"struct tvmgen_{name}_outputs* outputs) {{"]
+    if state.nonzero_reset:
+        run += [f"  if (!tvmgen_{name}_state_ready) (void)tvmgen_{name}_reset();"]
     if pool_size:
         run += [f"  uint8_t* pool = (uint8_t*)TVMBackendAllocWorkspace(1, 0, {pool_size}, 0, 8);",
                 "  if (pool == NULL) return -1;"]
@@ -393,7 +360,10 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     if pool_size:
         run += ["  if (TVMBackendFreeWorkspace(1, 0, pool) != 0) return -1;"]
     run += ["  return 0;", "}"]
-    source = "\n".join([
+    order = [*module.order, 0]
+    const_chunks = [c for k in order for c in module.lowered[k].const_chunks]
+    func_chunks = [c for k in order for c in module.lowered[k].func_chunks]
+    parts = [
         f"/* Generated by project-api emit for module \"{name}\", kernel target {target.name}. "
         "Do not edit. */",
         f"#include \"tvmgen_{name}.h\"",
@@ -401,18 +371,268 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         common,
         "/* ---- constants ---- */",
         "\n".join(const_chunks),
+    ]
+    if state.size:
+        parts += ["/* ---- state ---- */", render_state(name, state)]
+    parts += [
         "/* ---- operators ---- */",
         "\n".join(func_chunks),
         "/* ---- entry point ---- */",
         "\n".join(run),
         "",
-    ])
-    return Generated(name, header, source, inputs, outputs, pool_size, mplan.lower_bound,
-                     constants_size, kernels, mplan, target, graph=graph)
+    ]
+    source = "\n".join(parts)
+    constants_size = sum(low.constants_size for low in module.lowered.values())
+    return Generated(name, header, source, inputs, outputs, pool_size, main.plan.lower_bound,
+                     constants_size, kernels, main.plan, target, graph=graph,
+                     state_size_bytes=state.size, state=state,
+                     callees={k: low for k, low in module.lowered.items() if k})
+
+
+def _ctype(t: Tensor) -> str:
+    """The C element type of ``t`` (a resource tensor names a state slot: bytes)."""
+    return "uint8_t" if t.dtype == "resource" else dtypes.parse(t.dtype).c_type
+
+
+@dataclass
+class Lowered:
+    """One subgraph as C: its kernels, the constants and functions it adds, the calls of its
+    body (for the main subgraph, the entry point's), and its pool's plan."""
+
+    index: int
+    fn: str  #: the subgraph's C function ("" for the main subgraph: the entry point)
+    kernels: list[Kernel]
+    plan: planner.MemoryPlan
+    calls: list[str] = field(default_factory=list)
+    const_chunks: list[str] = field(default_factory=list)
+    func_chunks: list[str] = field(default_factory=list)
+    constants_size: int = 0
+
+    @property
+    def pool_size(self) -> int:
+        return self.plan.pool_size
+
+
+class _Module:
+    """Lowers the subgraphs of one module, callees before their callers."""
+
+    def __init__(self, name: str, target: Target, subgraphs: list[Graph],
+                 state: StateLayout):
+        self.name = name
+        self.target = target
+        self.subgraphs = subgraphs
+        self.state = state
+        self.env = _env()
+        self.lowered: dict[int, Lowered] = {}
+        self.order: list[int] = []  # callees in the order they were lowered
+        self._active: list[int] = []
+
+    def prepare(self, k: int) -> list[Kernel]:
+        """Prepare every node of subgraph ``k``, lowering the subgraphs its nodes call."""
+        graph = self.subgraphs[k]
+        self._active.append(k)
+        kernels: list[Kernel] = []
+        for op in graph.operators:
+            kernel = REGISTRY.prepare(op, graph, self.target)
+            LOG.debug("prepared %s (%s) -> %s", op.describe(), kernel.scheme, kernel.template)
+            if kernel.persistent_bytes:  # the op's own state: a slot of the state region
+                key = ("op", k, op.index)
+                self.state.add_op_slot(key, f"{op.describe()}{f' of subgraph {k}' if k else ''}",
+                                       kernel.persistent_bytes)
+                kernel.state = (*kernel.state, key)
+            for c in kernel.subgraphs:
+                self._callee(graph, op, c)
+            child_pool = max((self.lowered[c].pool_size for c in kernel.subgraphs), default=0)
+            if kernel.subgraphs:
+                kernel.params["sg"] = {c: self.lowered[c].fn for c in kernel.subgraphs}
+                kernel.params["child_pool"] = "NULL"
+                if child_pool:
+                    offset = planner.align(kernel.scratch_bytes)
+                    kernel.params["child_pool"] = f"(uint8_t*)scratch + {offset}"
+                    kernel.scratch_bytes = offset + child_pool
+            kernels.append(kernel)
+        self._active.pop()
+        return kernels
+
+    def _callee(self, graph: Graph, op: Operator, c: int) -> None:
+        if c in self.lowered:
+            return
+        if c in self._active:
+            raise UnsupportedOperatorError(
+                f"{op.describe()}: subgraph {c} calls itself (directly or through others); "
+                "recursion has no static memory plan")
+        child = self.subgraphs[c]
+        kernels = self.prepare(c)
+        fn = f"sg{c}" + (f"_{sanitize(child.name).lower()[:32]}" if child.name else "")
+        external = {}
+        for j, t in enumerate(child.inputs):
+            external.setdefault(t, f"in{j}")
+        produced = {t for kn in kernels for t in kn.outputs}
+        copies: list[tuple[int, int]] = []  # (output position, tensor) copied at the end
+        for j, t in enumerate(child.outputs):
+            tensor = child.tensor(t)
+            if (t in produced and t not in external and not tensor.is_const
+                    and self.state.slot_of(c, t) is None):
+                external[t] = f"out{j}"
+            else:
+                copies.append((j, t))
+        self.lowered[c] = self.lower(c, kernels, external, dict(copies), fn)
+        self.order.append(c)
+
+    def pointer(self, k: int, t: int, writable: bool, storage: _Storage,
+                root_external: dict[int, tuple[str, int]], offsets: dict[int, int],
+                low: dict[int, int]) -> str:
+        graph = self.subgraphs[k]
+        tensor = graph.tensor(t)
+        qual = "" if writable else "const "
+        ctype = _ctype(tensor)
+        slot = self.state.slot_of(k, t)
+        if slot is not None:
+            return f"({qual}{ctype}*)(tvmgen_{self.name}_state.bytes + {slot.offset})"
+        r = storage.find(t)
+        if r in root_external:
+            expr, anchor = root_external[r]
+            delta = storage.offset(t) - storage.offset(anchor)
+            if delta:
+                return f"({qual}{ctype}*)(({qual}uint8_t*){expr} + {delta})"
+            return f"({qual}{ctype}*){expr}"
+        return f"({qual}{ctype}*)(pool + {offsets[r] + storage.offset(t) - low[r]})"
+
+    def lower(self, k: int, kernels: list[Kernel], external: dict[int, str],
+              copies: dict[int, int], fn: str = "") -> Lowered:
+        """Plan and render subgraph ``k``: ``external`` maps tensors to the caller's buffers,
+        ``copies`` output positions to the tensors copied there at the end (an input, a
+        constant, state, or an output given twice), ``fn`` names a callee's function."""
+        graph = self.subgraphs[k]
+        state = self.state
+        storage = _Storage()
+        root_external: dict[int, tuple[str, int]] = {}  # set -> (caller buffer, its tensor)
+        for t, expr in external.items():
+            root_external[storage.find(t)] = (expr, t)
+
+        def skip(t: int) -> bool:
+            return state.slot_of(k, t) is not None
+
+        _alias_views(graph, kernels, storage, root_external, skip)
+        buffers, low_off, scratch_id = _pool_buffers(graph, kernels, storage, root_external,
+                                                     skip, list(copies.values()))
+        mplan = planner.plan(buffers)
+        offsets = {b.id: b.offset for b in buffers}
+
+        def pointer(t: int, writable: bool) -> str:
+            return self.pointer(k, t, writable, storage, root_external, offsets, low_off)
+
+        low = Lowered(k, fn, kernels, mplan)
+        prefix = f"sg{k}_" if k else ""
+        for idx, kn in enumerate(kernels):
+            label = _label(kn.op)
+            if kn.alias:
+                for y in kn.outputs:
+                    at = storage.offset(y) - storage.offset(kn.inputs[0])
+                    where = f" at byte {at}" if at else ""
+                    low.calls.append(f"  /* node {kn.op.index} {c_comment(label)}: "
+                                     f"'{c_comment(graph.tensor(y).name)}' aliases "
+                                     f"'{c_comment(graph.tensor(kn.inputs[0]).name)}'{where} */")
+                continue
+            if kn.no_code:
+                names = ", ".join(f"'{c_comment(graph.tensor(t).name)}'" for t in kn.outputs)
+                low.calls.append(f"  /* node {kn.op.index} {c_comment(label)}: {names} names "
+                                 "a slot of the state region; no code */")
+                continue
+            name = f"{prefix}op{kn.op.index}_{sanitize(label).lower()}"
+            for c in kn.constants:
+                low.const_chunks.append(_format_array(c, f"{name}_{c.suffix}"))
+                low.constants_size += c.values.size * np.dtype(C_NUMPY_TYPES[c.ctype]).itemsize
+            args = [f"{'' if j in kn.mutable_inputs else 'const '}"
+                    f"{_ctype(graph.tensor(t))}* restrict in{j}"
+                    for j, t in enumerate(kn.inputs)]
+            args += [f"{_ctype(graph.tensor(t))}* restrict out{j}"
+                     for j, t in enumerate(kn.outputs)]
+            args += [f"uint8_t* restrict st{j}" for j in range(len(kn.state))]
+            if idx in scratch_id:
+                args.append("void* restrict scratch")
+            body = self.env.get_template(kn.template).render(p=kn.params, fn=name)
+            rtype = "int32_t" if kn.status else "void"
+            low.func_chunks.append(f"/* node {kn.op.index}"
+                                   f"{f' of subgraph {k}' if k else ''}: {c_comment(label)} */\n"
+                                   f"static Q_KERNEL {rtype} {name}({', '.join(args)}) "
+                                   f"{{\n{body}}}\n")
+            call_args = [pointer(t, j in kn.mutable_inputs) for j, t in enumerate(kn.inputs)]
+            call_args += [pointer(t, True) for t in kn.outputs]
+            call_args += [f"tvmgen_{self.name}_state.bytes + {state.by_key[key].offset}"
+                          for key in kn.state]
+            if idx in scratch_id:
+                call_args.append(f"(void*)(pool + {offsets[scratch_id[idx]]})")
+            if not k:
+                low.calls.append(f"  TVMGEN_OP_HOOK({kn.op.index});")
+            if kn.status:  # the kernel found its input invalid, as TFLM's Eval reports an error
+                low.calls.append(f"  if ({name}({', '.join(call_args)}) != 0) {{")
+                if mplan.pool_size and not k:
+                    low.calls.append("    (void)TVMBackendFreeWorkspace(1, 0, pool);")
+                low.calls += ["    return -1;", "  }"]
+            else:
+                low.calls.append(f"  {name}({', '.join(call_args)});")
+        if k:
+            low.func_chunks.append(self._function(low, graph, copies, pointer))
+        return low
+
+    def _function(self, low: Lowered, graph: Graph, copies: dict[int, int], pointer) -> str:
+        """The C function of callee subgraph ``low``: its inputs, its outputs, its pool."""
+        params = [f"const {_ctype(graph.tensor(t))}* restrict in{j}"
+                  for j, t in enumerate(graph.inputs)]
+        params += [f"{_ctype(graph.tensor(t))}* restrict out{j}"
+                   for j, t in enumerate(graph.outputs)]
+        params.append("uint8_t* restrict pool")
+        lines = [f"/* subgraph {low.index}{f' {c_comment(graph.name)!r}' if graph.name else ''}: "
+                 "inputs in*, outputs out*, its intermediates in pool */",
+                 f"static int32_t {low.fn}({', '.join(params)}) {{"]
+        lines += [f"  (void)in{j};" for j in range(len(graph.inputs))]
+        lines += [f"  (void)out{j};" for j in range(len(graph.outputs))]
+        lines.append("  (void)pool;")
+        lines += low.calls
+        for j, t in copies.items():
+            tensor = graph.tensor(t)
+            if tensor.is_const:
+                cname = f"{low.fn}_out{j}"
+                values = np.asarray(tensor.data).reshape(-1)
+                ctype = _ctype(tensor)
+                if values.dtype == np.bool_:
+                    values = values.astype(np.uint8)
+                low.const_chunks.append(_format_array(ConstArray("", ctype, values), cname))
+                low.constants_size += tensor.size_bytes
+                src = cname
+            else:
+                src = pointer(t, False)
+            lines.append(f"  memcpy(out{j}, {src}, {tensor.size_bytes});")
+        lines += ["  return 0;", "}"]
+        return "\n".join(lines) + "\n"
+
+
+def render_state(name: str, state: StateLayout) -> str:
+    """The state region of module ``name`` and ``tvmgen_<name>_reset``."""
+    lines = [f"/* What the module keeps from one run to the next ({state.size} bytes, zero at boot"
+             + (", then set by the first run's reset" if state.nonzero_reset else "") + "):"]
+    for s in state.slots:
+        lines.append(f" *   {s.offset:6d} {s.size:6d} B  {s.kind} {c_comment(s.name)}"
+                     + (f" (reset to byte 0x{s.reset_byte:02x})" if s.reset_byte else ""))
+    lines.append(" */")
+    lines.append(f"static union {{ uint8_t bytes[{state.size}]; uint64_t align; }} "
+                 f"tvmgen_{name}_state;")
+    if state.nonzero_reset:
+        lines.append(f"static uint8_t tvmgen_{name}_state_ready;")
+    lines += ["", f"int32_t tvmgen_{name}_reset(void) {{",
+              f"  memset(tvmgen_{name}_state.bytes, 0, {state.size});"]
+    for s in state.nonzero_reset:
+        lines.append(f"  memset(tvmgen_{name}_state.bytes + {s.offset}, 0x{s.reset_byte:02x}, "
+                     f"{s.size});  /* {c_comment(s.name)} */")
+    if state.nonzero_reset:
+        lines.append(f"  tvmgen_{name}_state_ready = 1;")
+    lines += ["  return 0;", "}", ""]
+    return "\n".join(lines)
 
 
 def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
-                  workspace_size: int) -> str:
+                  workspace_size: int, state_size: int = 0) -> str:
     """``tvmgen_<name>.h`` laid out as TVM's ``interface_c.cc`` writes it."""
     upper = name.upper()
     out = [f"#ifndef TVMGEN_{upper}_H_", f"#define TVMGEN_{upper}_H_", "#include <stdint.h>", "",
@@ -436,7 +656,16 @@ def render_header(name: str, inputs: list[IOTensor], outputs: list[IOTensor],
             f"int32_t tvmgen_{name}_run(", f"  struct tvmgen_{name}_inputs* inputs,",
             f"  struct tvmgen_{name}_outputs* outputs", ");",
             "/*!", f" * \\brief Workspace size for TVM module \"{name}\" ", " */",
-            f"#define TVMGEN_{upper}_WORKSPACE_SIZE {workspace_size}", "",
+            f"#define TVMGEN_{upper}_WORKSPACE_SIZE {workspace_size}", ""]
+    if state_size:
+        out += ["/*!", f" * \\brief State size (in bytes) for TVM module \"{name}\": variable tensors",
+                " * and resource variables (and operators' own state) kept from one run to the",
+                " * next, in the module's own",
+                " * static region (not the workspace) ", " */",
+                f"#define TVMGEN_{upper}_STATE_SIZE {state_size}",
+                "/*!", f" * \\brief Reset the state of TVM module \"{name}\" to its values at boot",
+                " * \\return 0 ", " */", f"int32_t tvmgen_{name}_reset(void);", ""]
+    out += [
             "#ifdef __cplusplus", "}", "#endif", "", f"#endif // TVMGEN_{upper}_H_", ""]
     return "\n".join(out)
 

@@ -11,7 +11,9 @@ time, so one tick is 40 instructions. The firmware measures its own calibration:
 loop (exactly ``2 N`` instructions) timed the same way at two ``N``. The slope gives
 instructions per tick, the intercept the cost of reading the timer, which is taken off every
 measurement. With ``profile=True`` the build also defines ``TVMGEN_OP_HOOK`` so every operator's
-instructions are reported.
+instructions are reported. A stateful model (LSTM, SVDF, resource variables) can run a
+``sequence`` of input sets after the first, in turn (its state carried from run to run, reset
+before run ``reset_at``): every run's outputs are reported (``Result.runs``), the first timed.
 
 Used by ``tests/test_emit_cortex_m.py`` and ``bench/cortex_m.py``.
 """
@@ -145,6 +147,7 @@ class Firmware:
     #: Bytes of the emitted module alone by section kind (``text``, ``rodata``, ``data``, ``bss``).
     model_sections: dict[str, int]
     profile: bool = False
+    runs: int = 1  #: input sets the firmware runs in turn (the first, then its ``sequence``)
 
 
 @dataclass
@@ -156,6 +159,8 @@ class Result:
     calibration: Calibration
     #: Instructions per operator (node index -> instructions) of a profile build.
     per_op: dict[int, float] = field(default_factory=dict)
+    #: The outputs of every run, in order (``runs[0]`` is :attr:`outputs`).
+    runs: list[list[np.ndarray]] = field(default_factory=list)
 
     @property
     def instructions(self) -> float:
@@ -178,9 +183,15 @@ def _c_bytes(name: str, data: bytes) -> str:
             f"{{{body}}};")
 
 
-def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> str:
-    """The firmware ``main``: calibration, one timed inference, the outputs in hex."""
+def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
+                sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None
+                ) -> str:
+    """The firmware ``main``: calibration, one timed inference, the outputs in hex; then one
+    inference per input set of ``sequence`` (state carried; reset before run ``reset_at``),
+    each run's outputs in hex."""
     n = gen.name
+    if reset_at is not None and not gen.state_size_bytes:
+        raise EmitError("reset_at: the model keeps no state to reset")
     nodes = [k.op.index for k in gen.kernels if not k.alias]
     lines = ["#include <stdint.h>", "#include <string.h>",
              "#include <tvm/runtime/c_backend_api.h>", f'#include "tvmgen_{n}.h"', "",
@@ -194,6 +205,13 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> 
         lines.append(_c_bytes(f"g_in_init{k}", data))
         lines.append(f"static uint8_t g_in{k}[{max(t.size_bytes, 1)}] "
                      "__attribute__((aligned(16)));")
+    for r, later in enumerate(sequence, 1):
+        for k, (t, x) in enumerate(zip(gen.inputs, later, strict=True)):
+            data = np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
+            if len(data) != t.size_bytes:
+                raise EmitError(f"run {r}, input {k}: {len(data)} bytes, the model takes "
+                                f"{t.size_bytes}")
+            lines.append(_c_bytes(f"g_in_run{r}_{k}", data))
     for k, t in enumerate(gen.outputs):
         lines.append(f"static uint8_t g_out{k}[{max(t.size_bytes, 1)}] "
                      "__attribute__((aligned(16)));")
@@ -274,6 +292,8 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> 
                  ", ".join(f"g_out{k}" for k in range(len(gen.outputs))) + "};")
     if profile:
         lines.append("  g_hooks = 0;")
+    if reset_at == 0:
+        lines.append(f"  if (tvmgen_{n}_reset() != 0) return 5;")
     lines += [
         "  t0 = now();",
         f"  if (tvmgen_{n}_run(&in, &out) != 0) return 4;",
@@ -292,6 +312,14 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool) -> 
         ]
     for k, t in enumerate(gen.outputs):
         lines.append(f'  put_hex("out{k} ", g_out{k}, {t.size_bytes});')
+    for r in range(1, len(sequence) + 1):
+        for k, t in enumerate(gen.inputs):
+            lines.append(f"  memcpy(g_in{k}, g_in_run{r}_{k}, {t.size_bytes});")
+        if reset_at == r:
+            lines.append(f"  if (tvmgen_{n}_reset() != 0) return 5;")
+        lines.append(f"  if (tvmgen_{n}_run(&in, &out) != 0) return 4;")
+        for k, t in enumerate(gen.outputs):
+            lines.append(f'  put_hex("out{k}@{r} ", g_out{k}, {t.size_bytes});')
     lines += ['  hx_puts("done\\n");', "  return 0;", "}", ""]
     return "\n".join(lines)
 
@@ -315,14 +343,17 @@ def section_sizes(obj: Path) -> dict[str, int]:
 
 
 def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
-          profile: bool = False, cflags: Sequence[str] = CFLAGS) -> Firmware:
-    """Write and compile the firmware for one inference of ``gen`` on ``inputs``."""
+          profile: bool = False, cflags: Sequence[str] = CFLAGS,
+          sequence: Sequence[Sequence[np.ndarray]] = (),
+          reset_at: int | None = None) -> Firmware:
+    """Write and compile the firmware for one inference of ``gen`` on ``inputs``, then one per
+    input set of ``sequence`` (state carried; ``reset_at``: reset before that run)."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / f"tvmgen_{gen.name}.h").write_text(gen.header)
     lib = workdir / f"{gen.name}_lib0.c"
     lib.write_text(gen.source)
     (workdir / "startup.c").write_text(_STARTUP)
-    (workdir / "main.c").write_text(main_source(gen, inputs, profile))
+    (workdir / "main.c").write_text(main_source(gen, inputs, profile, sequence, reset_at))
     (workdir / "link.ld").write_text(_LINKER)
     base = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", *cflags, "-ffunction-sections",
             "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
@@ -338,7 +369,7 @@ def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
           f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", str(obj), str(workdir / "startup.c"),
           str(workdir / "main.c"), *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)],
          "linking the Cortex-M firmware")
-    return Firmware(elf, gen, sections, profile)
+    return Firmware(elf, gen, sections, profile, 1 + len(sequence))
 
 
 def run(fw: Firmware, timeout: float = 300.0) -> Result:
@@ -358,17 +389,22 @@ def run(fw: Firmware, timeout: float = 300.0) -> Result:
                 for m in re.finditer(r"^cal (\d+) (\d+)$", text, re.M))
     calibration = Calibration(cal)
     ticks = int(re.search(r"^ticks (\d+)$", text, re.M).group(1))
-    outs = []
-    for k, t in enumerate(fw.gen.outputs):
-        m = re.search(rf"^out{k} ([0-9a-f]*)$", text, re.M)
-        if m is None:
-            raise EmitError(f"output {k} missing from the firmware's report")
-        raw = bytes.fromhex(m.group(1))
-        if len(raw) != t.size_bytes:
-            raise EmitError(f"output {k}: {len(raw)} bytes reported, {t.size_bytes} expected")
-        outs.append(np.frombuffer(raw, dtype=NUMPY_DTYPES[t.dtype]).reshape(t.shape))
+    runs = []
+    for r in range(fw.runs):
+        outs = []
+        tag = "" if r == 0 else f"@{r}"
+        for k, t in enumerate(fw.gen.outputs):
+            m = re.search(rf"^out{k}{tag} ([0-9a-f]*)$", text, re.M)
+            if m is None:
+                raise EmitError(f"output {k} of run {r} missing from the firmware's report")
+            raw = bytes.fromhex(m.group(1))
+            if len(raw) != t.size_bytes:
+                raise EmitError(f"output {k}: {len(raw)} bytes reported, {t.size_bytes} "
+                                "expected")
+            outs.append(np.frombuffer(raw, dtype=NUMPY_DTYPES[t.dtype]).reshape(t.shape))
+        runs.append(outs)
     per_op: dict[int, float] = {}
     ipt = calibration.instructions_per_tick
     for m in re.finditer(r"^node (\d+)\noptick (\d+)$", text, re.M):
         per_op[int(m.group(1))] = int(m.group(2)) * ipt
-    return Result(outs, ticks, calibration, per_op)
+    return Result(runs[0], ticks, calibration, per_op, runs)

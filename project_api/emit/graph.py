@@ -114,3 +114,31 @@ class Graph:
 
     def tensor(self, index: int) -> Tensor:
         return self.tensors[index]
+
+
+#: The options naming the subgraphs each control-flow operator calls.
+CALLEE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "IF": ("then_subgraph_index", "else_subgraph_index"),
+    "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
+    "CALL_ONCE": ("init_subgraph_index",),
+}
+
+
+def callees(op: Operator) -> list[int]:
+    """The subgraphs ``op`` calls, by index, as its options name them (empty for other ops)."""
+    return [int(op.options[k]) for k in CALLEE_OPTIONS.get(op.opcode, ())
+            if op.options.get(k) is not None]
+
+
+def reachable_subgraphs(subgraphs: list[Graph]) -> list[int]:
+    """The main subgraph and those its control flow calls, transitively, in index order
+    (indices out of range are left to the op modules to refuse)."""
+    seen = {0}
+    todo = [0]
+    while todo:
+        for op in subgraphs[todo.pop()].operators:
+            for c in callees(op):
+                if 0 <= c < len(subgraphs) and c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+    return sorted(seen)

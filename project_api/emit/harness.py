@@ -20,7 +20,8 @@ from ..paths import crt_dir
 from .codegen import Generated
 
 NUMPY_DTYPES = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32,
-                "int64": np.int64, "float32": np.float32, "bool": np.bool_}
+                "int64": np.int64, "float32": np.float32, "bool": np.bool_, "uint32": np.uint32,
+                "uint64": np.uint64}
 
 # Room for the stack allocator's alignment and bookkeeping beyond the plan's pool bytes.
 WORKSPACE_SLACK_BYTES = 256

@@ -40,6 +40,8 @@ def metadata(gen: Generated) -> dict:
         "inputs": {t.name: _io_entry(t) for t in gen.inputs},
         "io_size_bytes": io_size,
         "outputs": {t.name: _io_entry(t) for t in gen.outputs},
+        # the module's own static region kept across runs (tvmgen_<name>_reset), not workspace
+        "state_size_bytes": gen.state_size_bytes,
         "workspace_size_bytes": gen.workspace_size_bytes,
     }
     return {

@@ -194,6 +194,82 @@ def softmax_params(input_scale: float, beta: float) -> tuple[int, int, int]:
     return multiplier, left_shift, diff_min
 
 
+#: TFLM's ``sigmoid_table_uint16``: sigmoid(i / 24) in Q0.16 for i in 0..255, the table its int16
+#: LOGISTIC and TANH (and the LSTM's gates) interpolate. Its values are TFLM's own: 43 of them are
+#: one above round(65536 sigmoid(i / 24)) and the last is 65535, so no formula reproduces them
+#: (``tests/test_ops_sequence.py`` reads every entry back through TFLM's int16 TANH).
+SIGMOID_TABLE_Q16: tuple[int, ...] = (
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149,
+    40794, 41432, 42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369,
+    47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409, 51865, 52311, 52745, 53169,
+    53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370,
+    60565, 60753, 60935, 61110, 61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302,
+    62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186, 63279, 63368, 63454, 63536,
+    63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786,
+    64816, 64845, 64873, 64900, 64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079,
+    65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208, 65221, 65234, 65246, 65258,
+    65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433,
+    65438, 65442, 65445, 65449, 65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474,
+    65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491, 65493, 65495, 65497, 65498,
+    65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522,
+    65523, 65523, 65524, 65524, 65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528,
+    65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530, 65530, 65530, 65531, 65531,
+    65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534,
+    65534, 65534, 65534, 65535,
+)
+
+
+def sigmoid_table_rows(per_line: int = 16) -> str:
+    """:data:`SIGMOID_TABLE_Q16` as the rows of a C initializer."""
+    t = SIGMOID_TABLE_Q16
+    return ",\n".join("  " + ", ".join(str(v) for v in t[i:i + per_line])
+                       for i in range(0, len(t), per_line))
+
+
+def log2_rounded(x: float) -> tuple[int, bool]:
+    """TFLM's ``CheckedLog2`` of a float32 scale: (log2 rounded half away from zero, whether
+    ``x`` is within 1e-3 of that power of two), computed in float32 as TFLM does."""
+    f = np.float32
+    v = f(math.log(f(x))) * (f(1.0) / f(math.log(f(2.0))))
+    r = round_half_away(float(v))
+    return r, abs(float(v - f(r))) < 1e-3
+
+
+def fixed_point_input(scale: float, integer_bits: int = 4) -> tuple[int, int, int]:
+    """``(multiplier, left shift, radius)`` of TFLM's int8 LOGISTIC/TANH: the input scale times
+    ``2^(31 - integer_bits)`` split by frexp and rounded to Q31, and ``CalculateInputRadius``
+    (inputs beyond it saturate)."""
+    mantissa, shift = math.frexp(f32(scale) * float(1 << (31 - integer_bits)))
+    multiplier = round_half_away(mantissa * (1 << 31))
+    if shift < 0:
+        raise ValueError(f"input scale {scale!r} is too small for TFLM's fixed-point input")
+    radius = math.floor(1.0 * ((1 << integer_bits) - 1) * (1 << (31 - integer_bits))
+                        / (1 << shift))
+    return multiplier, shift, radius
+
+
+def lut16_input(scale: float, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
+    """``(multiplier, shift)`` of TFLM's int16 LOGISTIC (``pot_shifts`` (0,)) or TANH ((0, 1)):
+    a power-of-two input scale whose shift (12 + log2 scale) is in ``pot_shifts`` gives
+    ``3 << shift, 0``; any other scale a multiplier to 1/(3*4096) per unit, doubled while at most
+    32767 / 2, with its shift."""
+    log2, exact = log2_rounded(scale)
+    shift = 12 + log2
+    if exact and shift in pot_shifts:
+        return 3 << shift, 0
+    multiplier = f32(scale) * 4096.0 * 3.0
+    shift = 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
+
+
 # --- integer reference helpers (mirrors of kernels/common.h.j2, for tests) -------------------
 
 

@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,9 @@ __all__ = [
     "input_details",
     "output_details",
     "run_litert",
+    "run_litert_sequence",
     "run_tflm",
+    "run_tflm_sequence",
     "tflm_arena",
 ]
 
@@ -107,6 +109,62 @@ def run_tflm(
         interp.set_input(_as_input(value, interp.get_input_details(i), i), i)
     interp.invoke()
     return [np.array(interp.get_output(i), copy=True) for i in range(n_out)]
+
+
+def run_tflm_sequence(
+    model: bytes, runs: Sequence[Sequence[np.ndarray]], fresh_at: Collection[int] = (),
+    arena_size_bytes: int | None = None,
+) -> list[list[np.ndarray]]:
+    """Run ``model`` on each input set of ``runs`` in turn in one TFLite Micro interpreter, as
+    a device runs a stateful model (variable tensors and resource variables carried from one
+    invocation to the next); return each run's outputs. Before each run whose index is in
+    ``fresh_at`` a new interpreter starts: the state of a device just booted or reset (TFLM's
+    own ``reset()`` would not run a CALL_ONCE init subgraph again)."""
+    n_in, n_out = _subgraph_io_count(model)
+    interp = None
+    out = []
+    for r, inputs in enumerate(runs):
+        if len(inputs) != n_in:
+            raise ValueError(f"run {r}: the model has {n_in} inputs, {len(inputs)} given")
+        if interp is None or r in fresh_at:
+            interp = _tflm_interpreter(model, arena_size_bytes)
+        for i, value in enumerate(inputs):
+            interp.set_input(_as_input(value, interp.get_input_details(i), i), i)
+        interp.invoke()
+        out.append([np.array(interp.get_output(i), copy=True) for i in range(n_out)])
+    return out
+
+
+def _litert(model: bytes, reference_kernels: bool) -> Any:
+    mod = _litert_interpreter()
+    resolver = (mod.OpResolverType.BUILTIN_REF if reference_kernels
+                else mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interp = mod.Interpreter(model_content=bytes(model), num_threads=1,
+                             experimental_op_resolver_type=resolver)
+    interp.allocate_tensors()
+    return interp
+
+
+def run_litert_sequence(
+    model: bytes, runs: Sequence[Sequence[np.ndarray]], fresh_at: Collection[int] = (),
+    reference_kernels: bool = False,
+) -> list[list[np.ndarray]]:
+    """:func:`run_tflm_sequence` in LiteRT: one interpreter for every run (state carried), a new
+    one before each run in ``fresh_at``."""
+    interp = None
+    out = []
+    for r, inputs in enumerate(runs):
+        if interp is None or r in fresh_at:
+            interp = _litert(model, reference_kernels)
+        ins = interp.get_input_details()
+        if len(inputs) != len(ins):
+            raise ValueError(f"run {r}: the model has {len(ins)} inputs, {len(inputs)} given")
+        for i, (value, det) in enumerate(zip(inputs, ins, strict=True)):
+            interp.set_tensor(det["index"], _as_input(value, det, i))
+        interp.invoke()
+        out.append([np.array(interp.get_tensor(d["index"]), copy=True)
+                    for d in interp.get_output_details()])
+    return out
 
 
 def run_litert(

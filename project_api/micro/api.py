@@ -64,6 +64,10 @@ EXECUTOR_FUNCTIONS = (
 )
 
 
+#: The device global function that resets a model's state (crt/src/aot_executor).
+RESET_STATE_FUNCTION = "project_api.reset_state"
+
+
 @dataclass(frozen=True)
 class TimingResult:
     """Device-measured seconds per call, one entry per repeat, with summary statistics."""
@@ -246,6 +250,21 @@ class Model:
         ``session_established_timeout_sec``).
         """
         self._call("run", timeout_sec=timeout_sec)
+
+    def reset_state(self, *, timeout_sec: float | None = None) -> bool:
+        """Restore the model's state (what a sequence model keeps from one run to the next:
+        LSTM/SVDF state, resource variables) to its values at boot, through the device's
+        ``project_api.reset_state``. True when the firmware reset it; False when the firmware
+        holds no model with state (it then has no such function: nothing to reset)."""
+        try:
+            handle = self.session.get_function(RESET_STATE_FUNCTION)
+        except SessionError as err:
+            if "no global function" in str(err):
+                return False
+            raise
+        self.session.rpc.call(handle, self.name, timeout_sec=timeout_sec,
+                              what=f"{RESET_STATE_FUNCTION} of model {self.name!r}")
+        return True
 
     def get_output(self, index: int) -> np.ndarray:
         """Read output ``index`` (dtype and shape from the device's tensor)."""

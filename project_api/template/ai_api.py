@@ -221,6 +221,7 @@ def _model_context(mod: Any, ctx: dict[str, Any], source_name: str, archive: str
         "version": version, "cident": cident,
         "macro": cident.upper(), "inputs": inputs, "outputs": outputs,
         "workspace_size_bytes": workspace, "weights_size": int(mod.constants_size_bytes or 0),
+        "state_size": int(getattr(mod, "state_size_bytes", 0) or 0),
         "activations_size": activations_bytes(workspace, sites),
         "profile_bytes": _profile_record_bytes(mod),
     }

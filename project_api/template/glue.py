@@ -94,6 +94,8 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
         return _tensor_contexts(items, kind, where, platform,
                                 f"the member of struct {prefix}_{kind}s in {header}")
 
+    state = int(getattr(mod, "state_size_bytes", 0) or 0)
+    reset = getattr(mod, "reset_function", None) if state else None
     return {
         "name": mod.name, "prefix": prefix, "ident": "model_" + c_identifier(mod.name),
         "api": api, "run_function": run_function,
@@ -102,6 +104,9 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
         # A profile build (emit --profile) exports <prefix>_profile_read: the glue answers
         # project_api.profile with it.
         "profile_read": f"{prefix}_profile_read" if getattr(mod, "profile", False) else None,
+        "state_size_bytes": state,
+        "reset_function": check_c_identifier(reset, f"{where}: its reset function")
+        if reset else None,
     }
 
 
@@ -190,7 +195,8 @@ def render_model_glue(env: Environments, modules: list[dict[str, Any]],
                       build_hash: str | None = None) -> str:
     """``model_glue.c`` for the module contexts of :func:`module_context`; with ``build_hash``
     (hex, from :func:`compute_build_hash`) it defines ``TVMCrtAotModel_BuildHash``, which the
-    device answers to the ``project_api.build_hash`` global function."""
+    device answers to the ``project_api.build_hash`` global function. When a module keeps state
+    it defines ``TVMCrtAotModel_ResetState`` (``project_api.reset_state``, ``ai_reset``)."""
     if build_hash is not None and not _BUILD_HASH_RE.fullmatch(build_hash):
         raise ValueError(f"build hash {build_hash!r}: want {BUILD_HASH_DIGITS} hex digits")
     return env.get_template("model_glue.c.j2").render(modules=modules, build_hash=build_hash)

@@ -41,6 +41,7 @@ needs them, in test order within each test module.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import re
@@ -116,6 +117,15 @@ class Case:
     #: float outputs must then equal TFLM's bit for bit (NaNs included), not merely within
     #: FLOAT_RTOL/FLOAT_ATOL (LiteRT keeps the tolerance).
     float_exact: bool = False
+    #: The model keeps state (variable tensors, resource variables): the references run the
+    #: input sets in turn in one interpreter each, as the compiled program does, so every run
+    #: checks the state the runs before it left.
+    stateful: bool = False
+    #: Input sets the program runs in turn (the last at the extremes of each input's type).
+    invocations: int = 0
+    #: Before this run the program calls ``tvmgen_<name>_reset()`` and the references start a
+    #: new interpreter (a device just booted); None: never.
+    reset_at: int | None = None
 
     @property
     def model_id(self) -> str:
@@ -158,7 +168,7 @@ def scheme_of(model: bytes, op: str) -> str:
     from project_api.emit.ops import REGISTRY
 
     g = read_tflite(model)
-    node = next(n for n in g.operators if n.name == op)
+    node = next(n for n in g.operators if op in (n.name, n.custom_code))  # custom: by its name
     entry = REGISTRY.lookup(node)
     if entry is None:
         return "unsupported"
@@ -206,9 +216,8 @@ def with_targets(cases: list[Case]) -> list[Case]:
     for c in cases:
         entry = REGISTRY.builtin.get(c.op)
         if entry is not None and c.scheme in entry.spec.dsp:
-            out.append(Case(c.op, c.mode, dict(c.options), list(c.branches), target=DSP_TARGET,
-                            litert=c.litert, tflm=c.tflm, branch=c.branch,
-                            float_exact=c.float_exact))
+            out.append(dataclasses.replace(c, options=dict(c.options), branches=list(c.branches),
+                                           target=DSP_TARGET))
     return out
 
 
@@ -285,11 +294,13 @@ int main(int argc, char** argv) {{
   FILE* fin;
   FILE* fout;
   int runs;
+  int reset_at;
   int r;
-  if (argc != 4) return 2;
+  if (argc != 4 && argc != 5) return 2;
   fin = fopen(argv[1], "rb");
   fout = fopen(argv[2], "wb");
   runs = atoi(argv[3]);
+  reset_at = argc == 5 ? atoi(argv[4]) : -1;
   if (fin == NULL || fout == NULL) return 2;
   if (TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)) != 0) {{
     fprintf(stderr, "TVMCrtWorkspace_Init failed\\n");
@@ -302,6 +313,11 @@ int main(int argc, char** argv) {{
 {reads}
 {outputs_init}
 {fill}
+#ifdef TVMGEN_{NAME}_STATE_SIZE
+    if (r == reset_at && tvmgen_{name}_reset() != 0) return 7;
+#else
+    (void)reset_at;
+#endif
     rc = tvmgen_{name}_run(&inputs, &outputs);
     if (rc != 0) {{
       fprintf(stderr, "tvmgen_{name}_run returned %d on run %d\\n", (int)rc, r);
@@ -421,15 +437,18 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
     return Built(case, model, labels, exe, in_det, out_det)
 
 
-def run_built(built: Built, runs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-    """Run the executable once per input set; the outputs of every run."""
+def run_built(built: Built, runs: list[list[np.ndarray]],
+              reset_at: int | None = None) -> list[list[np.ndarray]]:
+    """Run the executable on every input set in turn (one process: state carries over);
+    ``reset_at``: reset the module's state before that run. The outputs of every run."""
     workdir = built.exe.parent
     with open(workdir / "inputs.bin", "wb") as f:
         for inputs in runs:
             for arr, d in zip(inputs, built.in_det, strict=True):
                 f.write(np.ascontiguousarray(arr, dtype=d["dtype"]).tobytes())
-    _run([str(built.exe), "inputs.bin", "outputs.bin", str(len(runs))], "running the emitted C",
-         cwd=workdir)
+    extra = [] if reset_at is None else [str(reset_at)]
+    _run([str(built.exe), "inputs.bin", "outputs.bin", str(len(runs)), *extra],
+         "running the emitted C", cwd=workdir)
     raw = (workdir / "outputs.bin").read_bytes()
     result, pos = [], 0
     for _ in runs:
@@ -508,17 +527,19 @@ def io_details(model: bytes, tflm: bool = True) -> tuple[list[dict[str, Any]],
             [one(d) for d in interp.get_output_details()])
 
 
-def input_sets(model: bytes, seed: int | list[int], tflm: bool = True) -> list[list[np.ndarray]]:
-    """RUNS input sets: random over each input's whole range, then one at the extremes."""
+def input_sets(model: bytes, seed: int | list[int], tflm: bool = True,
+               runs: int = RUNS) -> list[list[np.ndarray]]:
+    """``runs`` input sets: random over each input's whole range, the last at the extremes;
+    the inputs as TFLM reads them (LiteRT where ``tflm`` is False)."""
     rng = np.random.default_rng(seed)
     dets = io_details(model, tflm)[0]
     sets = []
-    for r in range(RUNS):
+    for r in range(runs):
         one = []
         for d in dets:
             dt = np.dtype(d["dtype"])
             if dt.kind == "b":  # bool: random, then alternating runs (every pair of values)
-                if r < RUNS - 1:
+                if r < runs - 1:
                     one.append(rng.integers(0, 2, size=d["shape"]).astype(bool))
                 else:
                     one.append((np.arange(int(np.prod(d["shape"]))) % 3 == 0).reshape(d["shape"]))
@@ -527,12 +548,12 @@ def input_sets(model: bytes, seed: int | list[int], tflm: bool = True) -> list[l
                 lo, hi = int(info.min), int(info.max)
                 if dt.itemsize > 2:  # int32: a range whose sums and products stay exact
                     lo, hi = -(1 << 20), 1 << 20
-                if r < RUNS - 1:
+                if r < runs - 1:
                     one.append(rng.integers(lo, hi + 1, size=d["shape"], dtype=dt))
                 else:
                     one.append(rng.choice(np.array([lo, hi], dt), size=d["shape"]))
             else:
-                scale = 3.0 if r < RUNS - 1 else 50.0
+                scale = 3.0 if r < runs - 1 else 50.0
                 one.append(rng.uniform(-scale, scale, size=d["shape"]).astype(np.float32))
         sets.append(one)
     return sets
@@ -578,12 +599,21 @@ def check_parity(case: Case, builds: Prefetcher, with_litert: bool = True) -> No
     if not (with_litert or case.tflm):
         raise AssertionError(f"{case.id}: no reference left (neither TFLM nor LiteRT)")
     built = builds.get(case)
-    runs = input_sets(built.model, [SEED_BASE, zlib.crc32(case.id.encode()) + 1], case.tflm)
-    got_runs = run_built(built, runs)
+    runs = input_sets(built.model, [SEED_BASE, zlib.crc32(case.id.encode()) + 1], case.tflm,
+                      case.invocations or RUNS)
+    got_runs = run_built(built, runs, case.reset_at)
     problems = []
+    if case.stateful:
+        fresh = () if case.reset_at is None else (case.reset_at,)
+        tflm_runs = R.run_tflm_sequence(built.model, runs, fresh) if case.tflm else None
+        lite_runs = R.run_litert_sequence(built.model, runs, fresh) if with_litert else None
     for r, (inputs, got) in enumerate(zip(runs, got_runs, strict=True)):
-        tflm = R.run_tflm(built.model, inputs) if case.tflm else None
-        lite = R.run_litert(built.model, inputs) if with_litert else None
+        if case.stateful:
+            tflm = tflm_runs[r] if tflm_runs is not None else None
+            lite = lite_runs[r] if lite_runs is not None else None
+        else:
+            tflm = R.run_tflm(built.model, inputs) if case.tflm else None
+            lite = R.run_litert(built.model, inputs) if with_litert else None
         for k, label in enumerate(built.labels):
             refs = [] if tflm is None else [(tflm[k], "TFLM", 0, case.float_exact)]
             if lite is not None:

@@ -368,6 +368,24 @@ static int Profile(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_
   return 0;
 }
 
+/* project_api.reset_state(str module): restore the module's state to its values at boot. */
+static int ResetState(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
+                      int* ret_tcode, void* resource_handle) {
+  static const int kSig[1] = {kTVMStr};
+  (void)resource_handle;
+  int err = TVMCrtArgs_Check("project_api.reset_state", type_codes, num_args, kSig, 1);
+  if (err != 0) {
+    return err;
+  }
+  if (TVMCrtAotModel_ResetState(args[0].v_str) != 0) {
+    TVMAPIErrorf("project_api.reset_state: this firmware has no model '%s'", args[0].v_str);
+    return kTvmErrorFunctionCallInvalidArg;
+  }
+  ret_val->v_int64 = 0;
+  *ret_tcode = kTVMArgInt;
+  return 0;
+}
+
 tvm_crt_error_t TVMAotExecutorModule_Register(void) {
   static int registered;
   tvm_crt_error_t err = kTvmErrorNoError;
@@ -381,6 +399,9 @@ tvm_crt_error_t TVMAotExecutorModule_Register(void) {
     }
     if (err == kTvmErrorNoError && TVMCrtAotModel_Profile != NULL) {
       err = TVMCrtRuntime_RegisterGlobal("project_api.profile", Profile, 0);
+    }
+    if (err == kTvmErrorNoError && TVMCrtAotModel_ResetState != NULL) {
+      err = TVMCrtRuntime_RegisterGlobal("project_api.reset_state", ResetState, 0);
     }
     registered = err == kTvmErrorNoError;
   }

@@ -122,6 +122,14 @@ static size_t Results(void* ctx, float* out, size_t max) {
   return i;
 }
 
+static int Reset(void* ctx) {
+  TVMCrtMlperfTinyAot* s = (TVMCrtMlperfTinyAot*)ctx;
+  if (TVMCrtAotModel_ResetState == NULL) {
+    return 0; /* the glue defines it when a module keeps state: nothing to reset */
+  }
+  return TVMCrtAotModel_ResetState(s->info->module_name) == 0 ? 0 : -1;
+}
+
 int TVMCrtMlperfTinyAot_Init(TVMCrtMlperfTinyAot* state, TVMCrtMlperfTinyModel* model,
                              const TVMCrtMlperfTinyAotInfo* info, const char** why) {
   const TVMCrtAotModel* aot = TVMCrtAotModel_Lookup(info->module_name);
@@ -165,5 +173,6 @@ int TVMCrtMlperfTinyAot_Init(TVMCrtMlperfTinyAot* state, TVMCrtMlperfTinyModel* 
   model->load = Load;
   model->infer = Infer;
   model->results = Results;
+  model->reset = Reset;
   return 0;
 }

@@ -157,6 +157,7 @@ static void Help(void) {
   PutLine("db print [N [OFFSET]] : print N buffer bytes from OFFSET as hex");
   PutLine("infer N [W=10] : load the buffer, W warm-up runs, N timed runs, results");
   PutLine("results      : the last inference's results");
+  /* "reset" (project-api's, see mlperftiny.h) is left out: help stays the reference's */
 }
 
 static void DbPrint(TVMCrtMlperfTiny* bench, char* cursor) {
@@ -318,6 +319,12 @@ void TVMCrtMlperfTiny_Command(TVMCrtMlperfTiny* bench, char* command) {
     Infer(bench, cursor);
   } else if (strcmp(word, "results") == 0) {
     Results(bench);
+  } else if (strcmp(word, "reset") == 0) {
+    if (bench->model->reset != NULL && bench->model->reset(bench->model->ctx) != 0) {
+      PutLine("e-[Resetting the model's state failed]");
+    } else {
+      PutLine("m-reset-done");
+    }
   } else {
     PutWrapped("e-[Unknown command: ", word, "]");
   }

@@ -75,6 +75,32 @@ MODULES = (
     "elu",
     "log_softmax",
     "l2_normalization",
+    # state, control flow and sequence models (the ops-state family)
+    "assign_variable",
+    "call_once",
+    "if_op",
+    "logistic",
+    "read_variable",
+    "svdf",
+    "tanh",
+    "unidirectional_sequence_lstm",
+    "var_handle",
+    "while_op",
+    # TFLM's signal library, custom operators (the ops-signal family)
+    "signal_delay",
+    "signal_energy",
+    "signal_fft_auto_scale",
+    "signal_filter_bank",
+    "signal_filter_bank_log",
+    "signal_filter_bank_spectral_subtraction",
+    "signal_filter_bank_square_root",
+    "signal_framer",
+    "signal_irfft",
+    "signal_overlap_add",
+    "signal_pcan",
+    "signal_rfft",
+    "signal_stacker",
+    "signal_window",
 )
 
 #: Every operator the emitter implements.

@@ -89,3 +89,14 @@ def acc_bound(w: np.ndarray, bias: np.ndarray, x_max: int) -> np.ndarray:
     """Per output channel (axis 0 of ``w``): ``|bias| + x_max * sum |w|``."""
     wa = np.abs(w.astype(np.int64)).reshape(w.shape[0], -1).sum(axis=1)
     return np.abs(bias.astype(np.int64)) + x_max * wa
+
+
+def interleave_pairs(w: np.ndarray) -> np.ndarray:
+    """int8 weights ``[out, depth]`` (depth a multiple of 4) in the order the FULLY_CONNECTED
+    DSP kernel reads them: per pair of outputs, per group of 4 inputs, 4 bytes of output 0 then 4
+    of output 1; an odd last output's bytes in order after the pairs."""
+    out_ch, depth = w.shape
+    oc2 = out_ch - out_ch % 2
+    groups = w.astype(np.int64).reshape(out_ch, depth // 4, 4)
+    pairs = groups[:oc2].reshape(oc2 // 2, 2, depth // 4, 4).transpose(0, 2, 1, 3)
+    return np.concatenate([pairs.reshape(-1), groups[oc2:].reshape(-1)]).astype(np.int8)

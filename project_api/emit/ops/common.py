@@ -64,6 +64,24 @@ class Kernel:
     #: Helper headers (templates in ``kernels/``) the kernel's C calls, emitted once per
     #: module after ``common.h.j2`` (e.g. ``int16.h.j2``).
     headers: tuple[str, ...] = ()
+    #: Positions in ``inputs`` the kernel updates in place (variable tensors: the state of an
+    #: LSTM or SVDF, a resource variable ASSIGN_VARIABLE writes): passed as ``T* restrict inJ``.
+    mutable_inputs: tuple[int, ...] = ()
+    #: Slots of the state region (:mod:`..state` keys) the kernel reads and writes besides its
+    #: tensors (a CALL_ONCE flag): passed as ``uint8_t* restrict stJ``.
+    state: tuple[tuple, ...] = ()
+    #: Subgraphs the kernel calls (IF, WHILE, CALL_ONCE). The code generator lowers them first,
+    #: adds the largest one's pool to ``scratch_bytes`` (after the kernel's own scratch) and
+    #: gives the template ``p.sg`` (subgraph index -> its C function) and ``p.child_pool``
+    #: (the C expression of the pool handed to them).
+    subgraphs: tuple[int, ...] = ()
+    #: The node computes nothing at run time (VAR_HANDLE: its output names a state slot).
+    no_code: bool = False
+    #: Bytes of state the op keeps for itself from one run to the next (TFLM's persistent
+    #: buffers: a signal op's noise estimate, framer queue, delay line), zero at boot and at
+    #: reset: a slot of the state region the code generator adds, passed as the last
+    #: ``uint8_t* restrict stJ``.
+    persistent_bytes: int = 0
 
     @property
     def dsp(self) -> bool:
@@ -256,7 +274,8 @@ def check_symmetric(op: Operator, *tensors: Tensor) -> None:
 
 #: The C type of each element type the kernels use.
 C_TYPES = {"float32": "float", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-           "int64": "int64_t", "uint8": "uint8_t", "bool": "uint8_t"}
+           "int64": "int64_t", "uint8": "uint8_t", "bool": "uint8_t", "uint32": "uint32_t",
+           "uint64": "uint64_t"}
 
 
 def compute_padding(in_size: int, filter_size: int, stride: int, dilation: int,

@@ -71,6 +71,14 @@ const char* TVMCrtGraphModel_Match(const char* json, size_t length) __attribute_
 int32_t TVMCrtAotModel_Profile(const char* module_name, uint8_t* out, size_t size)
     __attribute__((weak));
 
+/*!
+ * \brief Optional, provided by the glue when a module keeps state from one run to the next
+ * (variable tensors, resource variables): restore the state of module_name to its values at boot.
+ * Returns 0 (also for a module without state), nonzero when no module has that name. When
+ * defined, the global function "project_api.reset_state" calls it (weak: glue may omit it).
+ */
+int32_t TVMCrtAotModel_ResetState(const char* module_name) __attribute__((weak));
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -18,6 +18,10 @@
  *                        m-infer-start-N, m-lap-us-T, N timed runs, m-lap-us-T, m-infer-done and
  *                        the results line
  *   results              m-results-[f,f,...] with three decimals
+ *   reset                project-api's: restores the state of a model that keeps state from one
+ *                        run to the next (LSTM, SVDF, resource variables) to its values at boot,
+ *                        m-reset-done (nothing to do for a stateless model); the host runner
+ *                        sends it before every sample of a stateful model
  *
  * The port (a template's firmware) supplies TVMCrtMlperfTinyPort_Write and
  * TVMCrtMlperfTinyPort_Micros, a TVMCrtMlperfTinyModel (usually from TVMCrtMlperfTinyAot_Init
@@ -60,6 +64,9 @@ typedef struct TVMCrtMlperfTinyModel {
   int (*infer)(void* ctx);
   /*! Write up to max result values into out; return how many. */
   size_t (*results)(void* ctx, float* out, size_t max);
+  /*! Optional (NULL: nothing to reset): restore the model's state to its values at boot; 0 on
+   * success. */
+  int (*reset)(void* ctx);
 } TVMCrtMlperfTinyModel;
 
 /*! \brief Protocol state (allocate statically; fields are private). */
