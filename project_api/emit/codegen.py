@@ -300,7 +300,24 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     module = _Module(name, target, subgraphs, state)
 
     kernels = module.prepare(0)
+    inputs, outputs = _graph_io(graph, kernels)
+    main = module.lower(0, kernels, _external_buffers(graph, inputs, outputs), {})
+    module.lowered[0] = main
 
+    pool_size = main.plan.pool_size
+    header = render_header(name, inputs, outputs, pool_size, state.size)
+    source = _source(module, _run_function(name, main, state))
+    constants_size = sum(low.constants_size for low in module.lowered.values())
+    return Generated(name, header, source, inputs, outputs, pool_size, main.plan.lower_bound,
+                     constants_size, kernels, main.plan, target, graph=graph,
+                     state_size_bytes=state.size, state=state,
+                     callees={k: low for k, low in module.lowered.items() if k})
+
+
+def _graph_io(graph: Graph, kernels: list[Kernel]) -> tuple[list[IOTensor], list[IOTensor]]:
+    """The module's inputs and outputs as the header names them; refused: names that collide
+    or make no C identifier, a graph input that is also an output, an output no operator
+    computes."""
     inputs = [_io(graph.tensor(i)) for i in graph.inputs]
     outputs = [_io(graph.tensor(i)) for i in graph.outputs]
     seen: dict[str, str] = {}
@@ -319,29 +336,45 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         if i not in produced:
             raise UnsupportedOperatorError(
                 f"graph output '{graph.tensor(i).name}' is not computed by any operator")
+    return inputs, outputs
 
-    external: dict[int, str] = {}  # tensor -> C expression of the caller's buffer
+
+def _external_buffers(graph: Graph, inputs: list[IOTensor],
+                      outputs: list[IOTensor]) -> dict[int, str]:
+    """Tensor -> the C expression of the caller's buffer that holds it (graph inputs and
+    outputs live in the caller's structs, not in the pool)."""
+    external: dict[int, str] = {}
     for i, io in zip(graph.inputs, inputs, strict=True):
         external[i] = f"inputs->{io.c_name}"
     for i, io in zip(graph.outputs, outputs, strict=True):
         external[i] = f"outputs->{io.c_name}"
-    main = module.lower(0, kernels, external, {})
-    module.lowered[0] = main
+    return external
 
-    pool_size = main.plan.pool_size
-    header = render_header(name, inputs, outputs, pool_size, state.size)
+
+#: The profiling seam every module defines (a build may override it).
+_OP_HOOK = ("/* A build may define TVMGEN_OP_HOOK(node) to observe each operator (profiling);\n"
+            " * it is called before each operator's kernel with its node index, -1 at the end. */\n"
+            "#ifndef TVMGEN_OP_HOOK\n#define TVMGEN_OP_HOOK(node) ((void)0)\n#endif\n")
+
+
+def _common_code(module: _Module) -> str:
+    """The helpers the module's kernels share: common.h, the DSP intrinsics on a DSP target,
+    each header a kernel asks for (once), and the profiling hook."""
     env = module.env
     common = env.get_template("common.h.j2").render()
-    if target.dsp:
+    if module.target.dsp:
         common += "\n" + env.get_template("arm_dsp.h.j2").render()
     all_kernels = [k for low in module.lowered.values() for k in low.kernels]
     for extra in dict.fromkeys(h for k in all_kernels if not k.alias and not k.no_code
                                for h in k.headers):
         common += "\n" + env.get_template(extra).render()
-    hook = ("/* A build may define TVMGEN_OP_HOOK(node) to observe each operator (profiling);\n"
-            " * it is called before each operator's kernel with its node index, -1 at the end. */\n"
-            "#ifndef TVMGEN_OP_HOOK\n#define TVMGEN_OP_HOOK(node) ((void)0)\n#endif\n")
-    common += "\n" + hook
+    return common + "\n" + _OP_HOOK
+
+
+def _run_function(name: str, main: Lowered, state: StateLayout) -> list[str]:
+    """``tvmgen_<name>_run``: the state made ready, the pool taken from the workspace, the
+    calls of the main subgraph, the pool given back."""
+    pool_size = main.plan.pool_size
     calls = main.calls
     run = [f"int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs, "
            f"struct tvmgen_{name}_outputs* outputs) {{"]
@@ -360,15 +393,22 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     if pool_size:
         run += ["  if (TVMBackendFreeWorkspace(1, 0, pool) != 0) return -1;"]
     run += ["  return 0;", "}"]
+    return run
+
+
+def _source(module: _Module, run: list[str]) -> str:
+    """The module's C file: the shared code, the constants, the state, the operators (callees
+    before their callers) and the entry point ``run``."""
+    name, state = module.name, module.state
     order = [*module.order, 0]
     const_chunks = [c for k in order for c in module.lowered[k].const_chunks]
     func_chunks = [c for k in order for c in module.lowered[k].func_chunks]
     parts = [
-        f"/* Generated by project-api emit for module \"{name}\", kernel target {target.name}. "
-        "Do not edit. */",
+        f"/* Generated by project-api emit for module \"{name}\", kernel target "
+        f"{module.target.name}. Do not edit. */",
         f"#include \"tvmgen_{name}.h\"",
         "",
-        common,
+        _common_code(module),
         "/* ---- constants ---- */",
         "\n".join(const_chunks),
     ]
@@ -381,12 +421,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
         "\n".join(run),
         "",
     ]
-    source = "\n".join(parts)
-    constants_size = sum(low.constants_size for low in module.lowered.values())
-    return Generated(name, header, source, inputs, outputs, pool_size, main.plan.lower_bound,
-                     constants_size, kernels, main.plan, target, graph=graph,
-                     state_size_bytes=state.size, state=state,
-                     callees={k: low for k, low in module.lowered.items() if k})
+    return "\n".join(parts)
 
 
 def _ctype(t: Tensor) -> str:
