@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jinja2
 import numpy as np
 
 from ..errors import EmitError
@@ -42,6 +43,12 @@ MACHINE = "mps2-an386"
 CFLAGS = ("-O2", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")
 #: Loop iterations of the two calibration points (``subs; bne``: two instructions each).
 CALIBRATION_N = (10_000, 110_000)
+
+#: The harness's C files, rendered as the emitter's kernels are (strict, no autoescaping).
+_FIRMWARE_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "firmware")),
+    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined, autoescape=False)
 
 _STARTUP = r"""/* Bare-metal start for QEMU mps2-an386 (Cortex-M4F), semihosting output. */
 #include <stdint.h>
@@ -183,145 +190,39 @@ def _c_bytes(name: str, data: bytes) -> str:
             f"{{{body}}};")
 
 
+def _input_bytes(gen: Generated, values: Sequence[np.ndarray], where: str) -> list[bytes]:
+    """The raw bytes of one input set, each checked against the model's input size."""
+    out = []
+    for k, (t, x) in enumerate(zip(gen.inputs, values, strict=True)):
+        data = np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
+        if len(data) != t.size_bytes:
+            raise EmitError(f"{where}input {k}: {len(data)} bytes, the model takes "
+                            f"{t.size_bytes}")
+        out.append(data)
+    return out
+
+
 def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
                 sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None
                 ) -> str:
-    """The firmware ``main``: calibration, one timed inference, the outputs in hex; then one
-    inference per input set of ``sequence`` (state carried; reset before run ``reset_at``),
-    each run's outputs in hex."""
-    n = gen.name
+    """The firmware ``main`` (``firmware/cortex_m_main.c.j2``): calibration, one timed
+    inference, the outputs in hex; then one inference per input set of ``sequence`` (state
+    carried; reset before run ``reset_at``), each run's outputs in hex."""
     if reset_at is not None and not gen.state_size_bytes:
         raise EmitError("reset_at: the model keeps no state to reset")
+    first = _input_bytes(gen, inputs, "")
+    later = [[_c_bytes(f"g_in_run{r}_{k}", data)
+              for k, data in enumerate(_input_bytes(gen, values, f"run {r}, "))]
+             for r, values in enumerate(sequence, 1)]
     nodes = [k.op.index for k in gen.kernels if not k.alias]
-    lines = ["#include <stdint.h>", "#include <string.h>",
-             "#include <tvm/runtime/c_backend_api.h>", f'#include "tvmgen_{n}.h"', "",
-             "void hx_puts(const char* s);", "",
-             f"static uint8_t g_workspace[{gen.workspace_size_bytes + WORKSPACE_SLACK_BYTES}] "
-             "__attribute__((aligned(16)));"]
-    for k, (t, x) in enumerate(zip(gen.inputs, inputs, strict=True)):
-        data = np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
-        if len(data) != t.size_bytes:
-            raise EmitError(f"input {k} has {len(data)} bytes, the model takes {t.size_bytes}")
-        lines.append(_c_bytes(f"g_in_init{k}", data))
-        lines.append(f"static uint8_t g_in{k}[{max(t.size_bytes, 1)}] "
-                     "__attribute__((aligned(16)));")
-    for r, later in enumerate(sequence, 1):
-        for k, (t, x) in enumerate(zip(gen.inputs, later, strict=True)):
-            data = np.ascontiguousarray(x, dtype=NUMPY_DTYPES[t.dtype]).tobytes()
-            if len(data) != t.size_bytes:
-                raise EmitError(f"run {r}, input {k}: {len(data)} bytes, the model takes "
-                                f"{t.size_bytes}")
-            lines.append(_c_bytes(f"g_in_run{r}_{k}", data))
-    for k, t in enumerate(gen.outputs):
-        lines.append(f"static uint8_t g_out{k}[{max(t.size_bytes, 1)}] "
-                     "__attribute__((aligned(16)));")
-    lines += [
-        "",
-        "#define SYST_CSR (*(volatile uint32_t*)0xE000E010u)",
-        "#define SYST_RVR (*(volatile uint32_t*)0xE000E014u)",
-        "#define SYST_CVR (*(volatile uint32_t*)0xE000E018u)",
-        "static inline uint32_t now(void) { return SYST_CVR; }",
-        "static inline uint32_t since(uint32_t t0) { return (t0 - SYST_CVR) & 0xFFFFFFu; }",
-        "",
-        "static void put_u32(const char* label, uint32_t v) {",
-        "  char buf[48];",
-        "  char digits[11];",
-        "  int n = 0, i = 0;",
-        "  do { digits[n++] = (char)('0' + v % 10u); v /= 10u; } while (v != 0u);",
-        "  while (*label) buf[i++] = *label++;",
-        "  while (n > 0) buf[i++] = digits[--n];",
-        "  buf[i++] = '\\n';",
-        "  buf[i] = 0;",
-        "  hx_puts(buf);",
-        "}",
-        "",
-        "static void put_hex(const char* label, const uint8_t* p, uint32_t len) {",
-        "  static const char hex[] = \"0123456789abcdef\";",
-        "  char buf[72];",
-        "  uint32_t i = 0;",
-        "  int j = 0;",
-        "  while (*label) buf[j++] = *label++;",
-        "  for (i = 0; i < len; ++i) {",
-        "    buf[j++] = hex[p[i] >> 4];",
-        "    buf[j++] = hex[p[i] & 15u];",
-        "    if (j >= 64) { buf[j] = 0; hx_puts(buf); j = 0; }",
-        "  }",
-        "  buf[j++] = '\\n';",
-        "  buf[j] = 0;",
-        "  hx_puts(buf);",
-        "}",
-        "",
-        "__attribute__((noinline)) static void loop(uint32_t left) {",
-        "  if (left != 0u) {",
-        "    __asm__ volatile(\"1: subs %0, %0, #1\\n\\tbne 1b\" : \"+r\"(left) : : \"cc\");",
-        "  }",
-        "}",
-        "",
-    ]
-    if profile:
-        lines += [
-            f"static uint32_t g_hook_t[{len(nodes) + 2}];",
-            f"static int32_t g_hook_node[{len(nodes) + 2}];",
-            "static int g_hooks;",
-            "void harness_op_hook(int node);",
-            "void harness_op_hook(int node) {",
-            f"  if (g_hooks < {len(nodes) + 2}) {{",
-            "    g_hook_t[g_hooks] = SYST_CVR;",
-            "    g_hook_node[g_hooks] = node;",
-            "    ++g_hooks;",
-            "  }",
-            "}",
-            "",
-        ]
-    lines += [
-        "int main(void) {",
-        "  uint32_t t0, ticks;",
-        "  SYST_RVR = 0xFFFFFFu;",
-        "  SYST_CVR = 0u;",
-        "  SYST_CSR = 5u; /* enable, processor clock, no interrupt */",
-    ]
-    for n_iter in CALIBRATION_N:
-        lines += [f"  t0 = now(); loop({n_iter}u); ticks = since(t0);",
-                  f'  put_u32("cal {n_iter} ", ticks);']
-    lines += ["  if (TVMCrtWorkspace_Init(g_workspace, sizeof(g_workspace)) != 0) return 2;"]
-    for k, t in enumerate(gen.inputs):
-        lines.append(f"  memcpy(g_in{k}, g_in_init{k}, {t.size_bytes});")
-    lines.append(f"  struct tvmgen_{n}_inputs in = {{" +
-                 ", ".join(f"g_in{k}" for k in range(len(gen.inputs))) + "};")
-    lines.append(f"  struct tvmgen_{n}_outputs out = {{" +
-                 ", ".join(f"g_out{k}" for k in range(len(gen.outputs))) + "};")
-    if profile:
-        lines.append("  g_hooks = 0;")
-    if reset_at == 0:
-        lines.append(f"  if (tvmgen_{n}_reset() != 0) return 5;")
-    lines += [
-        "  t0 = now();",
-        f"  if (tvmgen_{n}_run(&in, &out) != 0) return 4;",
-        "  ticks = since(t0);",
-        '  put_u32("ticks ", ticks);',
-    ]
-    if profile:
-        lines += [
-            "  {",
-            "    int h;",
-            "    for (h = 0; h + 1 < g_hooks; ++h) {",
-            '      put_u32("node ", (uint32_t)g_hook_node[h]);',
-            '      put_u32("optick ", (g_hook_t[h] - g_hook_t[h + 1]) & 0xFFFFFFu);',
-            "    }",
-            "  }",
-        ]
-    for k, t in enumerate(gen.outputs):
-        lines.append(f'  put_hex("out{k} ", g_out{k}, {t.size_bytes});')
-    for r in range(1, len(sequence) + 1):
-        for k, t in enumerate(gen.inputs):
-            lines.append(f"  memcpy(g_in{k}, g_in_run{r}_{k}, {t.size_bytes});")
-        if reset_at == r:
-            lines.append(f"  if (tvmgen_{n}_reset() != 0) return 5;")
-        lines.append(f"  if (tvmgen_{n}_run(&in, &out) != 0) return 4;")
-        for k, t in enumerate(gen.outputs):
-            lines.append(f'  put_hex("out{k}@{r} ", g_out{k}, {t.size_bytes});')
-    lines += ['  hx_puts("done\\n");', "  return 0;", "}", ""]
-    return "\n".join(lines)
+    return _FIRMWARE_ENV.get_template("cortex_m_main.c.j2").render(
+        name=gen.name, workspace=gen.workspace_size_bytes + WORKSPACE_SLACK_BYTES,
+        inputs=[{"init": _c_bytes(f"g_in_init{k}", data), "size": t.size_bytes,
+                 "room": max(t.size_bytes, 1)}
+                for k, (t, data) in enumerate(zip(gen.inputs, first, strict=True))],
+        outputs=[{"size": t.size_bytes, "room": max(t.size_bytes, 1)} for t in gen.outputs],
+        later=later, profile=profile, hooks=len(nodes) + 2, calibration=CALIBRATION_N,
+        reset_at=reset_at)
 
 
 def _run(cmd: list[str], what: str) -> str:
