@@ -176,6 +176,10 @@ def _cases() -> list[Case]:
     for mode in ("float32", "int8", "int16x8", "int32"):
         cases.append(binary_case("SUB", mode))
     cases.append(binary_case("DIV", "float32"))
+    # int32 ADD and MUL (TFLM's audio front end scales its log energies with them). TFLM's
+    # int32 ADD ignores the fused activation, which LiteRT applies: TFLM alone checks it.
+    cases.append(binary_case("ADD", "int32", litert=False))
+    cases.append(binary_case("MUL", "int32"))
     # Not LiteRT for int8: it refuses a divisor at its zero point, which TFLM computes, and
     # TFLM's shifts past 31 bits give other results than LiteRT's (see div.py)
     cases.append(binary_case("DIV", "int8", litert=False))

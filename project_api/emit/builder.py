@@ -931,6 +931,8 @@ class ModelBuilder:
             corners = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
             lo, hi = min(corners), max(corners)
         q, est = self._out_quant(a, out_quant, lo, hi, activation)
+        if a.quant is None and a.dtype == "int32":
+            q = None  # plain int32 values (TFLM's int32 ADD and MUL) stay plain
         y = self._activation(opcode.lower(), shape, a.dtype, q, est)
         options: dict[str, Any] = {"fused_activation_function": activation}
         if opcode == "ADD" and a.dtype == "int16":

@@ -1,6 +1,8 @@
 """ADD with broadcasting: int8 and int16 (TFLM reference: both inputs rescaled to a common scale
 with a 20-bit left shift (int16: 15), summed, requantized; int16 always TFLM's general-scale
-path, whatever ``pot_scale_int16`` says) and float32.
+path, whatever ``pot_scale_int16`` says), float32, and int32 (plain values, wrapping as TFLM's
+int32 arithmetic, and no clamp: TFLM's int32 ADD sets the whole int32 range whatever the fused
+activation).
 
 On a DSP target an int8 ADD whose three requantizations the emitter proves exact in the SMMULR
 form (:func:`._dsp.fast_requant`) gets ``add.dsp.c.j2``."""
@@ -14,13 +16,15 @@ from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
 from ._binary import operands
+from ._math import check_unquantized
 from .common import Kernel, OpSpec, per_tensor, quantized_range, unsupported
 
-SPEC = OpSpec(opcodes=("ADD",), schemes=("float32", "int8", "int16x8"), dsp=("int8",))
+SPEC = OpSpec(opcodes=("ADD",), schemes=("float32", "int8", "int16x8", "int32"), dsp=("int8",))
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
-    a, b, y, act, params, inputs, consts = operands(op, graph)
+    a, b, y, act, params, inputs, consts = operands(op, graph,
+                                                    ("int8", "int16", "int32", "float32"))
     params["kind"] = "add"
     if y.dtype in ("int8", "int16"):
         sa, za = per_tensor(op, a)
@@ -40,6 +44,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                       mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
         if target.dsp and y.dtype == "int8" and _fast_add(params):
             return Kernel(op, "add.dsp.c.j2", params, inputs, [y.index], consts)
+    elif y.dtype == "int32":
+        check_unquantized(op, a, b, y)
     else:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)

@@ -1,5 +1,6 @@
 """MUL with broadcasting: int8 and int16 (TFLM reference: ``(a - za) * (b - zb)`` requantized by
-``sa * sb / so``; int16 with zero points 0) and float32."""
+``sa * sb / so``; int16 with zero points 0), float32, and int32 (plain values, the product
+wrapping as TFLM's int32 arithmetic, clamped to the fused activation's range)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from .. import quantize as q
 from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._binary import operands
+from ._math import check_unquantized, int32_activation
 from .common import Kernel, OpSpec, check_symmetric, per_tensor, quantized_range
 
-SPEC = OpSpec(opcodes=("MUL",), schemes=("float32", "int8", "int16x8"))
+SPEC = OpSpec(opcodes=("MUL",), schemes=("float32", "int8", "int16x8", "int32"))
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
-    a, b, y, act, params, inputs, consts = operands(op, graph)
+    a, b, y, act, params, inputs, consts = operands(op, graph,
+                                                    ("int8", "int16", "int32", "float32"))
     params["kind"] = "mul"
     if y.dtype in ("int8", "int16"):
         check_symmetric(op, a, b, y)  # TFLM's int16 MUL takes zero points 0 only
@@ -23,6 +26,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         mo, sho = q.quantize_multiplier(q.f32(sa) * q.f32(sb) / q.f32(so))
         lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
         params.update(a_off=-za, b_off=-zb, mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
+    elif y.dtype == "int32":
+        check_unquantized(op, a, b, y)
+        params["clamp"] = int32_activation(act)
     else:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
