@@ -266,6 +266,11 @@ def _mover_cases() -> list[Case]:
             {"input_shape": (4,), "multiples": (3,), "seed": 1},
             {"input_shape": (2, 1, 3, 2), "multiples": (1, 4, 1, 2), "multiples_dtype": "int64",
              "seed": 2}], branch=_tile, tflm=False))
+        # the multiples computed in the model (SSD detectors take them from a SHAPE)
+        cases.append(Case("TILE", MODE_OF[scheme], {"multiples": "computed"}, [
+            {"input_shape": (1, 2, 3), "multiples": (2, 1, 3), "computed": True, "seed": 0},
+            {"input_shape": (2, 1, 3, 2), "multiples": (1, 4, 1, 2), "computed": True,
+             "seed": 1}], branch=_tile, tflm=False))
     # views at an offset: the contiguous cases between two ADDs, so the outputs live in the pool
     for op, variants in CHAINED.items():
         for scheme in ("float32", "int8", "int16"):
@@ -296,6 +301,8 @@ def _tile(mb: ModelBuilder, dtype: str, opts: dict[str, Any], name: str) -> Tens
     x = mb.input(opts["input_shape"], dtype, name=name)
     mult_dtype = opts.get("multiples_dtype", "int32")
     multiples = mb.constant(np.asarray(opts["multiples"]), mult_dtype)
+    if opts.get("computed"):  # SHAPE of a constant of that shape: the multiples, computed
+        multiples = mb.shape(mb.constant(np.zeros(opts["multiples"]), "float32"))
     shape = tuple(n * m for n, m in zip(opts["input_shape"], opts["multiples"], strict=True))
     (y,) = mb.operator("TILE", [x, multiples], [(shape, dtype, x.quant)])
     return y

@@ -1,8 +1,10 @@
 """TILE (LiteRT ``tile.cc``; TFLM has no TILE kernel): the input repeated ``multiples[d]``
 times along each dimension ``d``, as SSD detectors' anchor and box layers write it.
 
-``multiples`` is a constant int32 or int64 vector, one entry >= 1 per input dimension (a
-multiple of 0 would make an empty output, which static C plans do not hold). LiteRT copies
+``multiples`` is an int32 or int64 vector, one entry >= 1 per input dimension (a multiple of 0
+would make an empty output, which static C plans do not hold). Where the model computes it
+(SSD detectors take it from a SHAPE), the static shapes say what it is: the output's size over
+the input's, per dimension. LiteRT copies
 elements, so any element type goes and a quantized output keeps the input's values: the
 output's scale and zero point must be the input's. One move per output: the output seen as
 ``(m0, n0, m1, n1, ...)`` (``m`` the multiples, ``n`` the input's sizes) reads the input with
@@ -11,7 +13,7 @@ stride 0 along every ``m``.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
 from ._movement import (
     MOVER_TYPES,
@@ -33,7 +35,11 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     x = tensor_in(graph, op, 0)
     y = tensor_out(graph, op)
     check_types(op, SPEC.schemes, x, y)
-    multiples = const_ints(op, graph, 1, "multiples", ("int32", "int64"))
+    m = tensor_in(graph, op, 1)
+    if m.is_const:
+        multiples = const_ints(op, graph, 1, "multiples", ("int32", "int64"))
+    else:
+        multiples = _static_multiples(op, m, x, y)
     if len(multiples) != len(x.shape):
         raise unsupported(op, f"multiples {multiples} has {len(multiples)} entries for the "
                               f"{len(x.shape)} dimensions of '{x.name}' {list(x.shape)}")
@@ -55,3 +61,13 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     src = Sources()
     name, const = src.add(x, "input")
     return move_kernel(op, [box("out0", counts, dst, name, srcs, const=const)], src, [y.index])
+
+
+def _static_multiples(op: Operator, m: Tensor, x: Tensor, y: Tensor) -> list[int]:
+    """The multiples a computed ``multiples`` input must hold, from the static shapes."""
+    if len(x.shape) != len(y.shape) or any(
+            n <= 0 or t % n for n, t in zip(x.shape, y.shape, strict=True)):
+        raise unsupported(op, f"multiples '{m.name}' is computed and '{y.name}' "
+                              f"{list(y.shape)} is no tiling of '{x.name}' {list(x.shape)}; "
+                              "make the multiples a constant")
+    return [t // n for n, t in zip(x.shape, y.shape, strict=True)]
