@@ -170,8 +170,8 @@ def test_rejects_unknown_operator():
     from project_api.emit import codegen, tflite_reader
 
     g = tflite_reader.read_tflite(_single("SOFTMAX", dtype="float32"))
-    g.operators[0].opcode = "LOGISTIC"
-    with pytest.raises(UnsupportedOperatorError, match=r"LOGISTIC \(node 0\).*not supported"):
+    g.operators[0].opcode = "LSH_PROJECTION"
+    with pytest.raises(UnsupportedOperatorError, match=r"LSH_PROJECTION \(node 0\).*not supported"):
         codegen.generate(g, "default")
 
 
