@@ -161,6 +161,19 @@ class Subcommand:
                 shutil.rmtree(work, ignore_errors=True)
 
 
+def run_and_time(session: Any, module: Any, inputs: Sequence[Any], number: int,
+                 repeat: int) -> tuple[list[Any], Any]:
+    """One inference of ``module`` (an :class:`project_api.mlf.ModuleInfo`) on the device of
+    ``session`` with ``inputs``, then the device's timing of ``repeat`` x ``number`` runs:
+    ``(outputs, timing)``."""
+    model = session.model(module.name)
+    for i, value in enumerate(inputs):
+        model.set_input(i, value)
+    model.run()
+    outputs = [model.get_output(i) for i in range(len(module.outputs))]
+    return outputs, session.time(model, number=number, repeat=repeat)
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with every float JSON cannot hold replaced: NaN by null, infinities by the
     strings "inf" and "-inf" (``json.dumps`` would write bare ``NaN``/``Infinity``, which no

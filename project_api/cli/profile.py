@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.cli.base import Subcommand, UsageError, add_option_argument, run_and_time
 from project_api.cli.run import (
     DEFAULT_SEED,
     _bounded,
@@ -228,12 +228,7 @@ the first operator to the last."""
                                    "project of the plain build")
             with base.session(debug=self.verbosity > 1, timeout_sec=a.timeout,
                               timeout_advice=self.timeout_advice) as session:
-                model = session.model(module.name)
-                for i, value in enumerate(inputs):
-                    model.set_input(i, value)
-                model.run()
-                outputs = [model.get_output(i) for i in range(len(module.outputs))]
-                timing = session.time(model, number=a.number, repeat=a.repeat)
+                outputs, timing = run_and_time(session, module, inputs, a.number, a.repeat)
         report.baseline_seconds = timing.median
         return len(outputs) == len(report.outputs) and all(
             x.tobytes() == y.tobytes() for x, y in zip(outputs, report.outputs, strict=True))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from project_api import extras
-from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.cli.base import Subcommand, UsageError, add_option_argument, run_and_time
 from project_api.errors import ProjectError
 from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
 
@@ -278,12 +278,7 @@ examples:
         self.progress("opening a session with the device")
         with project.session(debug=self.verbosity > 1, timeout_sec=a.timeout,
                              timeout_advice=self.timeout_advice) as session:
-            model = session.model(module.name)
-            for i, value in enumerate(inputs):
-                model.set_input(i, value)
-            model.run()
-            outputs = [model.get_output(i) for i in range(len(module.outputs))]
-            timing = session.time(model, number=a.number, repeat=a.repeat)
+            outputs, timing = run_and_time(session, module, inputs, a.number, a.repeat)
 
         status = 0
         check_lines: list[str] = []
