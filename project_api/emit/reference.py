@@ -156,15 +156,20 @@ def run_litert_sequence(
     for r, inputs in enumerate(runs):
         if interp is None or r in fresh_at:
             interp = _litert(model, reference_kernels)
-        ins = interp.get_input_details()
-        if len(inputs) != len(ins):
-            raise ValueError(f"run {r}: the model has {len(ins)} inputs, {len(inputs)} given")
-        for i, (value, det) in enumerate(zip(inputs, ins, strict=True)):
-            interp.set_tensor(det["index"], _as_input(value, det, i))
-        interp.invoke()
-        out.append([np.array(interp.get_tensor(d["index"]), copy=True)
-                    for d in interp.get_output_details()])
+        out.append(_litert_invoke(interp, inputs, f"run {r}: "))
     return out
+
+
+def _litert_invoke(interp: Any, inputs: Sequence[np.ndarray], where: str = "") -> list[np.ndarray]:
+    """Set ``inputs`` on a LiteRT interpreter, invoke it and copy its outputs out."""
+    ins = interp.get_input_details()
+    if len(inputs) != len(ins):
+        raise ValueError(f"{where}the model has {len(ins)} inputs, {len(inputs)} given")
+    for i, (value, det) in enumerate(zip(inputs, ins, strict=True)):
+        interp.set_tensor(det["index"], _as_input(value, det, i))
+    interp.invoke()
+    return [np.array(interp.get_tensor(d["index"]), copy=True)
+            for d in interp.get_output_details()]
 
 
 def run_litert(
@@ -175,20 +180,7 @@ def run_litert(
     LiteRT's built-in (optimized) kernels are used without delegates, single-threaded; with
     ``reference_kernels=True`` its reference kernels instead.
     """
-    mod = _litert_interpreter()
-    resolver = (mod.OpResolverType.BUILTIN_REF if reference_kernels
-                else mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    interp = mod.Interpreter(model_content=bytes(model), num_threads=1,
-                             experimental_op_resolver_type=resolver)
-    interp.allocate_tensors()
-    ins = interp.get_input_details()
-    if len(inputs) != len(ins):
-        raise ValueError(f"the model has {len(ins)} inputs, {len(inputs)} given")
-    for i, (value, det) in enumerate(zip(inputs, ins, strict=True)):
-        interp.set_tensor(det["index"], _as_input(value, det, i))
-    interp.invoke()
-    return [np.array(interp.get_tensor(d["index"]), copy=True)
-            for d in interp.get_output_details()]
+    return _litert_invoke(_litert(model, reference_kernels), inputs)
 
 
 def _details(model: bytes, outputs: bool) -> list[dict[str, Any]]:
