@@ -117,7 +117,6 @@ class Subcommand:
         """A project generated, built and flashed from ``--template``, ``model`` (an MLF or a
         ``.tflite``, emitted first), ``-o`` and ``--input-spec``; kept in ``--out`` (replaced
         only with ``--force``) or in a temporary folder removed afterwards."""
-        from project_api.errors import ProjectError
         from project_api.project import (
             TemplateProject,
             generate_project,
@@ -127,14 +126,7 @@ class Subcommand:
         from project_api.template.targets import board_cpu
 
         a = self.args
-        keep = a.out is not None
-        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix=work_prefix))
-        try:
-            if keep and work.exists():
-                if not a.force:
-                    raise ProjectError(f"{work} already exists; pass --force to replace it")
-                shutil.rmtree(work)
-            work.mkdir(parents=True, exist_ok=True)
+        with self.work_dir(work_prefix) as work:
             template = resolve_template(a.template)
             with TemplateProject.from_directory(template) as tpl:
                 options = parse_option_assignments(a.options, tpl.project_options)
@@ -156,6 +148,23 @@ class Subcommand:
                 project.build()
                 project.flash()
                 yield project
+
+    @contextlib.contextmanager
+    def work_dir(self, prefix: str) -> Iterator[Path]:
+        """The verb's working folder: ``--out`` (an existing one replaced only with
+        ``--force``), else a temporary folder named ``prefix...`` removed afterwards."""
+        from project_api.errors import ProjectError
+
+        a = self.args
+        keep = a.out is not None
+        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix=prefix))
+        try:
+            if keep and work.exists():
+                if not a.force:
+                    raise ProjectError(f"{work} already exists; pass --force to replace it")
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            yield work
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)

@@ -232,8 +232,6 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
     # --- per layer -------------------------------------------------------------------------------
 
     def _per_layer(self, tflite: Path | None) -> int:
-        import shutil
-        import tempfile
 
         from project_api.project import (
             GeneratedProject,
@@ -285,14 +283,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                                       if o["name"] == "board"), None)
             target = for_cpu(board_cpu(template, options.get("board", default_board)))
         options["project_type"] = "host_driven"
-        keep = a.out is not None
-        work = Path(a.out) if keep else Path(tempfile.mkdtemp(prefix="project-api-layers-"))
-        try:
-            if keep and work.exists():
-                if not a.force:
-                    raise ProjectError(f"{work} already exists; pass --force to replace it")
-                shutil.rmtree(work)
-            work.mkdir(parents=True, exist_ok=True)
+        with self.work_dir("project-api-layers-") as work:
             self.progress(f"emitting the debug build of {tflite} (every intermediate an output)")
             build = debug_archive(tflite.read_bytes(), work / "debug.tar", target)
             outputs = build.outputs
@@ -318,9 +309,6 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                 finally:
                     for bar in bars:
                         bar.close()
-        finally:
-            if not keep:
-                shutil.rmtree(work, ignore_errors=True)
         self.output(report.to_json(), lambda: _layer_table(report, tflite, build.target))
         return 0 if report.first_failure is None else 1
 
