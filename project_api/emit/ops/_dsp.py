@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import quantize as q
 from .common import ConstArray
 
 INT32_MAX = (1 << 31) - 1
@@ -150,7 +151,8 @@ def blocked(rows: np.ndarray, block: int) -> np.ndarray:
     the rows past the last whole block follow one by one, each row's words in order."""
     r = rows.shape[0]
     whole = r - r % block
-    head = rows[:whole].reshape(whole // block, block, -1).transpose(0, 2, 1).reshape(-1)
+    k4 = rows.shape[1]
+    head = rows[:whole].reshape(whole // block, block, k4).transpose(0, 2, 1).reshape(-1)
     return np.concatenate([head, rows[whole:].reshape(-1)]).astype(np.int32)
 
 
@@ -213,3 +215,25 @@ def rq_params(params: dict, m: ConstArray, s: ConstArray, acc_bound: np.ndarray,
     params["rq"] = "d" if params["fast_rq"] else "q"
     params["per_tensor"] = False
     return consts, low
+
+
+def constant_channels(w: np.ndarray, bias: np.ndarray, m: ConstArray, s: ConstArray,
+                      params: dict) -> tuple[np.ndarray, ConstArray, ConstArray]:
+    """Channels whose weights are all zero compute one constant, whatever the input: TFLM's
+    requantization of their bias (trained models have such dead channels, with biases near
+    2^30 and tiny scales that no fast form could hold). Give each an equal small form: bias
+    4 (v - zp), multiplier 2^30 and shift -1 requantize to exactly v, its constant output.
+    ``w``: the weights [channel, ...], ``bias``: with any input offset folded in."""
+    dead = np.abs(w.astype(np.int64)).reshape(w.shape[0], -1).sum(axis=1) == 0
+    if not dead.any():
+        return bias, m, s
+    bias = bias.astype(np.int64).copy()
+    mv = m.values.astype(np.int64).copy()
+    sv = s.values.astype(np.int64).copy()
+    zp = int(params["out_zp"])
+    for c in np.nonzero(dead)[0]:
+        v = q.multiply_by_quantized_multiplier(int(bias[c]), int(mv[c]), int(sv[c])) + zp
+        v = min(max(v, int(params["act_min"])), int(params["act_max"]))
+        bias[c], mv[c], sv[c] = 4 * (v - zp), 1 << 30, -1
+    return (bias, ConstArray(m.suffix, m.ctype, mv.astype(m.values.dtype)),
+            ConstArray(s.suffix, s.ctype, sv.astype(s.values.dtype)))

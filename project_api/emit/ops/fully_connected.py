@@ -113,6 +113,7 @@ def prepare_dsp(op: Operator, x: Tensor, y: Tensor, params: dict, wi: np.ndarray
     beside a negative one, or sums beyond +-2^23), the weights in input order, each word
     widened twice."""
     out_ch, depth = wi.shape
+    folded, m, s = _dsp.constant_channels(wi, folded, m, s, params)
     bound = _dsp.acc_bound(wi, folded, 128)
     pq = _dsp.pq_bytes(wi)
     params = dict(params)
