@@ -260,7 +260,8 @@ def prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     left += [None] * (4 * k4 - 4 * lw0 - len(left))
     g.update(left_words=[left[j:j + 4] for j in range(0, len(left), 4)], lw0=lw0,
              pads=[4 * lw0 + j for j, src in enumerate(left) if src is None])
-    g.update(k4=k4, runs=runs, pq=True, offp=_dsp.pq_offset(), zp=-params["in_off"],
+    zpb = (-params["in_off"]) & 0xFF
+    g.update(k4=k4, runs=runs, pq=True, zpw=zpb * 0x01010101, offp=_dsp.pq_offset(), zp=-params["in_off"],
              one_by_one=kh == 1 and kw == 1 and params["inside"],
              stack=col_bytes <= MAX_STACK_COLUMN_BYTES, scratch=col_bytes > MAX_STACK_COLUMN_BYTES,
              unroll=k4 <= MAX_UNROLLED_GROUPS, per_iter=GROUPS_PER_ITERATION)
