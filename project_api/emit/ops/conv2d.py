@@ -191,10 +191,17 @@ def prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
 #: Bytes of the two pixels' P/Q columns an int8 DSP convolution keeps on the stack; larger ones
 #: are planned in the pool (scratch), like the accumulators of ``common.STACK_ACC_LIMIT_BYTES``.
 MAX_STACK_COLUMN_BYTES = 512
-#: Groups of 4 column elements the 2x2 block unrolls at constant offsets (else a loop of
-#: GROUPS_PER_ITERATION groups).
+#: Groups of 4 column elements the 2x2 block unrolls at constant offsets (else a loop whose
+#: body is the largest divisor of the groups up to that many, at least MIN_GROUPS_PER_ITERATION).
 MAX_UNROLLED_GROUPS = 16
-GROUPS_PER_ITERATION = 4
+MIN_GROUPS_PER_ITERATION = 4
+
+
+def groups_per_iteration(k4: int) -> int:
+    """Groups of 4 per loop iteration: the largest divisor of ``k4`` up to
+    :data:`MAX_UNROLLED_GROUPS`, or :data:`MIN_GROUPS_PER_ITERATION` (plus a tail)."""
+    best = max(d for d in range(1, MAX_UNROLLED_GROUPS + 1) if k4 % d == 0)
+    return best if best >= MIN_GROUPS_PER_ITERATION else MIN_GROUPS_PER_ITERATION
 
 
 def column_segments(g: dict, ic: int) -> list[tuple[int, int, int]]:
@@ -264,7 +271,7 @@ def prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     g.update(k4=k4, runs=runs, pq=True, zpw=zpb * 0x01010101, offp=_dsp.pq_offset(), zp=-params["in_off"],
              one_by_one=kh == 1 and kw == 1 and params["inside"],
              stack=col_bytes <= MAX_STACK_COLUMN_BYTES, scratch=col_bytes > MAX_STACK_COLUMN_BYTES,
-             unroll=k4 <= MAX_UNROLLED_GROUPS, per_iter=GROUPS_PER_ITERATION)
+             unroll=k4 <= MAX_UNROLLED_GROUPS, per_iter=groups_per_iteration(k4))
     rq, low = _dsp.rq_params(g, m, s, bound, packed=True)
     wl = _dsp.blocked(_dsp.words(pq).reshape(oc, k4), 2)
     consts = [ConstArray("w", "int32_t", wl),
