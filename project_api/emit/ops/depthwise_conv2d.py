@@ -165,6 +165,9 @@ def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     taps = sum(len(r["taps"]) for r in rows) * sum(len(c["taps"]) for c in cols)
     if not all(r["taps"] for r in rows + cols) or taps > MAX_UNROLLED_TAPS:
         return None
+    widest = max(cols, key=lambda c: c["end"] - c["start"])
+    for c in cols:
+        c["pair"] = c is widest and c["end"] - c["start"] >= 2
     _, kh, kw, oc = w.shape
     wi = w.data.astype(np.int64).reshape(kh * kw, oc)
     b, m, s = _dsp.constant_channels(wi.T, bias.astype(np.int64), *consts, params)
