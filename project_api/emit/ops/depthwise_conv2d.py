@@ -118,6 +118,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
 
 #: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).
 MAX_UNROLLED_TAPS = 256
+#: Bytes of one channel group's widened weights the int8 kernel keeps on the stack (8 per tap).
+MAX_STACK_WEIGHT_BYTES = 512
 
 
 def _valid_taps(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> list[tuple]:
@@ -158,12 +160,14 @@ def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     """``depthwise_conv2d_i8.dsp.c.j2``: int8 weights as the .tflite stores them ([tap][channel],
     4 channels per word), widened once per group of 4 channels; None where a range of output
     rows or columns has no tap inside the input or the unrolled taps would exceed
-    :data:`MAX_UNROLLED_TAPS` (the int16-pair kernel then loops with bounds tests)."""
+    :data:`MAX_UNROLLED_TAPS`, or the widened weights of a group would pass
+    :data:`MAX_STACK_WEIGHT_BYTES` (the int16-pair kernel then serves)."""
     g = params
     rows = _ranges(_valid_taps(g["oh"], g["sh"], g["pad_h"], g["kh"], g["dh"], g["h"]))
     cols = _ranges(_valid_taps(g["ow"], g["sw"], g["pad_w"], g["kw"], g["dw"], g["w"]))
     taps = sum(len(r["taps"]) for r in rows) * sum(len(c["taps"]) for c in cols)
-    if not all(r["taps"] for r in rows + cols) or taps > MAX_UNROLLED_TAPS:
+    if not all(r["taps"] for r in rows + cols) or taps > MAX_UNROLLED_TAPS or \
+            8 * g["kh"] * g["kw"] > MAX_STACK_WEIGHT_BYTES:
         return None
     widest = max(cols, key=lambda c: c["end"] - c["start"])
     for c in cols:
