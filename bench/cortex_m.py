@@ -1,26 +1,27 @@
 #!/usr/bin/env python3
 """Instructions per inference of every shared model on QEMU's Cortex-M4: generic vs DSP kernels.
 
-Each model in ../shared/models (or --models-dir) is emitted twice, ``--target generic`` (the
-portable C) and ``--target cortex-m4`` (the DSP-extension kernels), each built with
-``arm-none-eabi-gcc -O2 -mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16`` into a bare-metal
-firmware for QEMU ``mps2-an386`` (:mod:`project_api.emit.cortex_m_harness`) and run in the same
-session on the same fixed input. Both outputs are checked against TFLite Micro first (int8:
-bit-exact). Instructions are counted by the SysTick under ``-icount shift=0`` (1 ns of virtual
-time per instruction, 25 MHz: 40 instructions per tick), calibrated by the firmware itself
-against ``subs; bne`` loops of two known lengths; the calibration line is printed.
+Each int8 model in ../shared/models (or --models-dir) is emitted three times, ``--target
+generic`` (the portable C), ``--target cortex-m4`` (the DSP-extension kernels, int8 weights, the
+default) and ``--target cortex-m4 --weights int16`` (the int16-pair layout of the convolutions),
+each built with ``arm-none-eabi-gcc -O2 -mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16`` into
+a bare-metal firmware for QEMU ``mps2-an386`` (:mod:`project_api.emit.cortex_m_harness`) and run
+in the same session on the same fixed input. Every output is checked against TFLite Micro first
+(int8: bit-exact). Instructions are counted by the SysTick under ``-icount shift=0`` (1 ns of
+virtual time per instruction, 25 MHz: 40 instructions per tick), calibrated by the firmware
+itself against ``subs; bne`` loops of two known lengths; the calibration line is printed.
 
-A synthetic network with ResNet-8's topology (``builder.resnet8_like_model``, random weights:
-the real image-classification model is a third-party file not shipped here) is measured too,
-for its 3x3 convolutions and residual ADDs.
+Per model: instructions per inference (generic, cortex-m4 with int8 and with int16 weights),
+the module's ``.text`` and ``.rodata`` and our activation pool (with its lower bound and the
+generic build's pool); the constants beside the ``.tflite``'s weight bytes (every constant
+tensor's buffer plus 4 bytes per per-channel scale of its int8 weights) and their ratio; TFLM +
+CMSIS-NN's instructions as quoted in issue #22 (same setup, measured with
+``bench/anchors/tflm_cmsis_nn.py``; pass its ``--json`` output as ``--anchors`` to print the
+re-measured figures beside them) and our ratio to each. Then per model and per operator
+(profile builds): nominal MACs and instructions per MAC, generic vs cortex-m4.
 
-Per model: instructions per inference (generic, target, speedup), the module's ``.text`` and
-``.rodata`` (target build; generic in brackets), our activation pool, its lower bound and TFLM's
-arena (its planned activations, "head"). Then TFLM+CMSIS-NN's figures for KWS as quoted in issue
-#12 (an anchor: their source cannot be fetched here, they are not measured by this script), and
-KWS per operator: nominal MACs and instructions per MAC, generic vs target (profile builds).
-
-Usage: python bench/cortex_m.py [--models-dir DIR] [--json FILE]
+Usage: python bench/cortex_m.py [--models-dir DIR] [--models NAME,...] [--anchors FILE]
+                                [--json FILE]
 """
 
 from __future__ import annotations
@@ -38,42 +39,46 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from project_api.emit import cortex_m_harness as H  # noqa: E402
-from project_api.emit import emit_sources, reference  # noqa: E402
-from project_api.emit.builder import resnet8_like_model  # noqa: E402
+from project_api.emit import emit_sources, read_tflite, reference  # noqa: E402
 
-MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
-          "kws_ref_model_float32", "ad01_int8"]
+MODELS = ["kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8", "ad01_int8",
+          "hello_world_int8", "micro_speech_int8"]
 TARGET = "cortex-m4"
-GOAL_KWS = 6.2e6
-#: Issue #12's table (QEMU mps2-an386, -icount shift=0, gcc 12 -O2 -mcpu=cortex-m4): quoted.
-ANCHORS = [
-    ("TVM autotuned AOT (MLPerf Tiny v1.0)", 10.14e6, 146_448, "13.0 KB"),
-    ("TFLite Micro + CMSIS-NN kernels", 7.70e6, 22_820, "95 KB"),
-    ("TFLite Micro reference kernels", 43.10e6, 22_772, "51 KB"),
-]
+#: TFLM (commit 90b983c2) + CMSIS-NN on the same QEMU setup, quoted from issue #22 (and
+#: ../shared/models/NOTICE.md): instructions per inference.
+QUOTED_TFLM_CMSIS_NN = {"kws_ref_model_int8": 7.70e6, "vww_96_int8": 24.12e6,
+                        "ic_resnet8_int8": 29.86e6, "ad01_int8": 0.58e6}
+#: Issue #22's goals: at most this fraction of TFLM + CMSIS-NN's instructions.
+GOAL = {"kws_ref_model_int8": 0.45}
+GOAL_DEFAULT = 0.5
+#: ... and constants at most this multiple of the .tflite's weight bytes.
+GOAL_CONSTANTS = 1.02
 
 
 def fixed_inputs(gen) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
-    return [rng.integers(-128, 128, t.shape).astype(np.int8) if t.dtype == "int8"
-            else rng.standard_normal(t.shape).astype(np.float32) for t in gen.inputs]
+    return [rng.integers(-128, 128, t.shape).astype(np.int8) for t in gen.inputs]
 
 
-def check(name: str, data: bytes, inputs, outs, what: str) -> str:
-    """'bit-exact' / 'close' vs TFLM, or why it could not be checked."""
-    model = reference.dequantized_rebuild(data) if name == "kws_ref_model_float32" else data
-    try:
-        want = reference.run_tflm(model, inputs)
-    except Exception as exc:  # noqa: BLE001 - TFLM refuses some models; say so
-        return f"TFLM cannot run it ({str(exc).splitlines()[0][:40]})"
+def check(data: bytes, inputs, outs, what: str) -> None:
+    want = reference.run_tflm(data, inputs)
     for got, ref in zip(outs, want, strict=True):
-        ref = np.asarray(ref).reshape(got.shape)
-        if got.dtype == np.int8:
-            if not np.array_equal(got, ref):
-                raise SystemExit(f"{name} {what}: QEMU output differs from TFLM")
-        elif not np.allclose(got, ref, rtol=1e-5, atol=1e-5):
-            raise SystemExit(f"{name} {what}: QEMU output not within 1e-5 of TFLM")
-    return "bit-exact" if all(o.dtype == np.int8 for o in outs) else "within 1e-5"
+        if not np.array_equal(got, np.asarray(ref).reshape(got.shape)):
+            raise SystemExit(f"{what}: QEMU output differs from TFLM")
+
+
+def tflite_weight_bytes(data: bytes) -> int:
+    """Bytes the .tflite spends on weights: every constant tensor's buffer, plus 4 bytes (a
+    float32) per per-channel scale of its int8 weights."""
+    g = read_tflite(data)
+    total = 0
+    for t in g.tensors:
+        if not t.is_const or t.data is None:
+            continue
+        total += t.data.nbytes
+        if t.dtype == "int8" and t.quant is not None and t.quant.per_channel:
+            total += 4 * len(t.quant.scale)
+    return total
 
 
 def macs(kernel) -> int:
@@ -88,131 +93,148 @@ def macs(kernel) -> int:
     return 0
 
 
+def shape_of(kernel) -> str:
+    p = kernel.params
+    if kernel.op.opcode in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        return (f"{p['h']}x{p['w']}x{p['c']} k{p['kh']}x{p['kw']}/{p['sh']} -> {p['oc']}")
+    if kernel.op.opcode == "FULLY_CONNECTED":
+        return f"{p['depth']} -> {p['out_ch']}"
+    return ""
+
+
 def fmt_m(v: float) -> str:
     return f"{v / 1e6:8.3f} M"
+
+
+def measure(name: str, data: bytes, work: Path, cal_lines: set) -> dict:
+    """Every build of one model: instructions, sizes, pools, per-operator profile."""
+    builds = {"generic": {"target": "generic"}, "int8": {"target": TARGET, "weights": "int8"},
+              "int16": {"target": TARGET, "weights": "int16"}}
+    res: dict = {"weight_bytes": tflite_weight_bytes(data)}
+    for label, kw in builds.items():
+        gen = emit_sources(data, **kw)
+        inputs = fixed_inputs(gen)
+        fw = H.build(gen, inputs, work / f"{name}_{label}")
+        r = H.run(fw)
+        cal_lines.add(r.calibration.line())
+        check(data, inputs, r.outputs, f"{name} ({label})")
+        res[label] = {"instructions": r.instructions, "text": fw.model_sections["text"],
+                      "rodata": fw.model_sections["rodata"], "constants": gen.constants_size_bytes,
+                      "pool": gen.workspace_size_bytes, "lower_bound": gen.lower_bound_bytes,
+                      "gen": gen}
+    per = {}
+    for label in ("generic", "int8"):
+        gen = res[label]["gen"]
+        fw = H.build(gen, fixed_inputs(gen), work / f"{name}_{label}_prof", profile=True)
+        per[label] = H.run(fw).per_op
+    ops = []
+    kern_g = {k.op.index: k for k in res["generic"]["gen"].kernels}
+    for k in res["int8"]["gen"].kernels:
+        if k.alias:
+            continue
+        i = k.op.index
+        ops.append({"node": i, "op": k.op.opcode, "kernel": k.template.replace(".c.j2", ""),
+                    "generic_kernel": kern_g[i].template.replace(".c.j2", ""),
+                    "shape": shape_of(k), "macs": macs(k), "generic": per["generic"].get(i, 0.0),
+                    "target": per["int8"].get(i, 0.0)})
+    res["ops"] = ops
+    for label in builds:
+        del res[label]["gen"]
+    return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", type=Path, default=REPO.parent / "shared" / "models")
+    ap.add_argument("--models", help="comma-separated model names (default: every shared one)")
+    ap.add_argument("--anchors", type=Path,
+                    help="the JSON written by bench/anchors/tflm_cmsis_nn.py --json")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     missing = H.tools_missing()
     if missing:
         print(f"cortex_m bench: missing tools {missing}; run 'make setup'", file=sys.stderr)
         return 1
+    remeasured = {}
+    if args.anchors is not None:
+        remeasured = {m: v["instructions"] for m, v in
+                      json.loads(args.anchors.read_text())["models"].items()}
+    names = args.models.split(",") if args.models else MODELS
     qemu = subprocess.run([H.QEMU, "--version"], capture_output=True, text=True).stdout
     print("== Cortex-M4 instructions per inference: QEMU mps2-an386, -icount shift=0 ==")
     print(f"compiler: {H.compiler_version()}; flags: {' '.join(H.CFLAGS)}")
     print(f"emulator: {qemu.splitlines()[0] if qemu else 'unknown'}")
-    rows, cal_lines, report = [], set(), {"models": {}}
+    report: dict = {"models": {}}
+    cal_lines: set = set()
     with tempfile.TemporaryDirectory(prefix="bench_cortex_m_") as tmp:
-        work = Path(tmp)
-        for name in [*MODELS, "resnet8_like (synthetic)"]:
-            if name.startswith("resnet8_like"):
-                data = resnet8_like_model(0)
-            else:
-                path = args.models_dir / f"{name}.tflite"
-                if not path.is_file():
-                    print(f"{name}: missing ({path})")
-                    continue
-                data = path.read_bytes()
-            res = {}
-            for target in ("generic", TARGET):
-                gen = emit_sources(data, target=target)
-                inputs = fixed_inputs(gen)
-                fw = H.build(gen, inputs, work / f"{name.split()[0]}_{target}")
-                r = H.run(fw)
-                cal_lines.add(r.calibration.line())
-                res[target] = (gen, fw, r, check(name, data, inputs, r.outputs, target))
-            g_gen, g_fw, g_r, _ = res["generic"]
-            t_gen, t_fw, t_r, t_chk = res[TARGET]
-            if [o.tobytes() for o in g_r.outputs] != [o.tobytes() for o in t_r.outputs] and \
-                    t_chk == "bit-exact":
-                raise SystemExit(f"{name}: generic and {TARGET} outputs differ")
-            try:
-                a = reference.tflm_arena(data)
-                arena = f"{a['head']}/{a['total']}"
-            except Exception:  # noqa: BLE001 - the hybrid float model does not run on TFLM
-                arena = None
-            rows.append((name, g_r.instructions, t_r.instructions, t_fw.model_sections,
-                         g_fw.model_sections, t_gen.workspace_size_bytes, t_gen.lower_bound_bytes,
-                         g_gen.workspace_size_bytes, arena, t_chk))
-            report["models"][name] = {
-                "instructions_generic": g_r.instructions, "instructions_target": t_r.instructions,
-                "text_target": t_fw.model_sections["text"],
-                "rodata_target": t_fw.model_sections["rodata"],
-                "text_generic": g_fw.model_sections["text"],
-                "rodata_generic": g_fw.model_sections["rodata"],
-                "pool_target": t_gen.workspace_size_bytes, "lower_bound": t_gen.lower_bound_bytes,
-                "pool_generic": g_gen.workspace_size_bytes, "tflm_arena_head_total": arena,
-                "check": t_chk}
-
-        for line in sorted(cal_lines):
-            print(line)
-        print()
-        hdr = (f"{'model':24} {'generic':>10} {TARGET:>10} {'speedup':>7}  "
-               f"{'.text':>13} {'.rodata':>15}  {'pool':>6} {'bound':>6} {'TFLM arena':>11}  vs TFLM")
-        print(hdr)
-        print("-" * len(hdr))
-        for (name, gi, ti, ts, gs, pool, bound, _gpool, arena, chk) in rows:
-            arena_s = f"{arena:>11}" if arena is not None else f"{'-':>11}"
-            print(f"{name:24} {fmt_m(gi)} {fmt_m(ti)} {gi / ti:6.2f}x  "
-                  f"{ts['text']:>6} ({gs['text']:>5}) {ts['rodata']:>7} ({gs['rodata']:>6})  "
-                  f"{pool:>6} {bound:>6} {arena_s}  {chk}")
-        print("(.text/.rodata: the emitted module alone, target build (generic build); pool: our "
-              "activation pool (target build), bound: its lower bound; TFLM arena: its planned "
-              "activations (head) / whole arena (total), reference kernels)")
-        print()
-        print("KWS (kws_ref_model_int8), anchors quoted from issue #12 (same setup, not measured "
-              "here):")
-        print(f"  {'implementation':40} {'instr/inference':>16} {'activation RAM':>15} "
-              f"{'.text':>8}")
-        kws = next((r for r in rows if r[0] == "kws_ref_model_int8"), None)
-        if kws is not None:
-            print(f"  {'emitted C, generic (measured)':40} {fmt_m(kws[1]):>16} {kws[7]:>13} B "
-                  f"{kws[4]['text'] / 1024:>5.1f} KB")
-            print(f"  {'emitted C, ' + TARGET + ' (measured)':40} {fmt_m(kws[2]):>16} "
-                  f"{kws[5]:>13} B {kws[3]['text'] / 1024:>5.1f} KB")
-        for label, instr, ram, text in ANCHORS:
-            print(f"  {label:40} {fmt_m(instr):>16} {ram:>13} B {text:>8}")
-        if kws is not None:
-            cmsis = ANCHORS[1][1]
-            verdict = "meets" if kws[2] <= GOAL_KWS else "MISSES"
-            print(f"  {TARGET} / TFLM+CMSIS-NN = {kws[2] / cmsis:.3f} (goal <= 0.8, i.e. "
-                  f"<= {GOAL_KWS / 1e6:.1f} M): {verdict} the goal")
-
-            print()
-            print("KWS per operator (profile builds; nominal MACs count every filter tap):")
-            data = (args.models_dir / "kws_ref_model_int8.tflite").read_bytes()
-            per = {}
-            for target in ("generic", TARGET):
-                gen = emit_sources(data, target=target)
-                fw = H.build(gen, fixed_inputs(gen), work / f"kws_prof_{target}", profile=True)
-                per[target] = (gen, H.run(fw).per_op)
-            gen_t, prof_t = per[TARGET]
-            gen_g, prof_g = per["generic"]
-            kern_g = {k.op.index: k for k in gen_g.kernels}
-            print(f"  {'node':>4} {'operator':18} {'kernel (' + TARGET + ')':28} {'MACs':>9} "
-                  f"{'generic':>10} {TARGET:>10} {'instr/MAC':>9} {'->':>2} {'instr/MAC':>9}")
-            report["kws_per_op"] = []
-            for k in gen_t.kernels:
-                if k.alias:
-                    continue
-                i = k.op.index
-                m = macs(k)
-                ig, it = prof_g.get(i, 0.0), prof_t.get(i, 0.0)
-                ipm_g = f"{ig / m:9.2f}" if m else f"{'-':>9}"
-                ipm_t = f"{it / m:9.2f}" if m else f"{'-':>9}"
-                print(f"  {i:>4} {k.op.opcode:18} {k.template.replace('.c.j2', ''):28} {m:>9} "
-                      f"{ig / 1e3:8.1f} k {it / 1e3:8.1f} k {ipm_g} -> {ipm_t}")
-                report["kws_per_op"].append({"node": i, "op": k.op.opcode,
-                                             "kernel": k.template,
-                                             "generic_kernel": kern_g[i].template, "macs": m,
-                                             "generic": ig, "target": it})
-            tm = sum(macs(k) for k in gen_t.kernels if not k.alias)
-            print(f"  all: {tm} MACs, {sum(prof_g.values()) / tm:.2f} -> "
-                  f"{sum(prof_t.values()) / tm:.2f} instructions per MAC")
+        for name in names:
+            path = args.models_dir / f"{name}.tflite"
+            if not path.is_file():
+                print(f"{name}: missing ({path})")
+                continue
+            report["models"][name] = measure(name, path.read_bytes(), Path(tmp), cal_lines)
+    for line in sorted(cal_lines):
+        print(line)
+    rows = report["models"]
+    print("\nInstructions per inference (outputs bit-exact with TFLM in every build):")
+    hdr = (f"  {'model':20} {'generic':>10} {'m4 int16 w':>10} {'m4 int8 w':>10}  "
+           f"{'TFLM+CMSIS-NN':>13} {'ratio':>6} {'goal':>5}")
+    print(hdr)
+    for name, r in rows.items():
+        anchor = QUOTED_TFLM_CMSIS_NN.get(name)
+        goal = GOAL.get(name, GOAL_DEFAULT)
+        a = f"{fmt_m(anchor):>13} {r['int8']['instructions'] / anchor:6.3f} {goal:5.2f}" \
+            if anchor else f"{'-':>13} {'-':>6} {'-':>5}"
+        print(f"  {name:20} {fmt_m(r['generic']['instructions'])} "
+              f"{fmt_m(r['int16']['instructions'])} {fmt_m(r['int8']['instructions'])}  {a}")
+        if name in remeasured:
+            ra = remeasured[name]
+            print(f"  {'':20} {'':10} {'':10} {'':10}  {fmt_m(ra):>13} "
+                  f"{r['int8']['instructions'] / ra:6.3f}  (re-measured here)")
+    print("  (TFLM+CMSIS-NN: quoted from issue #22, commit 90b983c2, same harness; ratio: "
+          "m4 int8 w / TFLM+CMSIS-NN)")
+    print("\nSizes in bytes (the emitted module alone; pool: activation pool / its lower bound; "
+          "weights: the .tflite's):")
+    print(f"  {'model':20} {'.text g/16/8':>22} {'.rodata g/16/8':>24} {'pool g/16/8 (bound)':>28} "
+          f"{'weights':>8} {'consts int8 w':>13} {'ratio':>6} {'int16 w':>7}")
+    for name, r in rows.items():
+        g, a, b = r["generic"], r["int16"], r["int8"]
+        w = r["weight_bytes"]
+        print(f"  {name:20} {g['text']:>6} {a['text']:>7} {b['text']:>7} "
+              f"{g['rodata']:>7} {a['rodata']:>7} {b['rodata']:>8} "
+              f"{g['pool']:>7} {a['pool']:>6} {b['pool']:>6} ({b['lower_bound']:>6}) "
+              f"{w:>8} {b['constants']:>13} {b['constants'] / w:6.3f} {a['constants'] / w:7.3f}")
+    print(f"  (goal: constants <= {GOAL_CONSTANTS} x the weights, pool at its lower bound)")
+    for name, r in rows.items():
+        print(f"\n{name} per operator (profile builds; nominal MACs count every filter tap):")
+        print(f"  {'node':>4} {'operator':18} {'shape':26} {'kernel (cortex-m4)':28} {'MACs':>9} "
+              f"{'generic':>10} {TARGET:>10} {'instr/MAC':>9} {'->':>2} {'instr/MAC':>9}")
+        for o in r["ops"]:
+            m = o["macs"]
+            ig, it = o["generic"], o["target"]
+            ipm_g = f"{ig / m:9.2f}" if m else f"{'-':>9}"
+            ipm_t = f"{it / m:9.2f}" if m else f"{'-':>9}"
+            print(f"  {o['node']:>4} {o['op']:18} {o['shape']:26} {o['kernel']:28} {m:>9} "
+                  f"{ig / 1e3:8.1f} k {it / 1e3:8.1f} k {ipm_g} -> {ipm_t}")
+        tm = sum(o["macs"] for o in r["ops"])
+        if tm:
+            print(f"  all: {tm} MACs, {sum(o['generic'] for o in r['ops']) / tm:.2f} -> "
+                  f"{sum(o['target'] for o in r['ops']) / tm:.2f} instructions per MAC")
+    kernels: dict = {}
+    for name, r in rows.items():
+        for o in r["ops"]:
+            if o["macs"]:
+                k = kernels.setdefault(o["kernel"], {"macs": 0, "target": 0.0, "models": set()})
+                k["macs"] += o["macs"]
+                k["target"] += o["target"]
+                k["models"].add(name.split("_")[0])
+    if kernels:
+        print("\nInstructions per MAC per cortex-m4 kernel (all layers of the models above):")
+        for k, v in sorted(kernels.items()):
+            print(f"  {k:32} {v['target'] / v['macs']:5.2f}  ({v['macs']} MACs; "
+                  f"{', '.join(sorted(v['models']))})")
+        report["kernels"] = {k: {"macs": v["macs"], "instructions": v["target"]}
+                             for k, v in kernels.items()}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

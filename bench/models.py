@@ -11,7 +11,7 @@ For each model in ../shared/models (or --models-dir):
 * size: ``.text`` and ``.rodata`` of the emitted C built for Cortex-M4 with
   ``arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -Os``.
 
-Usage: python bench/models.py [--iters N] [--models-dir DIR] [--json]
+Usage: python bench/models.py [--iters N] [--models-dir DIR] [--models NAME,...] [--json]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from project_api.emit import emit_sources, harness, reference  # noqa: E402
 from project_api.paths import crt_dir  # noqa: E402
 
 MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
-          "kws_ref_model_float32", "ad01_int8"]
+          "kws_ref_model_float32", "vww_96_int8", "ic_resnet8_int8", "ad01_int8"]
 
 
 def inputs_for(gen) -> list[np.ndarray]:
@@ -94,11 +94,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--models-dir", type=Path, default=REPO.parent / "shared" / "models")
+    ap.add_argument("--models", help="comma-separated model names (default: every shared one)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in MODELS:
+        for name in args.models.split(",") if args.models else MODELS:
             path = args.models_dir / f"{name}.tflite"
             if not path.is_file():
                 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):

@@ -183,6 +183,9 @@ class Analysis:
     internal_pool_bytes: int = 0
     #: Pools a TVM archive's entry point takes from its caller (USMP): name -> bytes or None.
     external_pools: dict[str, int | None] = field(default_factory=dict)
+    #: The DSP convolutions' weight layout (``emit --weights``: int8 or int16); None for an
+    #: archive that does not record it (TVM's, or ours from before the option).
+    weights: str | None = None
 
     @property
     def macs(self) -> int | None:
@@ -219,7 +222,7 @@ class Analysis:
                 layers.append(entry)
         return {
             "model": self.title, "kind": self.kind, "module": self.module,
-            "target": self.target, "kernels": self.kernel_counts,
+            "target": self.target, "weights": self.weights, "kernels": self.kernel_counts,
             "inputs": [t.to_json() for t in self.inputs],
             "outputs": [t.to_json() for t in self.outputs],
             "layers": layers,
@@ -259,7 +262,7 @@ def _from_generated(gen: Any, title: str, kind: str) -> Analysis:
     graph = gen.graph
     return Analysis(
         title=title, kind=kind, module=gen.name, target=gen.target.name,
-        layers=layers(gen, graph), pool_plan=pool_plan(gen, graph),
+        weights=gen.target.weights, layers=layers(gen, graph), pool_plan=pool_plan(gen, graph),
         inputs=[TensorFacts(t.name, t.dtype, tuple(t.shape)) for t in gen.inputs],
         outputs=[TensorFacts(t.name, t.dtype, tuple(t.shape)) for t in gen.outputs],
         weight_bytes=gen.constants_size_bytes,
@@ -285,6 +288,7 @@ def _from_mlf(lib: Any, module: str | None, title: str) -> Analysis:
         return Analysis(
             title=title, kind="mlf", module=mod.name,
             target=str(entry.get("kernel_target") or mod.target_cpu or "generic"),
+            weights=str(entry["weights"]) if entry.get("weights") else None,
             layers=[Layer.from_json(x) for x in entry["layers"]],
             pool_plan=PoolPlan.from_json(entry["pool_plan"]), inputs=facts, outputs=out_facts,
             weight_bytes=int(mod.constants_size_bytes or 0), state_bytes=state,
@@ -487,19 +491,21 @@ def _default_board(template: str) -> str | None:
                     None)
 
 
-def analyze(model: str | Path, *, target: str | None = None, template: str | None = None,
+def analyze(model: str | Path, *, target: str | None = None, weights: str | None = None,
+            template: str | None = None,
             options: Mapping[str, Any] | None = None, module: str | None = None,
             compile: bool = True, progress: Callable[[str], None] | None = None) -> Analysis:
     """Analyze ``model`` (a ``.tflite`` or an MLF archive); see the module docstring.
 
     ``target``: the kernel target of a ``.tflite`` (default: the board's CPU with ``template``,
-    else generic). ``template``/``options``: check the fit against that template's board
+    else generic); ``weights``: its DSP convolutions' weight layout, ``int8`` (default) or
+    ``int16`` (``emit --weights``). ``template``/``options``: check the fit against that template's board
     (``options["board"]``, else its default). ``compile=False`` measures nothing (every size
     is then an estimate, and there is no fit)."""
     from project_api import mlf
     from project_api.emit import emit_sources
     from project_api.emit.mlf_writer import write_mlf
-    from project_api.emit.target import for_cpu, resolve
+    from project_api.emit.target import for_cpu, resolve, with_weights
 
     say = progress or (lambda _m: None)
     path = Path(model)
@@ -515,7 +521,8 @@ def analyze(model: str | Path, *, target: str | None = None, template: str | Non
         archive = path
         is_tflite = path.suffix == ".tflite" or _is_tflite(path)
         if is_tflite:
-            kernels = resolve(target) if target is not None else for_cpu(cpu)
+            kernels = with_weights(resolve(target) if target is not None else for_cpu(cpu),
+                                   weights)
             gen = emit_sources(path.read_bytes(), target=kernels)
             analysis = _from_generated(gen, path.name, "tflite")
             archive = write_mlf(gen, Path(tmp) / "model.tar")
@@ -524,6 +531,9 @@ def analyze(model: str | Path, *, target: str | None = None, template: str | Non
             if target is not None:
                 raise ProjectError(f"--target {target}: {path.name} is an MLF archive, whose "
                                    "kernels are already compiled; --target goes with a .tflite")
+            if weights is not None:
+                raise ProjectError(f"--weights {weights}: {path.name} is an MLF archive, whose "
+                                   "weights are already laid out; --weights goes with a .tflite")
             with mlf.open_mlf(path) as lib:
                 analysis = _from_mlf(lib, module, path.name)
                 mod = lib.module(module)

@@ -173,8 +173,28 @@ def test_archive_of_our_emitter_analyzes_as_its_tflite(models_dir: Path, tmp_pat
     from_tflite = A.analyze(model, target="cortex-m4", compile=False).to_json()
     from_mlf = A.analyze(tmp_path / "kws.tar", compile=False).to_json()
     assert from_mlf["kind"] == "mlf" and from_tflite["kind"] == "tflite"
-    for key in ("layers", "totals", "pool_plan", "inputs", "outputs", "target"):
+    for key in ("layers", "totals", "pool_plan", "inputs", "outputs", "target", "weights"):
         assert from_mlf[key] == from_tflite[key], key
+
+
+def test_analysis_records_the_weight_layout(models_dir: Path, tmp_path: Path) -> None:
+    """``--weights`` as emit's: each convolution's constants (filters plus biases and
+    requantization) take more with int16 pairs (at least twice the .tflite's filter bytes) than
+    with int8 (the default); an archive says which layout it holds (metadata.json 'weights')."""
+    path = _model_path(models_dir, "kws_ref_model_int8")
+    tensors, ops, _io = _read(path)
+    w8 = A.analyze(path, target="cortex-m4", compile=False)
+    w16 = A.analyze(path, target="cortex-m4", weights="int16", compile=False)
+    assert (w8.weights, w16.weights) == ("int8", "int16")
+    assert w8.to_json()["weights"] == "int8" and w16.to_json()["weights"] == "int16"
+    for la8, la16, (op, ins, _outs) in zip(w8.layers, w16.layers, ops, strict=True):
+        if op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            filters = tensors[ins[1]]["const"]
+            assert filters <= la8.weight_bytes < la16.weight_bytes, (la8.node, op)
+            assert la16.weight_bytes >= 2 * filters, (la16.node, op)
+    emit(path, tmp_path / "w16.tar", target="cortex-m4", weights="int16")
+    from_mlf = A.analyze(tmp_path / "w16.tar", compile=False)
+    assert from_mlf.weights == "int16" and from_mlf.weight_bytes == w16.weight_bytes
 
 
 def _symbol_sizes(obj: Path) -> dict[str, int]:
@@ -427,6 +447,8 @@ def test_cli_errors_are_one_line(models_dir: Path, tmp_path: Path, capsys) -> No
         (["analyze", model, "-o", "board=x"], 2, "give --template too"),
         (["analyze", str(tmp_path / "hw.tar"), "--target", "cortex-m4"], 1,
          "--target goes with a .tflite"),
+        (["analyze", str(tmp_path / "hw.tar"), "--weights", "int16"], 1,
+         "--weights goes with a .tflite"),
         (["analyze", model, "--target", "cortex-z9"], 2, "--target 'cortex-z9'"),
         (["analyze", model, "--template", "stm32", "-o", "bord=x"], 2, "did you mean 'board'"),
     ]
@@ -442,6 +464,7 @@ def test_text_table_names_every_layer(models_dir: Path, capsys) -> None:
     out = capsys.readouterr().out
     for op in ("DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "SOFTMAX"):
         assert op in out
-    assert "planner's lower bound 4,320 B" in out
+    assert "cortex-m4 kernels, int8 weights" in out
+    assert "planner's lower bound 4,008 B" in out
     assert "estimates: code: not measured (--no-compile)" in out
     assert "336,000 MACs" in out

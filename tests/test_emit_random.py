@@ -7,9 +7,11 @@ output each) cover the fused activations and three seeds, each seed with its own
 kernel size, weights and quantization. The machinery (emit, compile under ASan and UBSan, run,
 compare bit-exact with TFLM and within tolerance of LiteRT; the DSP-target copies of every case
 whose scheme has DSP kernels) is ``tests/helpers/emit_parity.py``; newer operators have their
-own modules, ``tests/test_ops_<family>.py``. ``DSP_CASES`` add shapes that reach each code path
-of the DSP kernels: 1x1 with odd pixel and channel counts, strided, long reductions, classes of
-border pixels, odd outputs.
+own modules, ``tests/test_ops_<family>.py``. ``DSP_CASES`` (``tests/helpers/emit_cases.py``)
+add shapes that reach each code path of the DSP kernels (with int8 and int16 weights): 1x1 with
+odd pixel and channel counts, strided, long reductions and loop tails, columns on the stack and
+in the pool, 3-channel first layers, border and interior ranges, odd outputs, sums the
+int8-weight form cannot hold, left shifts, FULLY_CONNECTED's input made in registers.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ def render(a: Any) -> str:
     counts = ", ".join(f"{n} {k}" for k, n in sorted(a.kernel_counts.items()))
     kind = {"tflite": "TFLite model, emitted in memory", "mlf": "archive of project-api emit",
             "tvm": "archive compiled by TVM"}[a.kind]
-    lines.append(f"{a.title}: module {a.module} ({kind}), {a.target} kernels"
+    weights = f", {a.weights} weights" if getattr(a, "weights", None) else ""
+    lines.append(f"{a.title}: module {a.module} ({kind}), {a.target} kernels{weights}"
                  + (f" ({counts})" if counts else ""))
     measured = a.sizes is not None and a.sizes.measured
     if a.layers is not None:
@@ -129,6 +130,7 @@ examples:
   project-api analyze ad01.tflite --template stm32 -o board=nucleo_l432kc   # exit 1: flash
   project-api analyze kws.tar --json > kws.json           # an archive (ours or TVM's)
   project-api analyze kws.tflite --target cortex-m4 --plot pictures/
+  project-api analyze vww.tflite --target cortex-m4 --weights int16   # as emit --weights int16
 
 --plot DIR writes pool.png (the activation pool: tensors as rectangles over layer x offset,
 the planner's lower bound dashed), layers.png (MACs and weight bytes per layer) and
@@ -146,6 +148,9 @@ and sizes, and the fused functions its metadata lists, and says what is not know
                             help="kernel target of a .tflite: generic, cortex-m0, cortex-m4, "
                                  "cortex-m7, cortex-m33 or -mcpu=CPU (default: the board's CPU "
                                  "with --template, else generic)")
+        parser.add_argument("--weights", default=None, choices=("int8", "int16"),
+                            help="weight layout of a .tflite's DSP convolutions, as emit "
+                                 "--weights: int8 (default) or int16; an archive records its own")
         parser.add_argument("--template", "-t", metavar="NAME|DIR",
                             help="check the fit against this template's board (-o board=B)")
         add_option_argument(parser)
@@ -184,8 +189,8 @@ and sizes, and the fused functions its metadata lists, and says what is not know
         from project_api.errors import EmitError
 
         try:
-            analysis = analyze(model, target=a.target, template=a.template, options=options,
-                               module=a.module, compile=not a.no_compile,
+            analysis = analyze(model, target=a.target, weights=a.weights, template=a.template,
+                               options=options, module=a.module, compile=not a.no_compile,
                                progress=self.progress)
         except EmitError as exc:
             if a.target and "target" in str(exc).lower():

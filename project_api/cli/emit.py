@@ -29,6 +29,7 @@ examples:
   project-api emit kws.tflite --out kws.tar --target cortex-m4
   project-api emit kws.tflite --out kws.tar --target "c -keys=arm_cpu,cpu -mcpu=cortex-m7"
   project-api emit kws.tflite --out kws-prof.tar --target cortex-m4 --profile
+  project-api emit vww.tflite --out vww.tar --target cortex-m4 --weights int16
 
 --target picks the kernels: generic (portable C, the default), cortex-m4, cortex-m7,
 cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
@@ -36,6 +37,10 @@ portable C with the same results) or cortex-m0 (generic kernels). A TVM target s
 -mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
 On a DSP target the summary says how many operators got its DSP kernels and lists those that
 took a generic one ('project-api ops' shows which operators and types have DSP kernels).
+--weights picks the DSP convolutions' weight layout: int8 (the default: the model's int8
+weights, reordered offline and widened in registers, so the constants stay the size of the
+.tflite's weights) or int16 (16-bit pairs in flash: twice the weight bytes, no widening at run
+time). FULLY_CONNECTED always keeps int8. metadata.json records the layout ("weights").
 
 --profile makes a profile build: before each operator the C reads the platform's counter
 (TVMCrtPlatform_CycleCount) into a static table, which 'project-api profile PROJECT' reads after
@@ -59,6 +64,9 @@ each run; the outputs are the plain build's, bit for bit.
         parser.add_argument("--target", default=None, metavar="TARGET",
                             help="kernel target: generic (default), cortex-m0, cortex-m4, "
                                  "cortex-m7, cortex-m33, or a target string with -mcpu=CPU")
+        parser.add_argument("--weights", default=None, choices=("int8", "int16"),
+                            help="weight layout of the DSP convolutions: int8 (default, the "
+                                 "model's bytes reordered) or int16 (pairs in flash, 2x)")
 
     def invoke(self) -> int:
         from project_api.emit import emit
@@ -79,11 +87,11 @@ each run; the outputs are the plain build's, bit for bit.
         model = Path(self.args.model)
         if not model.is_file():
             raise UsageError(f"model {model} does not exist or is not a file")
-        from project_api.emit.target import resolve
+        from project_api.emit.target import resolve, with_weights
         from project_api.errors import EmitError
 
         try:
-            target = resolve(a.target)
+            target = with_weights(resolve(a.target), getattr(a, "weights", None))
         except EmitError as exc:
             raise UsageError(f"--target {a.target!r}: {exc}") from exc
         result = emit(model, self.args.output, name=self.args.name, force=self.args.force,
@@ -98,6 +106,7 @@ each run; the outputs are the plain build's, bit for bit.
             "state_size_bytes": result.state_size_bytes,
             "target": target.name,
             "profile": result.generated.profile,
+            "weights": target.weights,
             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
                        for t in result.inputs],
             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}

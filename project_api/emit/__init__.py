@@ -20,10 +20,10 @@ from pathlib import Path
 
 from .codegen import Generated, IOTensor, generate
 from .mlf_writer import tar_bytes, write_mlf
-from .target import GENERIC, TARGET_NAMES, Target, resolve
+from .target import GENERIC, TARGET_NAMES, WEIGHT_LAYOUTS, Target, resolve, with_weights
 from .tflite_reader import read_tflite
 
-__all__ = ["GENERIC", "TARGET_NAMES", "EmitResult", "IOTensor", "KernelUse", "Target", "emit",
+__all__ = ["GENERIC", "TARGET_NAMES", "WEIGHT_LAYOUTS", "EmitResult", "IOTensor", "KernelUse", "Target", "emit",
            "emit_sources", "kernel_uses", "read_tflite", "resolve"]
 
 
@@ -85,13 +85,15 @@ class EmitResult:
 
 
 def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
-                 target: str | Target | None = None, profile: bool = False) -> Generated:
+                 target: str | Target | None = None, weights: str | None = None,
+                 profile: bool = False) -> Generated:
     """Read and compile ``model`` (bytes or a path) to C sources without writing anything.
 
     ``target``: a kernel target name (``generic``, ``cortex-m4``, ...), a TVM target string
-    with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`). ``profile``: a profile
+    with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`). ``weights``: the weight
+    layout of the DSP convolutions, ``int8`` (default) or ``int16``. ``profile``: a profile
     build, whose C times every operator (:mod:`.profile`)."""
-    gen = generate(read_tflite(model), name, resolve(target))
+    gen = generate(read_tflite(model), name, with_weights(resolve(target), weights))
     if profile:
         from .profile import instrument
 
@@ -101,15 +103,16 @@ def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
 
 def emit(model: bytes | bytearray | str | Path, out_path: str | Path, name: str = "default",
          force: bool = False, target: str | Target | None = None,
-         profile: bool = False) -> EmitResult:
-    """Compile ``model`` for ``target`` and write the MLF archive to ``out_path`` (with
-    ``profile``, a profile build: see :mod:`.profile`).
+         weights: str | None = None, profile: bool = False) -> EmitResult:
+    """Compile ``model`` for ``target`` (weight layout ``weights``, see :func:`emit_sources`)
+    and write the MLF archive to ``out_path`` (with ``profile``, a profile build: see
+    :mod:`.profile`).
 
     Raises :class:`~project_api.errors.EmitError` for a corrupt model or an existing
     ``out_path`` without ``force``, and :class:`~project_api.errors.UnsupportedOperatorError`
     (naming the node) for anything the emitter does not implement.
     """
-    gen = emit_sources(model, name, target, profile)
+    gen = emit_sources(model, name, target, weights, profile)
     path = write_mlf(gen, out_path, force=force)
     return EmitResult(path, name, gen.inputs, gen.outputs, gen.workspace_size_bytes,
                       gen.lower_bound_bytes, gen.constants_size_bytes,

@@ -59,6 +59,7 @@ def metadata(gen: Generated) -> dict:
                 "style": "full-model",
                 "target": [gen.target.metadata_target()],
                 "kernel_target": gen.target.name,
+                "weights": gen.target.weights,
                 **_layer_facts(gen),
             },
         },

@@ -9,14 +9,22 @@ host. ``cortex-m0`` (and M0+, M3, M23, M33 without DSP) has no DSP extension and
 
 A target is named directly (``cortex-m4``) or read from a TVM target string or compiler flags
 (``c -keys=arm_cpu -mcpu=cortex-m4``, ``-mcpu=cortex-m33+nodsp``).
+
+On a DSP target, ``weights`` picks the weight layout of the convolutions: ``int8`` (the default:
+the .tflite's int8 weights, reordered offline so that ``SXTB16`` widens them in registers into
+the lanes the inputs are paired in) or ``int16`` (16-bit pairs in flash, no widening at run
+time, twice the flash). FULLY_CONNECTED reads each weight once and is always int8.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import EmitError
+
+#: Weight layouts ``emit --weights`` accepts (see the module docstring).
+WEIGHT_LAYOUTS = ("int8", "int16")
 
 #: Names ``emit --target`` accepts.
 TARGET_NAMES = ("generic", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33")
@@ -37,6 +45,8 @@ class Target:
     dsp: bool
     #: The ``-mcpu`` it was read from (None for ``generic``).
     mcpu: str | None = None
+    #: Weight layout of the DSP convolution kernels: ``int8`` or ``int16`` (:data:`WEIGHT_LAYOUTS`).
+    weights: str = "int8"
 
     def metadata_target(self) -> str:
         """The TVM-style target string recorded in ``metadata.json``."""
@@ -44,6 +54,16 @@ class Target:
 
 
 GENERIC = Target("generic", False)
+
+
+def with_weights(target: Target, weights: str | None) -> Target:
+    """``target`` with weight layout ``weights`` (None keeps its own); an unknown layout is an
+    :class:`EmitError` naming the ones there are."""
+    if weights is None:
+        return target
+    if weights not in WEIGHT_LAYOUTS:
+        raise EmitError(f"unknown weight layout {weights!r}: use one of {', '.join(WEIGHT_LAYOUTS)}")
+    return replace(target, weights=weights)
 
 
 def from_mcpu(mcpu: str) -> Target:

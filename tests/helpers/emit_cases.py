@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from helpers.emit_parity import Case
 from project_api.emit import builder as B
 
@@ -14,7 +16,8 @@ from project_api.emit import builder as B
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-#: Shapes that reach every path of the DSP kernels (run with both targets).
+#: Shapes that reach every path of the DSP kernels (run with both targets; the convolutions' with
+#: both weight layouts, see emit_parity.WEIGHT_LAYOUT_OPS).
 DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("CONV_2D", "pw_odd_pixels_odd_filters", {"input_shape": (1, 5, 3, 8), "filters": 5,
                                               "kernel_size": 1}),
@@ -34,7 +37,27 @@ DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                              "stride": 2}),
     ("DEPTHWISE_CONV_2D", "c1_m3_k3_valid", {"input_shape": (1, 6, 7, 1), "kernel_size": 3,
                                              "depth_multiplier": 3, "padding": "VALID"}),
+    ("CONV_2D", "pw_c68_loop_tail", {"input_shape": (1, 3, 4, 68), "filters": 6,
+                                     "kernel_size": 1}),
+    # sums beyond the int8-weight form's +-2^23: the int16-pair kernel takes over
+    ("CONV_2D", "pw_c600_max_weights", {"input_shape": (1, 2, 3, 600),
+                                        "filters": np.ones((3, 1, 1, 600), np.float32)}),
+    # multipliers above 1 (left shifts): the older requantization forms (d_requant; where even
+    # that cannot be proven exact, TFLM's q_mbqm: d64_tiny_out_scale)
+    ("CONV_2D", "k3_c8_tiny_out_scale", {"input_shape": (1, 6, 5, 8), "filters": 4,
+                                         "kernel_size": 3, "out_quant": (2e-6, 3)}),
+    ("CONV_2D", "k3_c3_first_layer_s2", {"input_shape": (1, 11, 10, 3), "filters": 8,
+                                         "kernel_size": 3, "stride": 2}),
+    ("DEPTHWISE_CONV_2D", "c12_k3_valid", {"input_shape": (1, 5, 7, 12), "kernel_size": 3,
+                                           "padding": "VALID"}),
+    ("DEPTHWISE_CONV_2D", "c8_k3_tiny_out_scale", {"input_shape": (1, 5, 5, 8),
+                                                   "kernel_size": 3, "out_quant": (2e-6, 0)}),
     ("FULLY_CONNECTED", "d16_odd_units", {"input_shape": (1, 16), "units": 7}),
+    ("FULLY_CONNECTED", "d600_max_weights", {"input_shape": (1, 600),
+                                             "units": np.ones((3, 600), np.float32)}),
+    ("FULLY_CONNECTED", "d300_odd_units", {"input_shape": (2, 300), "units": 6}),
+    ("FULLY_CONNECTED", "d64_tiny_out_scale", {"input_shape": (1, 64), "units": 9,
+                                               "out_quant": (2e-9, 0)}),
     ("FULLY_CONNECTED", "batch3_d32", {"input_shape": (3, 32), "units": 10}),
     ("AVERAGE_POOL_2D", "c8_f3_same", {"input_shape": (1, 7, 6, 8), "filter_size": 3,
                                        "stride": 2, "padding": "SAME"}),

@@ -87,6 +87,9 @@ LABEL_ONLY = ("seed", "shapes", "from", "edge", "dsp", "label", "bias_form")
 DSP_TARGET = "cortex-m4"
 #: Case modes that are plain element types, beside the builder's modes (builder.MODES).
 PLAIN_MODES = ("bool", "int64", "uint8")
+#: Operators whose DSP kernels have a second weight layout (``emit --weights int16``): their
+#: DSP-target cases run with both.
+WEIGHT_LAYOUT_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 
 # --- cases --------------------------------------------------------------------------------------
@@ -102,6 +105,7 @@ class Case:
     options: dict[str, Any]  # the combination under test
     branches: list[dict[str, Any]] = field(default_factory=list)  # options per branch
     target: str = "generic"  # the emitter's kernel target
+    weights: str = "int8"  # the DSP convolutions' weight layout (emit --weights)
     #: False where LiteRT cannot be the second reference (it lacks the variant, or computes
     #: it differently from TFLM); the case then checks TFLM only. Say why where you set it.
     litert: bool = True
@@ -136,6 +140,8 @@ class Case:
     @property
     def id(self) -> str:
         suffix = "" if self.target == "generic" else f"-target_{self.target}"
+        if self.weights != "int8":
+            suffix += f"-weights_{self.weights}"
         return self.model_id + suffix
 
     @property
@@ -209,15 +215,18 @@ def seeded(op: str, mode: str, options: dict[str, Any], branch: dict[str, Any],
 
 def with_targets(cases: list[Case]) -> list[Case]:
     """``cases`` and, for each case whose scheme has DSP kernels (its op module's
-    ``OpSpec.dsp``), the same case emitted for :data:`DSP_TARGET`."""
+    ``OpSpec.dsp``), the same case emitted for :data:`DSP_TARGET` (and, for
+    :data:`WEIGHT_LAYOUT_OPS`, once more with int16 weights)."""
     from project_api.emit.ops import REGISTRY
 
     out = list(cases)
     for c in cases:
         entry = REGISTRY.builtin.get(c.op)
         if entry is not None and c.scheme in entry.spec.dsp:
-            out.append(dataclasses.replace(c, options=dict(c.options), branches=list(c.branches),
-                                           target=DSP_TARGET))
+            for weights in ("int8", "int16") if c.op in WEIGHT_LAYOUT_OPS else ("int8",):
+                out.append(dataclasses.replace(c, options=dict(c.options),
+                                               branches=list(c.branches), target=DSP_TARGET,
+                                               weights=weights))
     return out
 
 
@@ -410,7 +419,7 @@ def emit_and_compile(case: Case, workdir: Path, backend: list[Path], cc: str) ->
     model, labels = case.build()
     name = case.module_name
     tar_path = workdir / f"{name}.tar"
-    emit(model, tar_path, name=name, target=case.target)
+    emit(model, tar_path, name=name, target=case.target, weights=case.weights)
     root = workdir / "mlf"
     root.mkdir()
     with tarfile.open(tar_path) as tf:

@@ -102,6 +102,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc)
     if target.dsp:
+        if target.weights == "int8":
+            kernel = prepare_dsp8(op, x, w, y, params, bias, consts)
+            if kernel is not None:
+                return kernel
         return prepare_dsp(op, x, w, y, params, bias, consts)
     if params["form"] == "dot":
         bias = bias + (-in_zp) * w.data.astype(np.int64).reshape(oc, -1).sum(axis=1)
@@ -182,3 +186,95 @@ def prepare_dsp(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     consts = [ConstArray("w", "int32_t", wl), ConstArray("b", "int32_t", b_out.astype(np.int32))]
     return Kernel(op, template, params, [x.index], [y.index], consts + rq,
                   scratch_bytes=scratch)
+
+
+#: Bytes of the two pixels' P/Q columns an int8 DSP convolution keeps on the stack; larger ones
+#: are planned in the pool (scratch), like the accumulators of ``common.STACK_ACC_LIMIT_BYTES``.
+MAX_STACK_COLUMN_BYTES = 512
+#: Groups of 4 column elements the 2x2 block unrolls at constant offsets (else a loop whose
+#: body is the largest divisor of the groups up to that many, at least MIN_GROUPS_PER_ITERATION).
+MAX_UNROLLED_GROUPS = 16
+MIN_GROUPS_PER_ITERATION = 4
+
+
+def groups_per_iteration(k4: int) -> int:
+    """Groups of 4 per loop iteration: the largest divisor of ``k4`` up to
+    :data:`MAX_UNROLLED_GROUPS`, or :data:`MIN_GROUPS_PER_ITERATION` (plus a tail)."""
+    best = max(d for d in range(1, MAX_UNROLLED_GROUPS + 1) if k4 % d == 0)
+    return best if best >= MIN_GROUPS_PER_ITERATION else MIN_GROUPS_PER_ITERATION
+
+
+def column_segments(g: dict, ic: int) -> list[tuple[int, int, int]]:
+    """The runs of contiguous input bytes one output pixel's receptive field is read as:
+    (filter row offset dy, filter column offset kx0, length in bytes). A 1x1 filter is one run
+    of the input depth; with dilation 1 across, each filter row is one run of kw x depth
+    bytes ("rows"); otherwise each tap is one run of the depth."""
+    if g["kh"] == 1 and g["kw"] == 1:
+        return [(0, 0, ic)]
+    if g["dw"] == 1:
+        return [(ky * g["dh"], 0, g["kw"] * ic) for ky in range(g["kh"])]
+    return [(ky * g["dh"], kx * g["dw"], ic) for ky in range(g["kh"]) for kx in range(g["kw"])]
+
+
+def column_order(segments: list[tuple[int, int, int]]) -> tuple[list[int], list[dict]]:
+    """The column's element order: every run's whole words of 4 bytes, then the bytes left over
+    from each run (in run order), padded to a multiple of 4 (-1: a zero weight). Returns the
+    order as indices into the flattened filter [ky][kx][c] (a run starts at its row and column's
+    element) and each run's layout (``dy``, ``kx0``, ``n``: its words, ``word``: the first one,
+    ``left``: its leftover bytes' positions in the column)."""
+    order: list[int] = []
+    runs = []
+    start = 0
+    for dy, kx0, length in segments:
+        runs.append({"dy": dy, "kx0": kx0, "len": length, "n": length // 4,
+                     "word": len(order) // 4, "start": start})
+        order += range(start, start + length // 4 * 4)
+        start += length
+    for r in runs:
+        r["left"] = list(range(len(order), len(order) + r["len"] % 4))
+        order += range(r["start"] + r["n"] * 4, r["start"] + r["len"])
+    order += [-1] * (-len(order) % 4)
+    return order, runs
+
+
+def prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
+                 bias: np.ndarray, rq_consts: list[ConstArray]) -> Kernel | None:
+    """The int8-weight DSP kernel of an int8 CONV_2D (``conv2d_pq.dsp.c.j2``), or None where
+    the PQ form of :mod:`._dsp` cannot hold it (a weight of -128 beside a negative one, or a sum
+    beyond +-2^23): then the int16-pair kernels serve. Arguments as :func:`prepare_dsp`.
+
+    Each output pixel's receptive field becomes a column of P/Q word pairs (two pixels at a
+    time; padding reads as the input zero point, the offset folded into the bias), then two
+    pixels x two output channels per step: each weight word feeds four SMLADs after one
+    SXTB16, each column pair two weight words."""
+    oc, kh, kw, ic = w.shape
+    g = dict(params)
+    segs = column_segments(g, ic)
+    order, runs = column_order(segs)
+    k4 = len(order) // 4
+    wi = w.data.astype(np.int64).reshape(oc, -1)
+    idx = np.array([max(i, 0) for i in order])
+    wperm = np.where(np.array(order) >= 0, wi[:, idx], 0)
+    folded = bias + params["in_off"] * wi.sum(axis=1)
+    folded, m, s = _dsp.constant_channels(wi, folded, *rq_consts, params)
+    bound = _dsp.acc_bound(wi, folded, 128)
+    pq = _dsp.pq_bytes(wperm)
+    if pq is None or bound.max(initial=0) >= _dsp.PQ_LIMIT:
+        return None
+    col_bytes = 2 * 8 * k4
+    lw0 = sum(r["n"] for r in runs)
+    left = [(i, r["n"] * 4 + t) for i, r in enumerate(runs) for t in range(r["len"] % 4)]
+    left += [None] * (4 * k4 - 4 * lw0 - len(left))
+    g.update(left_words=[left[j:j + 4] for j in range(0, len(left), 4)], lw0=lw0,
+             pads=[4 * lw0 + j for j, src in enumerate(left) if src is None])
+    zpb = (-params["in_off"]) & 0xFF
+    g.update(k4=k4, runs=runs, pq=True, zpw=zpb * 0x01010101, offp=_dsp.pq_offset(), zp=-params["in_off"],
+             one_by_one=kh == 1 and kw == 1 and params["inside"],
+             stack=col_bytes <= MAX_STACK_COLUMN_BYTES, scratch=col_bytes > MAX_STACK_COLUMN_BYTES,
+             unroll=k4 <= MAX_UNROLLED_GROUPS, per_iter=groups_per_iteration(k4))
+    rq, low = _dsp.rq_params(g, m, s, bound, packed=True)
+    wl = _dsp.blocked(_dsp.words(pq).reshape(oc, k4), 2)
+    consts = [ConstArray("w", "int32_t", wl),
+              ConstArray("b", "int32_t", _dsp.pq_init(folded, wperm, low))] + rq
+    return Kernel(op, "conv2d_pq.dsp.c.j2", g, [x.index], [y.index], consts,
+                  scratch_bytes=0 if g["stack"] else col_bytes)

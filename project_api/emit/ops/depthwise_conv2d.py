@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import quantize as q
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
 from . import _dsp
 from ._weighted import (
@@ -39,7 +39,7 @@ from .common import (
     per_tensor,
     unsupported,
 )
-from .conv2d import conv_geometry, prepare_dsp
+from .conv2d import conv_geometry, prepare_dsp, prepare_dsp8
 
 SPEC = OpSpec(opcodes=("DEPTHWISE_CONV_2D",), schemes=("float32", "int8", "int16x8"),
               dsp=("int8",))
@@ -90,8 +90,17 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         # out[.., o] = sum over taps of w[ky, kx, o] * x[.., 0]: CONV_2D weights [o, ky, kx, 1]
         as_conv = SimpleNamespace(shape=(oc, kh, kw, 1),
                                   data=np.ascontiguousarray(w.data.transpose(3, 1, 2, 0)))
+        if target.weights == "int8":
+            kernel = prepare_dsp8(op, x, as_conv, y, dict(params, in_off=-in_zp),
+                                  bias.astype(np.int64), consts)
+            if kernel is not None:
+                return kernel
         return prepare_dsp(op, x, as_conv, y, dict(params, in_off=-in_zp),
                            bias.astype(np.int64), consts)
+    if target.dsp and dm == 1 and oc % 4 == 0 and target.weights == "int8":
+        kernel = _prepare_dsp8(op, x, w, y, params, bias, consts)
+        if kernel is not None:
+            return kernel
     if target.dsp and dm == 1 and oc % 4 == 0:
         wi = w.data.astype(np.int64).reshape(kh * kw, oc)
         m, s = consts
@@ -109,6 +118,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
 
 #: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).
 MAX_UNROLLED_TAPS = 256
+#: Bytes of one channel group's widened weights the int8 kernel keeps on the stack (8 per tap).
+MAX_STACK_WEIGHT_BYTES = 512
 
 
 def _valid_taps(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> list[tuple]:
@@ -131,3 +142,42 @@ def _tap_classes(params: dict) -> list[ConstArray]:
     params.update(classes=True, rows=[list(r) for r in urows], cols=[list(c) for c in ucols])
     return [ConstArray("rc", "uint8_t", np.array([urows.index(r) for r in rows], np.uint8)),
             ConstArray("cc", "uint8_t", np.array([ucols.index(c) for c in cols], np.uint8))]
+
+
+def _ranges(taps: list[tuple]) -> list[dict]:
+    """Consecutive output rows (columns) with the same in-bounds filter rows (columns)."""
+    out: list[dict] = []
+    for i, t in enumerate(taps):
+        if out and out[-1]["taps"] == list(t):
+            out[-1]["end"] = i + 1
+        else:
+            out.append({"start": i, "end": i + 1, "taps": list(t)})
+    return out
+
+
+def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
+                  bias: np.ndarray, consts: list[ConstArray]) -> Kernel | None:
+    """``depthwise_conv2d_i8.dsp.c.j2``: int8 weights as the .tflite stores them ([tap][channel],
+    4 channels per word), widened once per group of 4 channels; None where a range of output
+    rows or columns has no tap inside the input or the unrolled taps would exceed
+    :data:`MAX_UNROLLED_TAPS`, or the widened weights of a group would pass
+    :data:`MAX_STACK_WEIGHT_BYTES` (the int16-pair kernel then serves)."""
+    g = params
+    rows = _ranges(_valid_taps(g["oh"], g["sh"], g["pad_h"], g["kh"], g["dh"], g["h"]))
+    cols = _ranges(_valid_taps(g["ow"], g["sw"], g["pad_w"], g["kw"], g["dw"], g["w"]))
+    taps = sum(len(r["taps"]) for r in rows) * sum(len(c["taps"]) for c in cols)
+    if not all(r["taps"] for r in rows + cols) or taps > MAX_UNROLLED_TAPS or \
+            8 * g["kh"] * g["kw"] > MAX_STACK_WEIGHT_BYTES:
+        return None
+    widest = max(cols, key=lambda c: c["end"] - c["start"])
+    for c in cols:
+        c["pair"] = c is widest and c["end"] - c["start"] >= 2
+    _, kh, kw, oc = w.shape
+    wi = w.data.astype(np.int64).reshape(kh * kw, oc)
+    b, m, s = _dsp.constant_channels(wi.T, bias.astype(np.int64), *consts, params)
+    p = dict(params, scratch=False, off2=_dsp.offset_pair(params["in_off"]), pq=False,
+             row_ranges=rows, col_ranges=cols)
+    rq, _ = _dsp.rq_params(p, m, s, _dsp.acc_bound(wi.T, b, 255), packed=False)
+    return Kernel(op, "depthwise_conv2d_i8.dsp.c.j2", p, [x.index], [y.index],
+                  [ConstArray("w", "int32_t", _dsp.words(wi)),
+                   ConstArray("b", "int32_t", b.astype(np.int32))] + rq)

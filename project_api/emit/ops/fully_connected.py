@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantize as q
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
 from . import _dsp
 from ._weighted import (
@@ -85,17 +85,53 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     params.update(rq, per_channel=w.quant.per_channel, mult=int(m.values[0]),
                   shift=int(s.values[0]))
     if target.dsp and depth % 4 == 0:
-        rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
-        oc2 = out_ch - out_ch % 2
-        groups = wi.reshape(out_ch, depth // 4, 4)
-        pairs = groups[:oc2].reshape(oc2 // 2, 2, depth // 4, 4).transpose(0, 2, 1, 3)
-        wl = np.concatenate([pairs.reshape(-1), groups[oc2:].reshape(-1)]).astype(np.int8)
-        consts = [ConstArray("w", "int8_t", wl), ConstArray("b", "int32_t",
-                                                            folded.astype(np.int32))] + rq
-        return Kernel(op, "fully_connected.dsp.c.j2", params, [x.index], [y.index], consts)
+        return prepare_dsp(op, x, y, params, wi, folded, m, s)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", folded.astype(np.int32))]
     rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
     if w.quant.per_channel:
         consts += rq
     return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts)
+
+
+#: Output rows per pass of the DSP kernel (4 accumulators, the input's P/Q pair, a weight word
+#: and its SXTB16 stay in registers with the pointers).
+ROWS = 4
+#: The DSP kernel unrolls the reduction at constant offsets up to this many groups of 4 inputs.
+MAX_UNROLLED_GROUPS = 32
+#: Beyond that, groups per loop iteration.
+GROUPS_PER_ITERATION = 4
+#: Bytes of the input's P/Q words on the stack (else they are remade on every pass).
+MAX_STACK_COLUMN_BYTES = 512
+
+
+def prepare_dsp(op: Operator, x: Tensor, y: Tensor, params: dict, wi: np.ndarray,
+                folded: np.ndarray, m: ConstArray, s: ConstArray) -> Kernel:
+    """The DSP kernel of an int8 FULLY_CONNECTED with depth a multiple of 4 (``wi``: the weights
+    [out, depth] as int64, ``folded``: the bias with the input offset folded in): int8 weights
+    in the PQ order of :mod:`._dsp`, or, where that form cannot hold the sums (a weight of -128
+    beside a negative one, or sums beyond +-2^23), the weights in input order, each word
+    widened twice."""
+    out_ch, depth = wi.shape
+    folded, m, s = _dsp.constant_channels(wi, folded, m, s, params)
+    bound = _dsp.acc_bound(wi, folded, 128)
+    pq = _dsp.pq_bytes(wi)
+    params = dict(params)
+    if pq is None or bound.max(initial=0) >= _dsp.PQ_LIMIT:
+        rq = _dsp.requant(params, m, s, bound)
+        oc2 = out_ch - out_ch % 2
+        groups = wi.reshape(out_ch, depth // 4, 4)
+        pairs = groups[:oc2].reshape(oc2 // 2, 2, depth // 4, 4).transpose(0, 2, 1, 3)
+        wl = np.concatenate([pairs.reshape(-1), groups[oc2:].reshape(-1)]).astype(np.int8)
+        consts = [ConstArray("w", "int8_t", wl),
+                  ConstArray("b", "int32_t", folded.astype(np.int32))] + rq
+        return Kernel(op, "fully_connected_sxtb.dsp.c.j2", params, [x.index], [y.index], consts)
+    k4 = depth // 4
+    params.update(k4=k4, rows=ROWS, pq=True, offp=_dsp.pq_offset(),
+                  col="stack" if 8 * k4 <= MAX_STACK_COLUMN_BYTES else "reg",
+                  unroll=k4 <= MAX_UNROLLED_GROUPS, per_iter=GROUPS_PER_ITERATION)
+    rq, low = _dsp.rq_params(params, m, s, bound, packed=True)
+    wl = _dsp.blocked(_dsp.words(pq).reshape(out_ch, k4), ROWS)
+    consts = [ConstArray("w", "int32_t", wl),
+              ConstArray("b", "int32_t", _dsp.pq_init(folded, wi, low))] + rq
+    return Kernel(op, "fully_connected.dsp.c.j2", params, [x.index], [y.index], consts)
