@@ -42,8 +42,24 @@ def _place_error(session: Any, place: str) -> str | None:
     return None
 
 
+def _record_owner(session: Any, place: str) -> None:
+    """This keeper as ``place``'s owner record (a warning when the coordinator refuses it: the
+    place is then held as labgrid-client would hold it, released by a person if we die)."""
+    import grpc
+
+    me = labgrid_owner.Owner.this_process()
+    if me is None:
+        return
+    try:
+        labgrid_owner.set_owner_tag(session, place, me.tag)
+    except grpc.aio.AioRpcError as exc:
+        logging.getLogger(__name__).warning("labgrid: could not record the owner of place %s: %s",
+                                            place, exc.details())
+
+
 def _keep(coordinator: str, place: str, wait_sec: float) -> int:
     """Acquire, report the serial resource as one JSON line, hold until stdin closes, release."""
+    import grpc
     from labgrid.remote.client import Error as LabgridError
     from labgrid.remote.client import start_session
 
@@ -73,9 +89,7 @@ def _keep(coordinator: str, place: str, wait_sec: float) -> int:
                 try:
                     session.loop.run_until_complete(session.acquire())
                     acquired = True
-                    me = labgrid_owner.Owner.this_process()
-                    if me is not None:
-                        labgrid_owner.set_owner_tag(session, place, me.tag)
+                    _record_owner(session, place)
                     break
                 except LabgridError as exc:  # someone else was quicker
                     why = str(exc).removeprefix("Error: ")
@@ -103,7 +117,8 @@ def _keep(coordinator: str, place: str, wait_sec: float) -> int:
             try:
                 # The record goes first: killed between the two, the place is left held with
                 # no record, which nobody releases by mistake.
-                labgrid_owner.set_owner_tag(session, place, "")
+                with contextlib.suppress(grpc.aio.AioRpcError):  # still release it
+                    labgrid_owner.set_owner_tag(session, place, "")
                 session.loop.run_until_complete(session.release())
             except LabgridError as exc:
                 sys.stderr.write(f"labgrid: releasing {place}: {exc}\n")

@@ -155,11 +155,18 @@ def release_if_stale(session: Any, place: str) -> bool:
     owner = stale_owner(known) if known is not None else None
     if owner is None:
         return False
+    import grpc
+
     holder = known.acquired
-    set_owner_tag(session, place, "")
-    session.loop.run_until_complete(session.stub.ReleasePlace(
-        pb.ReleasePlaceRequest(placename=place, fromuser=holder)))
-    session.loop.run_until_complete(session.sync_with_coordinator())
+    try:
+        set_owner_tag(session, place, "")
+        session.loop.run_until_complete(session.stub.ReleasePlace(
+            pb.ReleasePlaceRequest(placename=place, fromuser=holder)))
+        session.loop.run_until_complete(session.sync_with_coordinator())
+    except grpc.aio.AioRpcError as exc:  # the place was deleted meanwhile, the coordinator left
+        _LOG.warning("labgrid: could not release place %s of gone project-api pid %d: %s",
+                     place, owner.pid, exc.details())
+        return False
     _LOG.warning("labgrid: released place %s: its holder %s (project-api pid %d on %s) is gone",
                  place, holder, owner.pid, owner.host)
     return True
