@@ -118,16 +118,25 @@ class ShardedReport:
 
 
 def matching_places(coordinator: str, pattern: str) -> tuple[list[str], list[PlaceRun]]:
-    """The free places matching ``pattern`` and the busy ones (as refused PlaceRuns)."""
+    """The free places matching ``pattern`` (with those a dead project-api owner here holds)
+    and the busy ones (as refused PlaceRuns)."""
     from project_api.labgrid_places import list_places
 
     places = [p for p in list_places(coordinator) if fnmatch.fnmatchcase(p.name, pattern)]
     if not places:
         raise ProjectError(f"no labgrid place on {coordinator} matches {pattern!r}; "
                            "'project-api devices' lists them")
-    free = [p.name for p in places if not p.acquired]
-    busy = [PlaceRun(p.name, "busy", error=f"held by {p.acquired}") for p in places if p.acquired]
+    # A place whose project-api owner here is gone counts as free: its keeper releases it.
+    free = [p.name for p in places if not p.acquired or p.stale]
+    busy = [PlaceRun(p.name, "busy", error=_held_by(p)) for p in places
+            if p.acquired and not p.stale]
     return free, busy
+
+
+def _held_by(place: Any) -> str:
+    """``held by HOST/USER (its project-api owner)``, for a place that is not free."""
+    owner = f" ({place.owner.describe()})" if place.owner is not None else ""
+    return f"held by {place.acquired}{owner}"
 
 
 def validate_on_places(
@@ -165,7 +174,8 @@ def validate_on_places(
     free, busy = matching_places(address, places)
     if not free:
         raise ProjectError(f"every place matching {places!r} is held: " + "; ".join(
-            f"{p.name} {p.error}" for p in busy) + "; wait, or release them")
+            f"{p.name} {p.error}" for p in busy) + "; wait, or release them with "
+            f"'labgrid-client -x {address} -p PLACE release --kick'")
     runs = [PlaceRun(name) for name in free]
     shard = _Shard(plan, want_hash, len(runs),
                    progress("device", plan.samples) if progress is not None else None,

@@ -1,5 +1,6 @@
 """The places of a labgrid coordinator, as the host side lists them (``project-api devices``,
-sharded validation in :mod:`project_api.farm`)."""
+sharded validation in :mod:`project_api.farm`), each held one with its project-api owner and
+whether that lives (:mod:`project_api.template.labgrid_owner`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from project_api.errors import ServerError
+from project_api.template.labgrid_owner import Owner
 from project_api.template.labgrid_place import require_labgrid, serial_url
 
 
@@ -21,11 +23,21 @@ class PlaceState:
     serial_ports: tuple[str, ...]  #: pyserial URLs of its NetworkSerialPort resources (if known)
     tags: dict[str, str] = field(default_factory=dict)
     comment: str = ""
+    #: The project-api process that holds it, from its owner record (None: free, or acquired
+    #: without one, e.g. by labgrid-client).
+    owner: Owner | None = None
+
+    @property
+    def stale(self) -> bool:
+        """Held by a project-api owner on this machine that is gone: the next project-api
+        that acquires it releases it first, so it counts as free."""
+        return bool(self.acquired) and self.owner is not None and self.owner.alive() is False
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "state": "acquired" if self.acquired else "free",
                 "acquired": self.acquired, "serial_ports": list(self.serial_ports),
-                "tags": dict(self.tags), "comment": self.comment}
+                "tags": dict(self.tags), "comment": self.comment,
+                "owner": self.owner.to_json() if self.owner is not None else None}
 
 
 def list_places(coordinator: str) -> list[PlaceState]:
@@ -52,8 +64,9 @@ def list_places(coordinator: str) -> list[PlaceState]:
                             if resource.cls == "NetworkSerialPort" and place.hasmatch(path):
                                 with contextlib.suppress(ServerError):
                                     urls.append(serial_url(resource.params))
+                owner = Owner.from_tags(place.tags) if place.acquired else None
                 out.append(PlaceState(name, place.acquired or None, tuple(urls),
-                                      dict(place.tags), place.comment or ""))
+                                      dict(place.tags), place.comment or "", owner))
             return out
         finally:
             session.loop.run_until_complete(session.stop())

@@ -8,6 +8,7 @@ coordinator; every process started here is stopped again."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -243,6 +244,199 @@ def test_devices_lists_the_places(lab: dict) -> None:
         assert "farm-1  acquired by bench-pc/alice" in text and "farm-2  free" in text
     finally:
         labgrid_client(farm.coordinator, "-p", "farm-1", "release", env=HOLDER)
+
+
+# --- owners of places (#21): a dead keeper's place is released by the next project-api ---------
+
+
+def _place(farm: Farm, name: str):
+    from project_api.labgrid_places import list_places
+
+    return {p.name: p for p in list_places(farm.coordinator)}[name]
+
+
+def _tag_owner(farm: Farm, place: str, value: str) -> None:
+    """Acquire ``place`` with labgrid-client as this host and user, and give it an owner
+    record, as a keeper of this machine would have."""
+    labgrid_client(farm.coordinator, "-p", place, "acquire")
+    labgrid_client(farm.coordinator, "-p", place, "set-tags", f"project_api_owner={value}")
+
+
+def _untag(farm: Farm, place: str) -> None:
+    labgrid_client(farm.coordinator, "-p", place, "set-tags", "project_api_owner=")
+    if farm.holder(place) is not None:
+        labgrid_client(farm.coordinator, "-p", place, "release", "--kick")
+
+
+def _start_ticks(pid: int) -> int:
+    """Process ``pid``'s start in clock ticks after boot, read here from /proc independently."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def test_sigkilled_keeper_place_is_released_by_the_next_run(lab: dict, tmp_path: Path) -> None:
+    """A keeper SIGKILLed while it holds farm-2 leaves it acquired (labgrid has no lease), with
+    its owner record; ``devices`` shows the owner running, then gone; the next ``project-api
+    run`` on the place releases it with one line saying so, runs bit-exact, and frees it."""
+    from project_api.template.labgrid_place import acquire_place
+
+    farm, mlf = lab["farm"], lab["mlf"]
+    keeper = acquire_place("farm-2", farm.coordinator)
+    proc = keeper.proc
+    assert proc is not None
+    try:
+        owner = _place(farm, "farm-2").owner
+        assert owner is not None
+        assert (owner.pid, owner.start) == (proc.pid, _start_ticks(proc.pid))
+        listed = _cli("devices", "--json", "--no-probes", "--coordinator", farm.coordinator)
+        place = {p["name"]: p for p in json.loads(listed.stdout)["labgrid"]["places"]}["farm-2"]
+        assert place["owner"]["pid"] == proc.pid and place["owner"]["alive"] is True
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        keeper.proc = None
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            pipe.close()  # type: ignore[union-attr]
+    holder = farm.holder("farm-2")
+    assert holder is not None  # labgrid keeps it acquired for the dead keeper
+    listed = _cli("devices", "--json", "--no-probes", "--coordinator", farm.coordinator)
+    place = {p["name"]: p for p in json.loads(listed.stdout)["labgrid"]["places"]}["farm-2"]
+    assert place["state"] == "acquired" and place["owner"]["alive"] is False
+    text = _cli("devices", "--no-probes", "--coordinator", farm.coordinator).stdout
+    assert f"farm-2  acquired by {holder} (project-api pid {proc.pid} on " in text
+    assert "gone: the next acquirer releases it)" in text
+
+    x = _samples(mlf, 1, seed=5)[mlf.inputs[0].name][0]
+    np.save(tmp_path / "x.npy", x)
+    out = _cli("run", str(lab["prj"]), "-v", "-o", "labgrid_place=farm-2", "--input",
+               f"0={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npz"),
+               env={"LG_COORDINATOR": farm.coordinator})
+    assert out.returncode == 0, out.stderr
+    released = [line for line in out.stderr.splitlines() if "released place farm-2:" in line]
+    assert len(released) == 1, out.stderr
+    assert released[0].endswith(f"labgrid: released place farm-2: its holder {holder} "
+                                f"(project-api pid {proc.pid} on {owner.host}) is gone")
+    (want,) = tflm_outputs(lab["tflite"].read_bytes(), [x[None]])
+    got = np.load(tmp_path / "y.npz")
+    assert np.array_equal(got[got.files[0]].reshape(want[0].shape), want[0])
+    assert farm.holder("farm-2") is None
+    assert "project_api_owner" not in _place(farm, "farm-2").tags
+
+
+def test_live_owner_is_refused_and_a_recycled_pid_counts_as_dead(
+        lab: dict, caplog: pytest.LogCaptureFixture) -> None:
+    """farm-1 held with an owner record naming this test's process: refused, the owner named
+    with the command that releases it; ``devices`` says it runs. The same pid with another
+    start time (a recycled pid) is a dead owner: ``validate --places`` counts the place as
+    free, its keeper releases it (one line) and every sample runs there."""
+    from project_api.template.labgrid_place import acquire_place
+
+    farm = lab["farm"]
+    me = f"{os.getpid()}_{_start_ticks(os.getpid())}"
+    from project_api.template.labgrid_owner import pid_space
+
+    _tag_owner(farm, "farm-1", f"{me}_{pid_space()}_bench_pc")
+    try:
+        holder = farm.holder("farm-1")
+        with pytest.raises(ServerError) as info:
+            acquire_place("farm-1", farm.coordinator)
+        message = str(info.value)
+        assert f"held by {holder} (project-api pid {os.getpid()} on bench_pc, running)" in message
+        assert f"'labgrid-client -x {farm.coordinator} -p farm-1 release --kick'" in message
+        assert farm.holder("farm-1") == holder
+        with pytest.raises(ProjectError, match=rf"farm-1 held by {holder} \(project-api pid "
+                                               rf"{os.getpid()} on bench_pc, running\)"):
+            validate_on_places(lab["prj"], _samples(lab["mlf"], 4), "farm-1",
+                               coordinator=farm.coordinator)
+        out = _cli("devices", "--json", "--no-probes", "--coordinator", farm.coordinator)
+        owner = {p["name"]: p for p in json.loads(out.stdout)["labgrid"]["places"]}["farm-1"][
+            "owner"]
+        assert owner == {"pid": os.getpid(), "start": _start_ticks(os.getpid()),
+                         "host": "bench_pc", "local": True, "alive": True}
+
+        # The pid recycled: the record's start time is another process's.
+        recycled = f"{os.getpid()}_{_start_ticks(os.getpid()) + 1}_{pid_space()}_bench_pc"
+        labgrid_client(farm.coordinator, "-p", "farm-1", "set-tags",
+                       f"project_api_owner={recycled}")
+        assert _place(farm, "farm-1").stale
+        with caplog.at_level(logging.WARNING, "project_api.server_log"):
+            report = validate_on_places(lab["prj"], _samples(lab["mlf"], 12, seed=2), "farm-1",
+                                        coordinator=farm.coordinator, tflite=lab["tflite"],
+                                        litert=False)
+        released = [r.getMessage() for r in caplog.records
+                    if "labgrid: released place farm-1:" in r.getMessage()]
+        assert len(released) == 1, caplog.text
+        assert released[0].endswith(f"(project-api pid {os.getpid()} on bench_pc) is gone")
+        (run,) = report.places
+        assert run.status == "ok" and run.samples == 12
+        (tflm,) = report.validation.comparison("tflm").outputs
+        assert tflm.exact == 1.0
+        assert farm.holder("farm-1") is None
+    finally:
+        _untag(farm, "farm-1")
+
+
+def test_foreign_acquisitions_are_never_released(lab: dict) -> None:
+    """A place acquired with labgrid-client (no owner record), and one whose record names a
+    process in another pid space (another host), even a pid that is gone here: both refused,
+    both still held afterwards."""
+    from project_api.template.labgrid_place import acquire_place
+
+    farm = lab["farm"]
+    labgrid_client(farm.coordinator, "-p", "farm-1", "acquire")
+    try:
+        holder = farm.holder("farm-1")
+        with pytest.raises(ServerError) as info:
+            acquire_place("farm-1", farm.coordinator)
+        assert str(info.value).endswith(
+            f"held by {holder}; release it with 'labgrid-client -x {farm.coordinator} -p "
+            "farm-1 release --kick'; wait for it with -o labgrid_wait=SECONDS")
+        assert farm.holder("farm-1") == holder
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        labgrid_client(farm.coordinator, "-p", "farm-1", "set-tags",
+                       f"project_api_owner={dead.pid}_1_0123456789abcdef_lab_pc")
+        with pytest.raises(ServerError, match=r"project-api pid \d+ on lab_pc, cannot tell "
+                                              "whether it runs: another host"):
+            acquire_place("farm-1", farm.coordinator)
+        assert farm.holder("farm-1") == holder
+        place = _place(farm, "farm-1")
+        assert not place.stale and place.owner is not None and place.owner.alive() is None
+    finally:
+        _untag(farm, "farm-1")
+
+
+def test_labgrid_wait_takes_a_place_whose_owner_dies(lab: dict, capfd: pytest.CaptureFixture) \
+        -> None:
+    """A keeper waiting (labgrid_wait) for farm-1, held for a live process: once that process
+    is killed, the place counts as free; the keeper releases and acquires it."""
+    from project_api.template.labgrid_owner import pid_space
+    from project_api.template.labgrid_place import acquire_place
+
+    farm = lab["farm"]
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        _tag_owner(farm, "farm-1", f"{sleeper.pid}_{_start_ticks(sleeper.pid)}_{pid_space()}_x")
+        killer = threading.Timer(2.0, sleeper.kill)
+        killer.start()
+        began = time.monotonic()
+        capfd.readouterr()
+        keeper = acquire_place("farm-1", farm.coordinator, wait_sec=60)
+        try:
+            assert time.monotonic() - began >= 1.5
+            killer.join()
+            assert f"(project-api pid {sleeper.pid} on x) is gone" in capfd.readouterr().err
+            owner = _place(farm, "farm-1").owner
+            assert owner is not None and owner.pid == keeper.proc.pid  # type: ignore[union-attr]
+        finally:
+            keeper.close()
+        assert farm.holder("farm-1") is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        _untag(farm, "farm-1")
 
 
 def test_board_killed_mid_run_its_samples_finish_on_the_others(

@@ -2,7 +2,8 @@
 list``: the local serial ports (USB ID, serial number, description, and the ``boards.yaml``
 boards of every template whose USB ID they carry), the local debug probes (pyOCD), and the
 labgrid places with their state when a coordinator is configured (``LG_COORDINATOR`` or
-``--coordinator``). ``--json`` for machines.
+``--coordinator``), a held place with its project-api owner (pid, host) and whether that still
+runs. ``--json`` for machines.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class DevicesCommand(Subcommand):
         "List the local serial ports (USB VID:PID, serial number, description, and the "
         "boards.yaml boards whose USB ID they carry), the local debug probes (pyOCD), and the "
         "labgrid places with their state when a coordinator is configured (LG_COORDINATOR or "
-        "--coordinator)."
+        "--coordinator); a place project-api holds shows its owner (pid, host) and whether it "
+        "still runs (a gone one's place is released by the next project-api that wants it)."
     )
     EPILOG = """\
 examples:
@@ -134,6 +136,11 @@ def _text(data: dict[str, Any]) -> str:
         lines.append(f"labgrid places on {lab['coordinator']}:")
         for place in lab["places"]:
             state = f"acquired by {place['acquired']}" if place["acquired"] else "free"
+            owner = place["owner"]
+            if owner is not None:
+                alive = {True: "running", False: "gone: the next acquirer releases it",
+                         None: "on another host"}[owner["alive"]]
+                state += f" (project-api pid {owner['pid']} on {owner['host']}, {alive})"
             ports = f"  {', '.join(place['serial_ports'])}" if place["serial_ports"] else ""
             lines.append(f"  {place['name']}  {state}{ports}")
         if not lab["places"]:

@@ -22,7 +22,8 @@ see :class:`TemplateHandler`. The parts:
 * :mod:`.remote`: boards on other machines (``-o serial_url``, ``-o labgrid_place``, ``-o
   probe=remote:...``): the options and :func:`~.remote.remote_link`; :mod:`.remote_serial` (a
   UART at a pyserial URL), :mod:`.labgrid_place` (holding a place, flashing through it),
-  :mod:`.labgrid_keeper` (the program that holds it);
+  :mod:`.labgrid_keeper` (the program that holds it), :mod:`.labgrid_owner` (who holds it, and
+  a dead holder's place released);
 * :mod:`.flash`: flash runners (pyOCD, OpenOCD, STM32CubeProgrammer, QEMU) behind one interface;
 * :mod:`.glue`: the model glue and ``crt_config.h`` generators and their Jinja2 files (``jinja/``);
 * :mod:`.ai_api`: the generated ``ai_`` C API of standalone projects; :mod:`.symbols` (renaming

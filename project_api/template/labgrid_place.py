@@ -3,7 +3,9 @@
 ``-o labgrid_place=NAME`` acquires that place on the labgrid coordinator (``-o
 labgrid_coordinator=HOST:PORT``, else ``LG_COORDINATOR``); its ``NetworkSerialPort`` (RFC 2217
 or raw TCP, :func:`serial_url`) is the board's UART. A place held by someone else is an error
-naming the holder; ``-o labgrid_wait=SECONDS`` waits for it.
+naming the holder and how to release it; ``-o labgrid_wait=SECONDS`` waits for it. A place whose
+project-api holder on this machine is gone (a SIGKILLed keeper) is released and taken
+(:mod:`project_api.template.labgrid_owner`).
 
 The place is held by a keeper process (:mod:`project_api.template.labgrid_keeper`) that reports
 the serial resource on its stdout and releases the place when its stdin reaches end of file:
