@@ -2,7 +2,7 @@
 shows it.
 
 A profile build (``emit --profile``, or ``generate -o profile=true``) keeps the ticks of every
-operator of its last run in a static table (:mod:`project_api.emit.profile`). Through one RPC
+operator of its last run in a static table (:mod:`project_api.template.profile_build`). Through one RPC
 session :func:`profile_session` runs the model ``repeat`` times, reads the table after each run
 (the device's ``project_api.profile``), subtracts the hooks' overhead the device measured, and
 times the whole model with the device's time evaluator in the same session, so the per-operator
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from project_api.emit.layers import Layer
-from project_api.emit.profile import ProfileRecord, parse_record
 from project_api.errors import ProjectError, SessionError
+from project_api.template.profile_build import ProfileRecord, parse_record
 
 __all__ = ["PROFILE_FUNCTION", "OpTime", "ProfileReport", "build_report", "instructions_per_second",
            "module_layers", "parse_log", "profile_session"]

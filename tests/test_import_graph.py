@@ -10,7 +10,8 @@ Layers, bottom up (a module imports its own layer and those below):
 1. the wire and the archive: server, transport, mlf, micro;
 2. the template library (``project_api/template``): what a template server imports;
 3. the emitter (``project_api/emit``), which escapes C with the library's quoting;
-4. the host side: client, project, validate, mlperftiny, farm, labgrid_places, demo;
+4. the host side: client, project, validate, mlperftiny, farm, labgrid_places, demo, analyze,
+   profile, validate_layers, plot;
 5. the command line (``project_api/cli``, ``__main__``).
 """
 
@@ -27,7 +28,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (5, ("project_api.cli", "project_api.__main__")),
     (4, ("project_api.client", "project_api.project", "project_api.validate",
          "project_api.mlperftiny", "project_api.farm", "project_api.labgrid_places",
-         "project_api.demo")),
+         "project_api.demo", "project_api.analyze", "project_api.profile",
+         "project_api.validate_layers", "project_api.plot")),
     (3, ("project_api.emit",)),
     (2, ("project_api.template",)),
     (1, ("project_api.server", "project_api.transport", "project_api.mlf", "project_api.micro")),

@@ -18,11 +18,12 @@ from conftest import require_tool
 
 from project_api.cli import main
 from project_api.emit import emit, emit_sources
-from project_api.emit import profile as P
 from project_api.emit.harness import backend_sources
+from project_api.emit.profile import instrument
 from project_api.paths import crt_dir
 from project_api.profile import build_report, parse_log, profile_session
 from project_api.project import generate_project
+from project_api.template import profile_build as P
 
 #: A cycle counter that moves STEP ticks at every read, and a main that runs the model twice and
 #: prints the record in hex.
@@ -120,7 +121,7 @@ def test_profile_build_is_the_plain_build_plus_the_table(models_dir: Path) -> No
     assert P.hook_nodes(prof.source, "default") == [k.op.index for k in plain.kernels
                                                     if not k.alias]
     assert "int32_t tvmgen_default_profile_read(uint8_t* out, uint32_t size);" in prof.header
-    assert P.instrument(prof) is prof
+    assert instrument(prof) is prof
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,8 @@ see :class:`TemplateHandler`. The parts:
   a module's C symbols); :mod:`.mlperftiny_model` (the MLPerf Tiny model file);
 * :mod:`.graph_lowering`: graph-executor models lowered to static C (``src/graph_model.c``)
   behind the same glue, and their memory beside TVM's graph executor's;
+* :mod:`.profile` (``-o profile=true``) and :mod:`.profile_build` (the C of a profile build and
+  the record it reports, shared with ``emit --profile`` and ``project-api profile``);
 * :mod:`.quoting`: one escaping function per consumer (C, Makefile, CMake, Kconfig, linker
   script, Tcl, QEMU options) and the Jinja2 environments, one per file kind, that refuse any
   value not escaped for their kind;

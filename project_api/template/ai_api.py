@@ -232,7 +232,7 @@ def _profile_record_bytes(mod: Any) -> int:
     run; 0 for a plain build."""
     if not getattr(mod, "profile", False):
         return 0
-    from project_api.emit.profile import hook_nodes, record_bytes
+    from project_api.template.profile_build import hook_nodes, record_bytes
 
     texts = [p.read_text(errors="replace") for p in mod.sources]
     return max(record_bytes(len(hook_nodes(t, mod.name))) for t in texts)

@@ -2,7 +2,7 @@
 
 An archive from ``project-api emit`` calls ``TVMGEN_OP_HOOK(node)`` before each operator;
 :func:`instrument_model` rewrites its C and header as ``emit --profile`` would have written them
-(:mod:`project_api.emit.profile`) and marks the module ``"profile": true`` in ``metadata.json``,
+(:mod:`.profile_build`) and marks the module ``"profile": true`` in ``metadata.json``,
 so the model glue answers ``project_api.profile`` and ``project-api profile`` reads per-operator
 times. A module compiled by TVM has no hooks: it is refused in one line, since profiling can
 only time it whole (which ``project-api profile`` does for any build).
@@ -28,7 +28,7 @@ PROFILE_OPTION = option(
 def instrument_model(model_dir: Path, archive: str = "model.tar") -> list[str]:
     """Make every module of the extracted archive in ``model_dir`` a profile build; return the
     names of the modules it changed (those already profile builds are left as they are)."""
-    from project_api.emit.profile import instrument_sources, is_instrumented
+    from project_api.template.profile_build import instrument_sources, is_instrumented
 
     meta_path = Path(model_dir) / "metadata.json"
     try:
