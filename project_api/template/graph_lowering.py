@@ -242,6 +242,8 @@ def module_context(mod: Any, platform: str, tensors: Any) -> dict[str, Any]:
         "api": "graph", "run_function": f"{p.ident}_run",
         "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
         "workspace_size_bytes": workspace_bytes(mod), "data_alignment": ALLOC_ALIGNMENT,
+        # TVM's operators have no profile hooks and keep no state
+        "profile_read": None, "state_size_bytes": 0, "reset_function": None,
     }
     ctx["graph"] = _lowering_context(mod, p, g)
     return ctx
