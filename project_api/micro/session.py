@@ -308,8 +308,10 @@ class _Pending:
             handle = int.from_bytes(packet[12:20], "little")
         elif code == 6 and len(packet) >= 20:  # kCopyFromRemote: u64 nbytes ends it
             reply += int.from_bytes(packet[-8:], "little")
-        return cls((code, handle, len(packet), reply), len(packet) + _FRAME_BYTES + reply,
-                   code == 3)
+        # A call is keyed by its function alone (a model's run, a lookup by any name); other
+        # requests by their size too (a copy of so many bytes).
+        key = (code, handle) if code == 3 else (code, len(packet), reply)
+        return cls(key, len(packet) + _FRAME_BYTES + reply, code == 3)
 
 
 class TimeoutsLike(Protocol):
@@ -380,6 +382,10 @@ class SessionChannel:
         self._inbox_times: deque[float] = deque()  # when each inbox message arrived
         self._last_reply_at = 0.0
         self._damage_seen = 0  # unframer damage already accounted for
+        #: A frame was damaged while one reply was owed, and that reply has not come yet.
+        self._suspect = False
+        #: Replies handed out by this channel (a recovery that got some made progress).
+        self.replies = 0
         #: Sizes quick waits when set (a :class:`~project_api.micro.recovery.WaitEstimator`).
         self.waits: Any = None
         #: Seconds the last failed wait lasted (what a lost reply cost before it was noticed).
@@ -454,7 +460,11 @@ class SessionChannel:
         if damage != self._damage_seen:
             self._damage_seen = damage
             owed = len(self._pending)
-            if self.detect_loss and owed > 0 and self.protocol.state == (
+            if self.detect_loss and owed == 1:
+                # The lost frame was that reply (its wait will time out) or noise: no other
+                # reply can be taken for it, as long as no second request goes out meanwhile.
+                self._suspect = True
+            elif self.detect_loss and owed > 1 and self.protocol.state == (
                     SessionState.SESSION_ESTABLISHED):
                 self._lose_step("a frame from the device was lost or damaged on the link")
                 raise SessionDesyncError(
@@ -478,15 +488,18 @@ class SessionChannel:
 
     # --- public API -----------------------------------------------------------------------
 
-    def start(self, retry_sec: float | None = None) -> None:
+    def start(self, retry_sec: float | None = None, limit_sec: float | None = None) -> None:
         """Run the handshake; raise :class:`SessionTimeoutError` if it does not complete in time.
 
-        ``retry_sec`` replaces ``session_start_retry_timeout_sec`` (e.g. sized from the link's
-        measured latency when a session is reopened)."""
+        ``retry_sec`` and ``limit_sec`` cap ``session_start_retry_timeout_sec`` and
+        ``session_start_timeout_sec`` (e.g. sized from the link's measured latency when a
+        session is reopened on a link whose device is up)."""
         retry = float(self.timeouts.session_start_retry_timeout_sec or 0)
         if retry_sec is not None:
             retry = min(retry, retry_sec) if retry else retry_sec
         start_limit = float(self.timeouts.session_start_timeout_sec or 0)
+        if limit_sec is not None:
+            start_limit = min(start_limit, limit_sec) if start_limit else limit_sec
         self._terminated = False
         self._out_of_sync = False
         self._out_of_sync_reason = ""
@@ -503,6 +516,7 @@ class SessionChannel:
             _LOG.debug("%s: session %04x was used before on this link; starting another",
                        self.name, self.protocol.session_id)
         self._pending.clear()
+        self._suspect = False
         self._last_reply_at = time.monotonic()
         self._damage_seen = self.protocol.unframer.stats.damage
         _LOG.debug("%s: session %04x established", self.name, self.protocol.session_id)
@@ -563,6 +577,12 @@ class SessionChannel:
     def send(self, packet: bytes) -> None:
         """Send one RPC packet (with its u64 length prefix) as one normal message."""
         self._check_usable()
+        if self._suspect and self._pending:
+            self._lose_step("a frame was damaged while a reply was owed")
+            raise SessionDesyncError(
+                f"{self.name}: a frame from the device was lost or damaged while a reply was "
+                "owed, so a second request cannot be sent before it comes: the next reply could "
+                "answer the wrong request")
         if len(packet) < STREAM_MESSAGE_BYTES:
             self.protocol.send_message(MessageType.NORMAL, packet)
             self._pending.append(_Pending.of(packet))
@@ -593,6 +613,9 @@ class SessionChannel:
                 self.waits.observe(request.key, request.wire_bytes, arrived - began,
                                    request.computes)
         self._last_reply_at = arrived
+        self.replies += 1
+        if not self._pending:
+            self._suspect = False
         return data
 
     def _quick_limit(self) -> tuple[float, float] | None:

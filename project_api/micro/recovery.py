@@ -1,0 +1,419 @@
+"""Recovery from link faults: one policy for every runner of the device RPC.
+
+The protocol (spec §4) has a CRC per frame but no retransmission and no request ids: a damaged
+request or reply is dropped by its receiver, the host's wait for that reply fails, and from then
+on a late reply could answer the wrong request. What this module adds is what a long run on a
+real link needs on top of that:
+
+- :class:`RetryPolicy` says how hard to try: the retries a sample gets (recoveries in a row that
+  bring none of its replies), the run's budget, and how each wait is sized;
+- :class:`WaitEstimator` sizes each wait from what the link and the model were measured to take
+  (the link's latency and seconds per byte, each request kind's own service time), with a floor
+  and a margin, under the caller's ceiling, so a lost reply is noticed in about the time the
+  request should take instead of after the whole per-reply limit;
+- :class:`Recovery` is one session's use of a policy: it tells link faults from other errors,
+  counts them (:class:`RecoveryStats`), keeps the budgets and reopens the session
+  (:meth:`project_api.micro.Session.reopen`), which starts a new session on the same link, or
+  reopens the link itself (the emulator started again, the board reset) when no session starts.
+
+The runners (:func:`project_api.micro.stream.stream_samples` under ``validate`` and the farm,
+``run``, :meth:`Session.time <project_api.micro.Session.time>`, the MLPerf Tiny host) decide what
+to send again after a recovery; this module decides whether and how to recover.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from project_api.errors import (
+    IoTimeoutError,
+    RetriesExhaustedError,
+    SessionDesyncError,
+    SessionLinkClosedError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+    TransportClosedError,
+)
+
+if TYPE_CHECKING:
+    from project_api.micro.api import Session
+
+_LOG = logging.getLogger(__name__)
+
+#: Recoveries in a row that bring a sample none of its replies, after which it is given up.
+DEFAULT_RETRIES = 8
+#: A run's budget of recoveries: this many per sample...
+DEFAULT_RUN_RETRIES_PER_SAMPLE = 5
+#: ... and at least this many.
+MIN_RUN_RETRIES = 100
+#: New sessions tried on the open link before the link itself is reopened.
+DEFAULT_REOPEN_ATTEMPTS = 2
+#: Times the link is reopened (emulator restarted, board reset) within one recovery.
+DEFAULT_RESTART_ATTEMPTS = 2
+#: A wait is never sized below this many seconds (scheduling noise of a loaded host).
+DEFAULT_WAIT_FLOOR_SEC = 0.1
+#: A wait is this many times the predicted service time (plus four deviations).
+DEFAULT_WAIT_MARGIN = 3.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a runner recovers from link faults (see the module doc).
+
+    ``retries``: recoveries in a row that bring a sample none of its replies before the sample
+    is given up (named in the report; the run goes on and exits 1). ``run_retries``: the run's
+    whole budget; None means ``max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE x samples)``.
+    ``enabled=False`` (``--no-retry``) is microTVM's behaviour: the first fault ends the run.
+    ``quick_waits`` sizes each wait from measured times (:class:`WaitEstimator`) with
+    ``wait_floor_sec`` and ``wait_margin``; the caller's per-reply limit stays the ceiling.
+    """
+
+    retries: int = DEFAULT_RETRIES
+    run_retries: int | None = None
+    enabled: bool = True
+    quick_waits: bool = True
+    wait_floor_sec: float = DEFAULT_WAIT_FLOOR_SEC
+    wait_margin: float = DEFAULT_WAIT_MARGIN
+    reopen_attempts: int = DEFAULT_REOPEN_ATTEMPTS
+    restart_attempts: int = DEFAULT_RESTART_ATTEMPTS
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or (self.run_retries is not None and self.run_retries < 0):
+            raise ValueError(f"retries must be >= 0; got {self.retries}, {self.run_retries}")
+        if not (self.wait_floor_sec > 0 and self.wait_margin >= 1):
+            raise ValueError("wait_floor_sec must be > 0 and wait_margin >= 1")
+        if self.reopen_attempts < 1 or self.restart_attempts < 0:
+            raise ValueError("reopen_attempts must be >= 1 and restart_attempts >= 0")
+
+    @classmethod
+    def disabled(cls) -> RetryPolicy:
+        """No recovery: the first fault ends the run (microTVM's behaviour)."""
+        return cls(enabled=False, quick_waits=False)
+
+    def run_budget(self, samples: int) -> int:
+        """The recoveries a run of ``samples`` samples may use."""
+        if self.run_retries is not None:
+            return self.run_retries
+        return max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE * max(1, samples))
+
+    def describe(self) -> str:
+        """One line for help texts and reports."""
+        if not self.enabled:
+            return "recovery off: the first link fault ends the run"
+        run = (f"{self.run_retries}" if self.run_retries is not None else
+               f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} per sample, at least {MIN_RUN_RETRIES}")
+        return (f"up to {self.retries} retries per sample without progress, {run} per run; "
+                f"waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x the "
+                "measured time")
+
+
+def fault_kind(err: BaseException) -> str | None:
+    """The kind of link fault ``err`` is ("timeout", "lost frame", "terminated", "link
+    closed"), or None for an error that retrying cannot mend (a device error, bad input)."""
+    if isinstance(err, SessionTimeoutError | IoTimeoutError):
+        return "timeout"
+    if isinstance(err, SessionDesyncError):
+        return "lost frame"
+    if isinstance(err, SessionTerminatedError):
+        return "terminated"
+    if isinstance(err, SessionLinkClosedError | TransportClosedError):
+        return "link closed"
+    return None
+
+
+@dataclass
+class RecoveryStats:
+    """What recovery did in one run: faults seen by kind, recoveries, samples retried, samples
+    given up, and the time it cost (waiting for replies that never came, plus reopening)."""
+
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    retries: int = 0  #: recoveries made (one per fault recovered from)
+    retried_samples: set[int] = field(default_factory=set)
+    failed_samples: dict[int, str] = field(default_factory=dict)  #: sample -> why, given up
+    reopens: int = 0  #: new sessions started on the open link
+    restarts: int = 0  #: the link itself reopened (emulator started again, board reset)
+    wait_seconds: float = 0.0  #: spent waiting for replies that were lost
+    reopen_seconds: float = 0.0  #: spent starting sessions and reopening the link
+
+    @property
+    def fault_count(self) -> int:
+        return sum(self.faults.values())
+
+    @property
+    def recovery_seconds(self) -> float:
+        return self.wait_seconds + self.reopen_seconds
+
+    def merge(self, other: RecoveryStats, sample_offset: int = 0) -> None:
+        """Add ``other``'s counts (its sample indices shifted by ``sample_offset``)."""
+        self.faults.update(other.faults)
+        self.retries += other.retries
+        self.retried_samples |= {s + sample_offset for s in other.retried_samples}
+        self.failed_samples.update({s + sample_offset: why
+                                    for s, why in other.failed_samples.items()})
+        self.reopens += other.reopens
+        self.restarts += other.restarts
+        self.wait_seconds += other.wait_seconds
+        self.reopen_seconds += other.reopen_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {"faults": self.fault_count, "faults_by_kind": dict(self.faults),
+                "retries": self.retries, "samples_retried": len(self.retried_samples),
+                "samples_failed": {str(s): why for s, why in sorted(self.failed_samples.items())},
+                "sessions_reopened": self.reopens, "links_reopened": self.restarts,
+                "recovery_seconds": self.recovery_seconds}
+
+    def summary(self) -> str:
+        """``3 faults (2 timeout, 1 lost frame), 3 samples retried, 0.41 s recovering``."""
+        if not self.fault_count:
+            return "no link faults"
+        kinds = ", ".join(f"{n} {k}" for k, n in self.faults.most_common())
+        text = (f"{self.fault_count} link fault{'s' if self.fault_count != 1 else ''} ({kinds}), "
+                f"{len(self.retried_samples)} sample{'s' if len(self.retried_samples) != 1 else ''}"
+                f" retried, {self.recovery_seconds:.2f} s recovering")
+        if self.restarts:
+            text += f", the device link reopened {self.restarts} time" + "s" * (self.restarts > 1)
+        return text
+
+
+class _Smoothed:
+    """TCP's round-trip estimator (RFC 6298): a smoothed value and its mean deviation."""
+
+    __slots__ = ("mean", "dev", "count")
+
+    def __init__(self, first: float) -> None:
+        self.mean = first
+        self.dev = first / 2
+        self.count = 1
+
+    def add(self, value: float) -> None:
+        self.dev += 0.25 * (abs(self.mean - value) - self.dev)
+        self.mean += 0.125 * (value - self.mean)
+        self.count += 1
+
+
+#: The RPC code of kCallFunc (the first field of a call's key).
+_CALL_FUNC = 3
+#: Requests whose request plus reply is shorter than this teach the link's latency; longer ones
+#: its seconds per byte.
+_SMALL_BYTES = 512
+
+
+class WaitEstimator:
+    """How long a reply should take, learned from the replies that came.
+
+    Each request has a key (its RPC code, the function it calls, its size): a key seen before
+    is predicted from its own smoothed service times; a new one from the link's latency plus
+    its bytes times the link's seconds per byte, once both are known. A service time is counted
+    from when the request was sent or the previous reply arrived, whichever is later (the device
+    answers in order). :meth:`limit` is ``max(floor, margin x mean + 4 x deviation)`` times
+    :attr:`scale` (raised while a sample keeps failing), or None while nothing predicts it: the
+    caller then waits its full per-reply limit.
+    """
+
+    def __init__(self, floor_sec: float = DEFAULT_WAIT_FLOOR_SEC,
+                 margin: float = DEFAULT_WAIT_MARGIN) -> None:
+        self.floor_sec = floor_sec
+        self.margin = margin
+        self.scale = 1.0
+        self._keys: dict[Any, _Smoothed] = {}
+        self._latency: _Smoothed | None = None
+        self._per_byte: _Smoothed | None = None
+
+    def observe(self, key: Any, wire_bytes: int, seconds: float, computes: bool = False) -> None:
+        """A reply for a request of ``key`` (``wire_bytes`` both ways) came ``seconds`` after
+        its service began; ``computes`` marks a request whose time is not the link's alone."""
+        seconds = max(0.0, seconds)
+        entry = self._keys.get(key)
+        if entry is None:
+            self._keys[key] = _Smoothed(seconds)
+        else:
+            entry.add(seconds)
+        if computes:
+            return
+        if wire_bytes < _SMALL_BYTES:
+            per_byte = self._per_byte.mean if self._per_byte else 0.0
+            latency = max(0.0, seconds - wire_bytes * per_byte)
+            if self._latency is None:
+                self._latency = _Smoothed(latency)
+            else:
+                self._latency.add(latency)
+        else:
+            latency = self._latency.mean if self._latency else 0.0
+            per_byte = max(0.0, seconds - latency) / wire_bytes
+            if self._per_byte is None:
+                self._per_byte = _Smoothed(per_byte)
+            else:
+                self._per_byte.add(per_byte)
+
+    def predict(self, key: Any, wire_bytes: int) -> tuple[float, float] | None:
+        """(mean, deviation) of the service time of a ``key`` request, or None if unknown."""
+        entry = self._keys.get(key)
+        if entry is not None:
+            return entry.mean, entry.dev
+        if key[0] == _CALL_FUNC or self._latency is None:
+            return None  # a function never called before may compute for any time
+        if self._per_byte is None:
+            if wire_bytes >= _SMALL_BYTES:
+                return None
+            return self._latency.mean, self._latency.dev
+        mean = self._latency.mean + wire_bytes * self._per_byte.mean
+        dev = self._latency.dev + wire_bytes * self._per_byte.dev
+        return mean, dev
+
+    def limit(self, key: Any, wire_bytes: int) -> float | None:
+        """Seconds to wait for a ``key`` reply (see the class doc), or None."""
+        predicted = self.predict(key, wire_bytes)
+        if predicted is None:
+            return None
+        mean, dev = predicted
+        return max(self.floor_sec, self.margin * mean + 4 * dev) * self.scale
+
+    @property
+    def seconds_per_byte(self) -> float | None:
+        """The link's measured seconds per wire byte (None until a long request came back)."""
+        return self._per_byte.mean if self._per_byte else None
+
+    @property
+    def latency(self) -> float | None:
+        """The link's measured latency of a short request (None until one came back)."""
+        return self._latency.mean if self._latency else None
+
+
+#: Copy blocks are never cut smaller than this (their headers would dominate).
+MIN_BLOCK_BYTES = 128
+#: Bytes a copy request and its reply carry besides the data (packet headers, framing, the
+#: session header, the reply): what each extra block costs.
+BLOCK_OVERHEAD_BYTES = 130
+#: Wire bytes assumed clean before the first fault, so one early fault does not shrink blocks.
+_PRIOR_CLEAN_BYTES = 20_000
+
+
+def best_block_bytes(fault_rate: float, seconds_per_byte: float, fault_cost_sec: float,
+                     largest: int) -> int:
+    """The copy block (bytes of data per request) with the least expected time per data byte
+    when each wire byte is hit with probability ``fault_rate`` and a hit costs
+    ``fault_cost_sec`` plus the block sent again: ``e^(p(B+h)) ((B+h) t + (1 - e^(-p(B+h))) C)
+    / B`` over B up to ``largest`` (h = :data:`BLOCK_OVERHEAD_BYTES`)."""
+    if fault_rate <= 0 or largest <= MIN_BLOCK_BYTES:
+        return largest
+    best, best_cost = largest, math.inf
+    size = largest
+    while True:
+        wire = size + BLOCK_OVERHEAD_BYTES
+        x = fault_rate * wire
+        if x < 50:
+            cost = math.exp(x) * (wire * seconds_per_byte + (1 - math.exp(-x)) * fault_cost_sec)
+            cost /= size
+            if cost < best_cost:
+                best, best_cost = size, cost
+        if size <= MIN_BLOCK_BYTES:
+            return best
+        size = max(MIN_BLOCK_BYTES, int(size / 1.25))
+
+
+class Recovery:
+    """One session's use of a :class:`RetryPolicy`: the counters, the budgets, the wait
+    estimator and the reopening. Made by :class:`~project_api.micro.Session` (its
+    ``recovery`` attribute); runners call :meth:`begin_run`, then :meth:`recover` on each error."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.stats = RecoveryStats()
+        self.waits = WaitEstimator(policy.wait_floor_sec, policy.wait_margin)
+        self.budget = policy.run_budget(1)
+        #: Wire bytes sent and received so far, and link faults among them (for block sizes).
+        self.wire_bytes = 0
+        self.link_faults = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy.enabled
+
+    def begin_run(self, samples: int) -> RecoveryStats:
+        """Start counting a run of ``samples`` samples: fresh counters and budget."""
+        self.stats = RecoveryStats()
+        self.budget = self.policy.run_budget(samples)
+        self.waits.scale = 1.0
+        return self.stats
+
+    def fault_rate(self) -> float:
+        """Link faults per wire byte seen so far (with a prior of clean bytes)."""
+        return self.link_faults / (self.wire_bytes + _PRIOR_CLEAN_BYTES)
+
+    def block_bytes(self, largest: int) -> int:
+        """The copy block for the link as measured so far (:func:`best_block_bytes`)."""
+        per_byte = self.waits.seconds_per_byte
+        if not self.link_faults or per_byte is None:
+            return largest
+        cost = self.stats.recovery_seconds / max(1, self.stats.retries) or 0.1
+        return best_block_bytes(self.fault_rate(), per_byte, cost, largest)
+
+    def recover(self, session: Session, err: BaseException, *, sample: int | None = None,
+                stuck: int = 1, wait_sec: float = 0.0) -> None:
+        """Count ``err`` and reopen ``session``; re-raise ``err`` when it is no link fault or
+        recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` has failed
+        ``stuck`` times in a row past the policy's retries or the run's budget is used up.
+
+        ``wait_sec`` is the time the failed wait took (counted as time lost to recovery).
+        Afterwards the session is open again, with new handles (the runner asks for its
+        model again and sends the sample's inputs again)."""
+        kind = fault_kind(err)
+        if kind is None or not self.policy.enabled:
+            raise err
+        stats = self.stats
+        stats.faults[kind] += 1
+        stats.wait_seconds += wait_sec
+        if kind in ("timeout", "lost frame"):
+            self.link_faults += 1
+        where = f"sample {sample}" if sample is not None else "the call"
+        if sample is not None:
+            stats.retried_samples.add(sample)
+            if stuck > self.policy.retries:
+                reason = (f"{stuck} faults in a row without progress (--retries "
+                          f"{self.policy.retries}); the last: {_first_line(err)}")
+                stats.failed_samples[sample] = reason
+                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
+        if stats.retries >= self.budget:
+            raise RetriesExhaustedError(
+                f"{where}: the run used up its {self.budget} retries (--run-retries); the last "
+                f"fault: {_first_line(err)}", stats) from err
+        stats.retries += 1
+        self.waits.scale = float(2 ** min(6, max(0, stuck - 1)))
+        _LOG.info("%s: %s (%s); recovering (retry %d of %d)", where, kind, _first_line(err),
+                  stats.retries, self.budget)
+        began = time.monotonic()
+        try:
+            session.reopen(restart=kind == "link closed", reason=_first_line(err))
+        except RetriesExhaustedError as failed:
+            if sample is not None:
+                stats.failed_samples[sample] = str(failed)
+            raise RetriesExhaustedError(f"{where}: gave up: {failed}", stats) from err
+        finally:
+            stats.reopen_seconds += time.monotonic() - began
+
+    def progress(self) -> None:
+        """A sample got a reply: waits go back to their measured size."""
+        self.waits.scale = 1.0
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+__all__ = [
+    "DEFAULT_RETRIES",
+    "DEFAULT_RUN_RETRIES_PER_SAMPLE",
+    "MIN_RUN_RETRIES",
+    "Recovery",
+    "RecoveryStats",
+    "RetryPolicy",
+    "WaitEstimator",
+    "best_block_bytes",
+    "fault_kind",
+]
