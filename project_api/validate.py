@@ -69,7 +69,7 @@ from project_api.errors import (
     SessionTimeoutError,
 )
 from project_api.micro.api import RESET_STATE_FUNCTION
-from project_api.micro.recovery import fault_kind
+from project_api.micro.recovery import RecoveryStats, RetryPolicy, fault_kind
 from project_api.micro.rpc import (
     CPU,
     DLTensor,
@@ -670,6 +670,8 @@ class ValidationReport:
     state_size_bytes: int = 0
     #: Whether the state was reset before every sample (else carried: one stream of samples).
     reset_state: bool = False
+    #: What recovery from link faults did while streaming (None: recovery was off).
+    recovery: RecoveryStats | None = None
 
     @property
     def samples_per_second(self) -> float:
@@ -725,6 +727,7 @@ class ValidationReport:
             "pipeline_depth": self.pipeline_depth,
             "state": {"size_bytes": self.state_size_bytes,
                       "reset_between_samples": self.reset_state},
+            "recovery": None if self.recovery is None else self.recovery.to_json(),
         }
 
     @property
@@ -1154,6 +1157,7 @@ def validate(
     timeout_sec: float | None = None,
     timeout_advice: str | None = None,
     reset_state: bool | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ValidationReport:
     """Run every sample of ``data`` on the device of ``target`` and compare with references.
 
@@ -1172,7 +1176,12 @@ def validate(
     state (``info.state_size_bytes``) has it reset on the device before every sample, and the
     references start each sample from a fresh interpreter; ``reset_state=False`` carries it
     from sample to sample instead (the samples are the successive steps of one stream). The
-    report says which (``state_note``, ``to_json()["state"]``).
+    report says which (``state_note``, ``to_json()["state"]``). ``retry`` is the recovery from
+    link faults (default :class:`RetryPolicy() <project_api.micro.recovery.RetryPolicy>`;
+    ``RetryPolicy.disabled()`` ends the run at the first fault; used when ``target`` is a
+    project: an open Session keeps its own); the report's ``recovery`` says what it did. A
+    model whose state is carried is not retried (whether a lost sample reached the state is
+    unknown).
     """
     from project_api.micro.api import Session as _Session
 
@@ -1195,16 +1204,21 @@ def validate(
         outputs, depth, stream_s, timing = _on_device(target, info.name, plan.inputs,
                                                       plan.output_specs, bar, pipeline, number,
                                                       repeat, plan.reset_state, carries)
+        stats = target.recovery.stats if target.recovery.enabled else None
     else:
         with target.session(debug=debug, timeout_sec=timeout_sec,
-                            timeout_advice=timeout_advice) as session:
+                            timeout_advice=timeout_advice,
+                            retry=retry if retry is not None else RetryPolicy()) as session:
             outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
                                                           plan.output_specs, bar, pipeline,
                                                           number, repeat, plan.reset_state,
                                                           carries)
+            stats = session.recovery.stats if session.recovery.enabled else None
     _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
-    return plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
-                       litert=litert, progress=progress)
+    report = plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
+                         litert=litert, progress=progress)
+    report.recovery = stats
+    return report
 
 
 @dataclass
@@ -1315,6 +1329,7 @@ def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs:
                repeat: int, reset: bool = False, carries_state: bool = False
                ) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
     began = time.monotonic()
+    session.recovery.begin_run(int(inputs[0].shape[0]) if inputs else 0)
     outputs, depth = stream_samples(session, name, inputs, out_specs, bar("device"), pipeline,
                                     reset, carries_state=carries_state)
     stream_s = time.monotonic() - began
