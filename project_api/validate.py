@@ -971,6 +971,14 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
             depth = _stream_from(session, model, inputs, output_specs, progress, pipeline,
                                  reset, outs, start, done)
             return outs, depth
+        except RPCError:
+            if not (recovery.enabled and session.same_boot):
+                raise
+            # A handle kept over the reopen was refused (the device restarted unseen after
+            # all): look everything up again, once.
+            _LOG.info("a device handle kept over a session reopen was refused; looking the "
+                      "model up again")
+            session.forget_handles()
         except (ProjectAPIError, OSError) as err:
             if not recovery.enabled or fault_kind(err) is None or carries_state:
                 raise

@@ -359,6 +359,8 @@ class Session:
         #: Recovery from link faults (its policy is disabled unless ``retry`` was given).
         self.recovery = Recovery(retry if retry is not None else RetryPolicy.disabled())
         self.verify = verify
+        #: True after a :meth:`reopen` that kept the device handles of the session before.
+        self.same_boot = False
         #: Ids of the sessions this object ran on the link (a new one never reuses them).
         self._used_ids: set[int] = set()
 
@@ -402,17 +404,31 @@ class Session:
         self._channel = channel
         self._rpc = RPCClient(channel)
 
-    def _drop_channel(self) -> None:
-        """Forget the channel and every device handle of it (no cleanup: it may be out of step)."""
+    def _drop_channel(self, keep_handles: bool = False) -> None:
+        """Forget the channel (no cleanup: it may be out of step) and the device handles of it;
+        with ``keep_handles`` the function and module handles are kept (the device did not
+        restart: they live as long as its boot) and only tensor views are forgotten (a device
+        releases the tensors of an earlier session when a new one starts)."""
         channel = self._channel
         self._channel, self._rpc = None, None
-        self._models.clear()
-        self._globals.clear()
-        self._syslib = None
+        if keep_handles:
+            for model in self._models.values():
+                model._inputs, model._outputs = {}, {}
+        else:
+            self.forget_handles()
         if channel is not None:
             channel.close()
 
-    def reopen(self, *, restart: bool = False, reason: str = "") -> None:
+    def forget_handles(self) -> None:
+        """Forget every device handle: the models, functions and system library are looked up
+        again (after a device restart, or when a kept handle was refused)."""
+        self._models.clear()
+        self._globals.clear()
+        self._syslib = None
+        self.same_boot = False
+
+    def reopen(self, *, restart: bool = False, reason: str = "",
+               same_boot: bool = False) -> None:
         """Start a new session after a link fault; every :class:`Model` and handle of the old
         one is invalid (ask :meth:`model` again). New sessions are tried on the open link
         (the policy's ``reopen_attempts``); when none starts, or ``restart`` is set (the link
@@ -420,10 +436,16 @@ class Session:
         times: the template's ``open_transport`` starts the emulator again, resets the board or
         reopens the serial port. :attr:`verify` runs after each reopen (a board that came back
         with other firmware is refused). Raises :class:`RetriesExhaustedError` when nothing
-        worked."""
+        worked.
+
+        ``same_boot`` says the device did not restart (a reply was lost or damaged): the
+        handles of its functions and models are kept when no link reopen was needed, which
+        spares the lookups (and keeps TVM's own C runtime, which creates an executor once per
+        boot, usable); :attr:`same_boot` tells afterwards whether they were kept."""
         policy = self.recovery.policy
         stats = self.recovery.stats
-        self._drop_channel()
+        keep = same_boot and not restart
+        self._drop_channel(keep_handles=keep)
         # On a link whose device is up a handshake is one short round trip: retry it after a
         # few of them, and give up on the link after a few retries (then reopen the link, whose
         # device may need its full start-up time).
@@ -434,6 +456,9 @@ class Session:
         for restarting in range(policy.restart_attempts + 1):
             if restarting or restart:
                 restart = False
+                if keep:
+                    keep = False
+                    self.forget_handles()
                 stats.restarts += 1
                 _LOG.info("%s: reopening the device link (%s)", self.name, reason or "no session")
                 try:
@@ -453,6 +478,7 @@ class Session:
                     last = err
                     self._drop_channel()
                     continue
+                self.same_boot = keep
                 if self.verify is not None:
                     self.verify(self)
                 return

@@ -56,7 +56,7 @@ DEFAULT_REOPEN_ATTEMPTS = 2
 #: Times the link is reopened (emulator restarted, board reset) within one recovery.
 DEFAULT_RESTART_ATTEMPTS = 2
 #: A wait is never sized below this many seconds (scheduling noise of a loaded host).
-DEFAULT_WAIT_FLOOR_SEC = 0.1
+DEFAULT_WAIT_FLOOR_SEC = 0.25
 #: A wait is this many times the predicted service time (plus four deviations).
 DEFAULT_WAIT_MARGIN = 3.0
 
@@ -388,7 +388,8 @@ class Recovery:
                   stats.retries, self.budget)
         began = time.monotonic()
         try:
-            session.reopen(restart=kind == "link closed", reason=_first_line(err))
+            session.reopen(restart=kind == "link closed", reason=_first_line(err),
+                           same_boot=kind in ("timeout", "lost frame"))
         except RetriesExhaustedError as failed:
             if sample is not None:
                 stats.failed_samples[sample] = str(failed)
