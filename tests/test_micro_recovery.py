@@ -1,0 +1,116 @@
+"""Recovery from link faults against the in-Python device: the wait estimator, a damaged frame
+while replies are owed, and a retried sample on a device that creates its executor once per
+boot (TVM's own C runtime)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
+
+from project_api.errors import RPCError, SessionDesyncError
+from project_api.micro import Session
+from project_api.micro.recovery import RetryPolicy, WaitEstimator
+from project_api.validate import TensorSpec, stream_samples
+
+
+def _device(once_per_boot: bool = False) -> FakeDevice:
+    model = FakeModel(inputs=[("x", "int8", (1, 16))], outputs=[("y", "int8", (1, 16))],
+                      compute=lambda xs: [(xs[0].astype(np.int16) * 3 % 127).astype(np.int8)])
+    return FakeDevice(models={"default": model}, executor_once_per_boot=once_per_boot)
+
+
+def _want(xs: np.ndarray) -> np.ndarray:
+    return (xs.astype(np.int16) * 3 % 127).astype(np.int8)
+
+
+def test_wait_estimator_sizes_from_what_was_measured() -> None:
+    waits = WaitEstimator(floor_sec=0.25, margin=3.0)
+    call = (3, 0x1234)
+    assert waits.limit(call, 100) is None  # nothing measured: the caller's ceiling applies
+    for _ in range(20):
+        waits.observe(call, 100, 0.2, computes=True)
+    # A steady 0.2 s: 3 x 0.2 plus four (shrinking) deviations, well under a second.
+    limit = waits.limit(call, 100)
+    assert limit is not None and 0.6 <= limit < 1.0
+    waits.observe((1, 40, 48), 100, 0.01)  # a short syscall teaches the link's latency
+    assert waits.limit((1, 44, 48), 104) == 0.25  # another short request: the floor
+    assert waits.limit((3, 0x9999), 100) is None  # an unknown function may compute for long
+
+
+def test_damaged_frame_while_two_replies_are_owed_desyncs_at_once() -> None:
+    """Without request ids the reply after a lost one would answer the wrong request: a frame
+    damaged while two replies are owed puts the session out of step before any is taken."""
+    device = _device()
+    transport = FakeTransport(device, Timeouts(0, 0, 5))
+    with Session(transport, retry=RetryPolicy()) as session:
+        channel = session.rpc.channel
+        model = session.model()
+        model.set_input(0, np.zeros((1, 16), np.int8))
+        handle = model._functions["get_num_inputs"]
+        from project_api.micro.rpc import call_func_packet
+
+        channel.send(call_func_packet(handle, []))
+        channel.send(call_func_packet(handle, []))
+        transport.inject(b"\xff\xfd\x05\x00\x00\x00hello\x12\x34")  # a frame with a bad CRC
+        with pytest.raises(SessionDesyncError, match="lost or damaged"):
+            channel.receive()
+        assert not session.usable
+    # Without recovery the same noise is skipped (microTVM's behaviour, for compatibility).
+    device = _device()
+    transport = FakeTransport(device, Timeouts(0, 0, 5))
+    with Session(transport) as session:
+        channel = session.rpc.channel
+        handle = session.model()._functions["get_num_inputs"]
+        from project_api.micro.rpc import call_func_packet
+
+        channel.send(call_func_packet(handle, []))
+        channel.send(call_func_packet(handle, []))
+        transport.inject(b"\xff\xfd\x05\x00\x00\x00hello\x12\x34")
+        channel.receive()
+        channel.receive()
+
+
+@pytest.mark.parametrize("once_per_boot", [False, True], ids=["crt", "tvm-crt"])
+def test_lost_request_is_retried_and_every_sample_answered(once_per_boot: bool) -> None:
+    """Two host writes lost mid-stream: each is noticed, the session reopened and the sample
+    sent again; every output equals the model's, each sample answered once. On a device that
+    creates its executor once per boot the kept handles are what make the retry possible."""
+    device = _device(once_per_boot)
+    transport = FakeTransport(device, Timeouts(0.2, 2, 1))
+    rng = np.random.default_rng(3)
+    xs = rng.integers(-128, 127, (40, 1, 16), dtype=np.int8, endpoint=True)
+    answered = []
+    with Session(transport, retry=RetryPolicy(wait_floor_sec=0.05)) as session:
+        session.recovery.begin_run(len(xs))
+        model = session.model()
+        spec = TensorSpec("y", "y", np.dtype(np.int8), (1, 16))
+        original = transport.write
+        count = [0]
+
+        def lossy(data: bytes, timeout_sec: float | None) -> None:
+            count[0] += 1
+            if count[0] in (30, 90):
+                transport.drop_writes = 1
+            original(data, timeout_sec)
+
+        transport.write = lossy  # type: ignore[method-assign]
+        outs, _ = stream_samples(session, model, [xs], [spec], progress=answered.append,
+                                 pipeline=False)
+        stats = session.recovery.stats
+        kept = session.same_boot
+    np.testing.assert_array_equal(outs[0], _want(xs))
+    assert len(answered) == len(xs)
+    assert stats.faults["timeout"] == 2 and stats.retries == 2 and not stats.failed_samples
+    assert kept  # a lost write: the device did not restart, its handles were kept
+
+
+def test_without_kept_handles_a_once_per_boot_device_refuses_the_retry() -> None:
+    """What the kept handles spare: looking the model up again on such a device fails."""
+    device = _device(once_per_boot=True)
+    transport = FakeTransport(device, Timeouts(0.2, 2, 1))
+    with Session(transport, retry=RetryPolicy()) as session:
+        session.model()
+        session.reopen(reason="test")  # a new session, handles forgotten
+        with pytest.raises(RPCError, match="once per boot"):
+            session.model()
