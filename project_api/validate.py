@@ -964,12 +964,15 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     name = model if isinstance(model, str) else model.name
     outs = [np.empty((n, *spec.shape), dtype=spec.dtype) for spec in output_specs]
     done = [0]  # samples whose every reply has arrived, in order
+    streaming = [False]  # set once the samples' requests go out (the setup is done)
     start, stuck, best = 0, 0, 0  # best: most replies an attempt at ``start`` got
+    setup = 0  # faults in a row before any sample was sent (counted apart from ``stuck``)
     while True:
+        streaming[0] = False
         try:
             model = session.model(name)  # a reopened session has new handles
             depth = _stream_from(session, model, inputs, output_specs, progress, pipeline,
-                                 reset, outs, start, done)
+                                 reset, outs, start, done, streaming)
             return outs, depth
         except RPCError:
             if not (recovery.enabled and session.same_boot):
@@ -982,6 +985,15 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
         except (ProjectAPIError, OSError) as err:
             if not recovery.enabled or fault_kind(err) is None or carries_state:
                 raise
+            waited = session.last_wait_sec if fault_kind(err) == "timeout" else 0.0
+            if not streaming[0]:
+                # The handshake or the model's setup was hit: its own count, so that a noisy
+                # link hitting the setup several times in a row does not use up a sample's.
+                setup += 1
+                recovery.recover(session, err, sample=start if start < n else None,
+                                 wait_sec=waited, setup=setup)
+                continue
+            setup = 0
             # Progress: a sample finished, or this attempt got further than any before it.
             if done[0] != start:
                 stuck, best = 1, session.replies
@@ -990,16 +1002,17 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
             else:
                 stuck += 1
             start = done[0]
-            waited = session.last_wait_sec if fault_kind(err) == "timeout" else 0.0
             recovery.recover(session, err, sample=start if start < n else None, stuck=stuck,
                              wait_sec=waited)
 
 
 def _stream_from(session: Session, model: Any, inputs: Sequence[np.ndarray],
                  output_specs: Sequence[TensorSpec], progress: Progress | None, pipeline: bool,
-                 reset: bool, outs: list[np.ndarray], start: int, done: list[int]) -> int:
+                 reset: bool, outs: list[np.ndarray], start: int, done: list[int],
+                 streaming: list[bool]) -> int:
     """:func:`stream_samples` from sample ``start`` on into ``outs``; ``done[0]`` is set to
-    the count of samples whose every reply has arrived. Returns the requests kept in flight."""
+    the count of samples whose every reply has arrived, ``streaming[0]`` once the setup is
+    done and the samples' requests go out. Returns the requests kept in flight."""
     rpc = session.rpc
     n = int(inputs[0].shape[0]) if inputs else 0
     dev = _DeviceModel(session, model)
@@ -1072,6 +1085,7 @@ def _stream_from(session: Session, model: Any, inputs: Sequence[np.ndarray],
                                       finished(last.on_reply, s), s)
                 yield from sample
 
+        streaming[0] = True
         _pipelined(rpc, requests(), depth)
     finally:
         dev.close()

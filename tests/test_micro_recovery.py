@@ -4,11 +4,13 @@ boot (TVM's own C runtime)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
 
-from project_api.errors import RPCError, SessionDesyncError
+from project_api.errors import IoTimeoutError, RPCError, SessionDesyncError
 from project_api.micro import Session
 from project_api.micro.recovery import RetryPolicy, WaitEstimator
 from project_api.validate import TensorSpec, stream_samples
@@ -114,3 +116,98 @@ def test_without_kept_handles_a_once_per_boot_device_refuses_the_retry() -> None
         session.reopen(reason="test")  # a new session, handles forgotten
         with pytest.raises(RPCError, match="once per boot"):
             session.model()
+
+
+class _SlowLink(FakeTransport):
+    """A link that, once :attr:`slow` is set, hands out the device's bytes one per read,
+    ``byte_sec`` apart: a clean but slow link, its replies arriving steadily."""
+
+    def __init__(self, device: FakeDevice, timeouts: object, byte_sec: float) -> None:
+        super().__init__(device, timeouts)
+        self.byte_sec = byte_sec
+        self.slow = False
+
+    def read(self, n: int, timeout_sec: float | None) -> bytes:
+        if not self.slow:
+            return super().read(n, timeout_sec)
+        if timeout_sec is not None and timeout_sec < self.byte_sec:
+            time.sleep(timeout_sec)
+            raise IoTimeoutError()
+        time.sleep(self.byte_sec)
+        return super().read(1, timeout_sec)
+
+
+def test_clean_slow_link_never_times_out_while_bytes_flow() -> None:
+    """A clean link that slows down mid-run (each reply now takes several times the measured
+    limit, its bytes arriving steadily): no reply is declared lost, no fault counted."""
+    device = _device()
+    transport = _SlowLink(device, Timeouts(0.2, 2, 5), byte_sec=0.004)
+    rng = np.random.default_rng(5)
+    xs = rng.integers(-128, 127, (24, 1, 16), dtype=np.int8, endpoint=True)
+    answered: list[int] = []
+
+    def progress(k: int) -> None:
+        answered.append(k)
+        transport.slow = 20 <= len(answered) < 23  # three samples over the slow link
+
+    with Session(transport, retry=RetryPolicy(wait_floor_sec=0.05)) as session:
+        session.recovery.begin_run(len(xs))
+        spec = TensorSpec("y", "y", np.dtype(np.int8), (1, 16))
+        outs, _ = stream_samples(session, session.model(), [xs], [spec], progress=progress,
+                                 pipeline=False)
+        stats = session.recovery.stats
+    np.testing.assert_array_equal(outs[0], _want(xs))
+    assert len(answered) == len(xs)
+    assert stats.fault_count == 0 and stats.retries == 0, stats.summary()
+
+
+def test_damaged_frame_while_one_reply_is_owed_is_a_fault_at_once() -> None:
+    """A frame with a bad CRC while one reply is owed (that reply was most likely hit): the
+    session is put out of step at once, not after a wait for a reply that will not come."""
+    device = _device()
+    transport = FakeTransport(device, Timeouts(0, 0, 5))
+    with Session(transport, retry=RetryPolicy(quick_waits=False)) as session:
+        channel = session.rpc.channel
+        handle = session.model()._functions["get_num_inputs"]
+        from project_api.micro.rpc import call_func_packet
+
+        transport.drop_writes = 1  # the reply never comes: only the damage can tell
+        channel.send(call_func_packet(handle, []))
+        transport.inject(b"\xff\xfd\x05\x00\x00\x00hello\x12\x34")  # a frame with a bad CRC
+        with pytest.raises(SessionDesyncError, match="lost or damaged"):
+            channel.receive()
+        assert not session.usable
+
+
+def test_setup_survives_more_faults_in_a_row_than_a_sample_may_have() -> None:
+    """Faults in a row while a run is set up (the model's tensor views looked up after each
+    reopen) are counted apart from a sample's retries: with --retries 2, five setup faults in
+    a row and the run still completes, every sample answered once and right."""
+    device = _device()
+    transport = FakeTransport(device, Timeouts(0.2, 2, 1))
+    rng = np.random.default_rng(7)
+    xs = rng.integers(-128, 127, (6, 1, 16), dtype=np.int8, endpoint=True)
+    spec = TensorSpec("y", "y", np.dtype(np.int8), (1, 16))
+    answered: list[int] = []
+    with Session(transport, retry=RetryPolicy(retries=2, wait_floor_sec=0.05)) as session:
+        session.recovery.begin_run(len(xs))
+        stream_samples(session, session.model(), [xs], [spec], pipeline=False)  # measures
+        session.recovery.begin_run(len(xs))
+        original = transport.write
+        setup_faults = [5]
+
+        def lossy(data: bytes, timeout_sec: float | None) -> None:
+            # Lose the first request of each new session (not its handshake): the setup's.
+            if setup_faults[0] and session._channel is not None and not answered:
+                setup_faults[0] -= 1
+                transport.drop_writes = 1
+            original(data, timeout_sec)
+
+        transport.write = lossy  # type: ignore[method-assign]
+        outs, _ = stream_samples(session, session.model(), [xs], [spec],
+                                 progress=answered.append, pipeline=False)
+        stats = session.recovery.stats
+    np.testing.assert_array_equal(outs[0], _want(xs))
+    assert len(answered) == len(xs)
+    assert setup_faults == [0] and stats.fault_count == 5 and stats.retries == 5
+    assert not stats.failed_samples

@@ -47,6 +47,10 @@ _LOG = logging.getLogger(__name__)
 
 #: Recoveries in a row that bring a sample none of its replies, after which it is given up.
 DEFAULT_RETRIES = 8
+#: Faults in a row while setting a run up (the handshake, the model's lookup and tensor views),
+#: before any sample was sent: counted apart from a sample's retries (setup is short and cheap
+#: to redo, and a noisy link may hit it several times in a row).
+DEFAULT_SETUP_RETRIES = 32
 #: A run's budget of recoveries: this many per sample...
 DEFAULT_RUN_RETRIES_PER_SAMPLE = 5
 #: ... and at least this many.
@@ -59,6 +63,11 @@ DEFAULT_RESTART_ATTEMPTS = 2
 DEFAULT_WAIT_FLOOR_SEC = 0.25
 #: A wait is this many times the predicted service time (plus four deviations).
 DEFAULT_WAIT_MARGIN = 3.0
+#: ... and at least this many times the slowest service time measured for such a request.
+WORST_MARGIN = 2.0
+#: A reply is declared lost only after the link has been silent this long (no byte arrived):
+#: a reply still arriving is never cut off, however long it takes.
+DEFAULT_QUIET_SEC = 0.25
 
 
 @dataclass(frozen=True)
@@ -68,13 +77,15 @@ class RetryPolicy:
     ``retries``: recoveries in a row that bring a sample none of its replies before the sample
     is given up (named in the report; the run goes on and exits 1). ``run_retries``: the run's
     whole budget; None means ``max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE x samples)``.
-    ``enabled=False`` (``--no-retry``) is microTVM's behaviour: the first fault ends the run.
+    ``setup_retries``: faults in a row while a run is set up (handshake, model lookup), counted
+    apart from the samples' retries. ``enabled=False`` (``--no-retry``) is microTVM's behaviour: the first fault ends the run.
     ``quick_waits`` sizes each wait from measured times (:class:`WaitEstimator`) with
     ``wait_floor_sec`` and ``wait_margin``; the caller's per-reply limit stays the ceiling.
     """
 
     retries: int = DEFAULT_RETRIES
     run_retries: int | None = None
+    setup_retries: int = DEFAULT_SETUP_RETRIES
     enabled: bool = True
     quick_waits: bool = True
     wait_floor_sec: float = DEFAULT_WAIT_FLOOR_SEC
@@ -83,8 +94,10 @@ class RetryPolicy:
     restart_attempts: int = DEFAULT_RESTART_ATTEMPTS
 
     def __post_init__(self) -> None:
-        if self.retries < 0 or (self.run_retries is not None and self.run_retries < 0):
-            raise ValueError(f"retries must be >= 0; got {self.retries}, {self.run_retries}")
+        if (self.retries < 0 or self.setup_retries < 0
+                or (self.run_retries is not None and self.run_retries < 0)):
+            raise ValueError(f"retries must be >= 0; got {self.retries}, {self.run_retries}, "
+                             f"{self.setup_retries}")
         if not (self.wait_floor_sec > 0 and self.wait_margin >= 1):
             raise ValueError("wait_floor_sec must be > 0 and wait_margin >= 1")
         if self.reopen_attempts < 1 or self.restart_attempts < 0:
@@ -107,7 +120,8 @@ class RetryPolicy:
             return "recovery off: the first link fault ends the run"
         run = (f"{self.run_retries}" if self.run_retries is not None else
                f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} per sample, at least {MIN_RUN_RETRIES}")
-        return (f"up to {self.retries} retries per sample without progress, {run} per run; "
+        return (f"up to {self.retries} retries per sample without progress, {run} per run, "
+                f"{self.setup_retries} in a row while setting up; "
                 f"waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x the "
                 "measured time")
 
@@ -183,14 +197,16 @@ class RecoveryStats:
 class _Smoothed:
     """TCP's round-trip estimator (RFC 6298): a smoothed value and its mean deviation."""
 
-    __slots__ = ("mean", "dev", "count")
+    __slots__ = ("mean", "dev", "count", "worst")
 
     def __init__(self, first: float) -> None:
         self.mean = first
         self.dev = first / 2
         self.count = 1
+        self.worst = first  #: the slowest value seen
 
     def add(self, value: float) -> None:
+        self.worst = max(self.worst, value)
         self.dev += 0.25 * (abs(self.mean - value) - self.dev)
         self.mean += 0.125 * (value - self.mean)
         self.count += 1
@@ -210,15 +226,20 @@ class WaitEstimator:
     is predicted from its own smoothed service times; a new one from the link's latency plus
     its bytes times the link's seconds per byte, once both are known. A service time is counted
     from when the request was sent or the previous reply arrived, whichever is later (the device
-    answers in order). :meth:`limit` is ``max(floor, margin x mean + 4 x deviation)`` times
-    :attr:`scale` (raised while a sample keeps failing), or None while nothing predicts it: the
-    caller then waits its full per-reply limit.
+    answers in order). :meth:`limit` is ``max(floor, margin x mean + 4 x deviation, 2 x the slowest
+    such reply)`` times :attr:`scale` (raised while a sample keeps failing), or None while
+    nothing predicts it: the caller then waits its full per-reply limit. The limit is not a
+    deadline: the channel declares a reply lost only once it is past and the link has also been
+    silent for :attr:`quiet_sec` (a reply whose bytes are still arriving is never cut off).
     """
 
     def __init__(self, floor_sec: float = DEFAULT_WAIT_FLOOR_SEC,
-                 margin: float = DEFAULT_WAIT_MARGIN) -> None:
+                 margin: float = DEFAULT_WAIT_MARGIN,
+                 quiet_sec: float = DEFAULT_QUIET_SEC) -> None:
         self.floor_sec = floor_sec
         self.margin = margin
+        #: Silence (no byte from the device) after which a reply past its limit is lost.
+        self.quiet_sec = quiet_sec
         self.scale = 1.0
         self._keys: dict[Any, _Smoothed] = {}
         self._latency: _Smoothed | None = None
@@ -254,7 +275,7 @@ class WaitEstimator:
         """(mean, deviation) of the service time of a ``key`` request, or None if unknown."""
         entry = self._keys.get(key)
         if entry is not None:
-            return entry.mean, entry.dev
+            return max(entry.mean, entry.worst / self.margin * WORST_MARGIN), entry.dev
         if key[0] == _CALL_FUNC or self._latency is None:
             return None  # a function never called before may compute for any time
         if self._per_byte is None:
@@ -324,7 +345,8 @@ class Recovery:
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
         self.stats = RecoveryStats()
-        self.waits = WaitEstimator(policy.wait_floor_sec, policy.wait_margin)
+        self.waits = WaitEstimator(policy.wait_floor_sec, policy.wait_margin,
+                                   min(policy.wait_floor_sec, DEFAULT_QUIET_SEC))
         self.budget = policy.run_budget(1)
         #: Wire bytes sent and received so far, and link faults among them (for block sizes).
         self.wire_bytes = 0
@@ -354,12 +376,15 @@ class Recovery:
         return best_block_bytes(self.fault_rate(), per_byte, cost, largest)
 
     def recover(self, session: Session, err: BaseException, *, sample: int | None = None,
-                stuck: int = 1, wait_sec: float = 0.0) -> None:
+                stuck: int = 1, wait_sec: float = 0.0, setup: int = 0) -> None:
         """Count ``err`` and reopen ``session``; re-raise ``err`` when it is no link fault or
         recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` has failed
         ``stuck`` times in a row past the policy's retries or the run's budget is used up.
 
-        ``wait_sec`` is the time the failed wait took (counted as time lost to recovery).
+        ``setup`` (> 0) says the fault came while the run was being set up (no sample sent):
+        it is the count of such faults in a row, bounded by the policy's ``setup_retries``
+        instead of ``sample``'s retries. ``wait_sec`` is the time the failed wait took (counted
+        as time lost to recovery).
         Afterwards the session is open again, with new handles (the runner asks for its
         model again and sends the sample's inputs again)."""
         kind = fault_kind(err)
@@ -371,7 +396,15 @@ class Recovery:
         if kind in ("timeout", "lost frame"):
             self.link_faults += 1
         where = f"sample {sample}" if sample is not None else "the call"
-        if sample is not None:
+        if setup:
+            where = "setting up" + (f" sample {sample}" if sample is not None else "")
+            if setup > self.policy.setup_retries:
+                reason = (f"{setup} faults in a row while setting up (handshake, model lookup); "
+                          f"the last: {_first_line(err)}")
+                if sample is not None:
+                    stats.failed_samples[sample] = reason
+                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
+        elif sample is not None:
             stats.retried_samples.add(sample)
             if stuck > self.policy.retries:
                 reason = (f"{stuck} faults in a row without progress (--retries "
@@ -383,7 +416,8 @@ class Recovery:
                 f"{where}: the run used up its {self.budget} retries (--run-retries); the last "
                 f"fault: {_first_line(err)}", stats) from err
         stats.retries += 1
-        self.waits.scale = float(2 ** min(6, max(0, stuck - 1)))
+        if not setup:
+            self.waits.scale = float(2 ** min(6, max(0, stuck - 1)))
         _LOG.info("%s: %s (%s); recovering (retry %d of %d)", where, kind, _first_line(err),
                   stats.retries, self.budget)
         began = time.monotonic()
@@ -410,6 +444,7 @@ def _first_line(err: BaseException) -> str:
 __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_RUN_RETRIES_PER_SAMPLE",
+    "DEFAULT_SETUP_RETRIES",
     "MIN_RUN_RETRIES",
     "Recovery",
     "RecoveryStats",

@@ -381,6 +381,7 @@ class SessionChannel:
         self._pending: deque[_Pending] = deque()
         self._inbox_times: deque[float] = deque()  # when each inbox message arrived
         self._last_reply_at = 0.0
+        self._last_byte_at = 0.0  # when the last byte came from the device
         self._damage_seen = 0  # unframer damage already accounted for
         #: A frame was damaged while one reply was owed, and that reply has not come yet.
         self._suspect = False
@@ -444,6 +445,13 @@ class SessionChannel:
             self.protocol.framer.reset()
             raise self._link_closed("sending", err) from err
 
+    def _pump_now(self) -> None:
+        """Handle what the transport holds already, without waiting."""
+        try:
+            self._pump(0.0)
+        except IoTimeoutError:
+            pass
+
     def _pump(self, timeout_sec: float | None) -> None:
         """Read what the transport has (waiting up to ``timeout_sec``) and handle its events."""
         n = self.protocol.unframer.bytes_needed()
@@ -453,6 +461,8 @@ class SessionChannel:
             data = self.transport.read(n, timeout_sec)
         except TransportClosedError as err:
             raise self._link_closed("waiting for the device", err) from err
+        if data:
+            self._last_byte_at = time.monotonic()
         for event in self.protocol.receive(data):
             self._handle(event)
         self._flush()
@@ -460,11 +470,10 @@ class SessionChannel:
         if damage != self._damage_seen:
             self._damage_seen = damage
             owed = len(self._pending)
-            if self.detect_loss and owed == 1:
-                # The lost frame was that reply (its wait will time out) or noise: no other
-                # reply can be taken for it, as long as no second request goes out meanwhile.
-                self._suspect = True
-            elif self.detect_loss and owed > 1 and self.protocol.state == (
+            # A frame dropped (bad CRC, bad escape, too long) or stray bytes while a reply is
+            # owed: most likely that reply was hit, and waiting for it would only cost time;
+            # if it was noise, the reply comes to a session already replaced (its id differs).
+            if self.detect_loss and owed >= 1 and self.protocol.state == (
                     SessionState.SESSION_ESTABLISHED):
                 self._lose_step("a frame from the device was lost or damaged on the link")
                 raise SessionDesyncError(
@@ -664,6 +673,7 @@ class SessionChannel:
             source = "max_wait_sec"
         began = time.monotonic()
         deadline = began + limit if limit else None
+        ceiling = deadline  # the caller's limit: a quick wait never goes past it
         quick = self._quick_limit()
         if quick is not None and (deadline is None or quick[0] < deadline):
             deadline = max(quick[0], began)
@@ -675,15 +685,28 @@ class SessionChannel:
             remaining = None if deadline is None else deadline - time.monotonic()
             try:
                 if remaining is not None and remaining <= 0:
+                    # Past the limit: first take what the transport already holds (a host
+                    # that was not scheduled for a while has not read it yet).
+                    self._pump_now()
+                    if self._inbox:
+                        break
+                    if quick is not None:
+                        # A quick wait: the reply is lost only if the link is also quiet (a
+                        # reply whose bytes are still arriving is never cut off), and never
+                        # past the caller's own limit.
+                        silent_until = self._last_byte_at + self.waits.quiet_sec
+                        if ceiling is not None:
+                            silent_until = min(silent_until, ceiling)
+                        if silent_until > time.monotonic():
+                            deadline = silent_until
+                            continue
                     raise IoTimeoutError()
                 try:
                     self._pump(remaining)
                 except IoTimeoutError:
                     # A transport may give up sooner than asked (its own cap): the limit is
-                    # the one this message names, so wait on until it has passed.
-                    if deadline is None or time.monotonic() < deadline:
-                        continue
-                    raise
+                    # the one this message names, checked above.
+                    continue
             except IoTimeoutError as err:
                 self.last_wait_sec = time.monotonic() - began
                 self._lose_step(f"the wait for {waiting_for} timed out after {limit:g}s")
