@@ -149,6 +149,11 @@ def main() -> int:
             for rate in [0.0, *rates]:
                 _LOG.info("%d samples at a byte-error rate of %g...", args.samples, rate)
                 results.append(_run(project, info, data, want, rate))
+                r = results[-1]
+                _LOG.info("  %.1f samples/s, %d faults, %d retries, %.2f s recovering, %d lost, "
+                          "%d twice, %d wrong%s", r["sps"], r["faults"], r["retries"],
+                          r["recovering_s"], r["lost"], r["twice"], r["wrong"],
+                          f" ({r['error']})" if r["error"] else "")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     clean = results[0]

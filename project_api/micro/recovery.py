@@ -52,7 +52,7 @@ DEFAULT_RETRIES = 8
 #: to redo, and a noisy link may hit it several times in a row).
 DEFAULT_SETUP_RETRIES = 32
 #: A run's budget of recoveries: this many per sample...
-DEFAULT_RUN_RETRIES_PER_SAMPLE = 5
+DEFAULT_RUN_RETRIES_PER_SAMPLE = 16
 #: ... and at least this many.
 MIN_RUN_RETRIES = 100
 #: New sessions tried on the open link before the link itself is reopened.
@@ -203,10 +203,12 @@ class _Smoothed:
         self.mean = first
         self.dev = first / 2
         self.count = 1
-        self.worst = first  #: the slowest value seen
+        self.worst = first  #: the slowest recent value
 
     def add(self, value: float) -> None:
-        self.worst = max(self.worst, value)
+        # The slowest of the recent values (it fades by 1% a value, so one stall long ago does
+        # not slow the noticing of every later loss).
+        self.worst = max(value, self.worst * 0.99)
         self.dev += 0.25 * (abs(self.mean - value) - self.dev)
         self.mean += 0.125 * (value - self.mean)
         self.count += 1
@@ -227,7 +229,7 @@ class WaitEstimator:
     its bytes times the link's seconds per byte, once both are known. A service time is counted
     from when the request was sent or the previous reply arrived, whichever is later (the device
     answers in order). :meth:`limit` is ``max(floor, margin x mean + 4 x deviation, 2 x the slowest
-    such reply)`` times :attr:`scale` (raised while a sample keeps failing), or None while
+    recent such reply)`` times :attr:`scale` (raised while a sample keeps failing), or None while
     nothing predicts it: the caller then waits its full per-reply limit. The limit is not a
     deadline: the channel declares a reply lost only once it is past and the link has also been
     silent for :attr:`quiet_sec` (a reply whose bytes are still arriving is never cut off).
@@ -242,6 +244,7 @@ class WaitEstimator:
         self.quiet_sec = quiet_sec
         self.scale = 1.0
         self._keys: dict[Any, _Smoothed] = {}
+        self._wire: dict[Any, int] = {}  # the wire bytes of each key's requests
         self._latency: _Smoothed | None = None
         self._per_byte: _Smoothed | None = None
 
@@ -252,6 +255,7 @@ class WaitEstimator:
         entry = self._keys.get(key)
         if entry is None:
             self._keys[key] = _Smoothed(seconds)
+            self._wire[key] = max(1, wire_bytes)
         else:
             entry.add(seconds)
         if computes:
@@ -276,14 +280,28 @@ class WaitEstimator:
         entry = self._keys.get(key)
         if entry is not None:
             return max(entry.mean, entry.worst / self.margin * WORST_MARGIN), entry.dev
-        if key[0] == _CALL_FUNC or self._latency is None:
+        if key[0] == _CALL_FUNC:
             return None  # a function never called before may compute for any time
+        # A request of a kind seen before at another size (a copy cut into other blocks):
+        # the measured one nearest in size, scaled up to this one's bytes.
+        same = [(abs(self._wire[k] - wire_bytes), k) for k in self._keys if k[0] == key[0]]
+        kin: tuple[float, float] | None = None
+        if same:
+            _, near = min(same)
+            grow = max(1.0, wire_bytes / self._wire[near])
+            entry = self._keys[near]
+            kin = max(entry.mean, entry.worst / self.margin * WORST_MARGIN) * grow, entry.dev * grow
+        if self._latency is None:
+            return kin
         if self._per_byte is None:
             if wire_bytes >= _SMALL_BYTES:
-                return None
-            return self._latency.mean, self._latency.dev
-        mean = self._latency.mean + wire_bytes * self._per_byte.mean
-        dev = self._latency.dev + wire_bytes * self._per_byte.dev
+                return kin
+            mean, dev = self._latency.mean, self._latency.dev
+        else:
+            mean = self._latency.mean + wire_bytes * self._per_byte.mean
+            dev = self._latency.dev + wire_bytes * self._per_byte.dev
+        if kin is not None:
+            mean, dev = max(mean, kin[0]), max(dev, kin[1])
         return mean, dev
 
     def limit(self, key: Any, wire_bytes: int) -> float | None:
