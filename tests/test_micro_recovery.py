@@ -211,3 +211,17 @@ def test_setup_survives_more_faults_in_a_row_than_a_sample_may_have() -> None:
     assert len(answered) == len(xs)
     assert setup_faults == [0] and stats.fault_count == 5 and stats.retries == 5
     assert not stats.failed_samples
+
+
+def test_a_copy_of_a_new_block_size_is_predicted_from_the_kind_measured() -> None:
+    """Copies are cut into blocks whose size follows the fault rate: a block of a size never
+    sent before is predicted from the same kind of request measured at another size (scaled
+    up to its bytes), not left to the whole per-reply limit."""
+    waits = WaitEstimator(floor_sec=0.05, margin=3.0)
+    for _ in range(10):
+        waits.observe((5, 1100, 48), 1200, 0.02)  # kCopyToRemote of 1 KB blocks
+    small, large = waits.limit((5, 600, 48), 700), waits.limit((5, 2100, 48), 2200)
+    assert small is not None and large is not None
+    assert small == pytest.approx(waits.limit((5, 1100, 48), 1200))  # never shrunk below
+    assert large > small  # more bytes: more time
+    assert waits.limit((6, 40, 1048), 1100) is None  # another kind, nothing measured
