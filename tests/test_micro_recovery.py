@@ -225,3 +225,24 @@ def test_a_copy_of_a_new_block_size_is_predicted_from_the_kind_measured() -> Non
     assert small == pytest.approx(waits.limit((5, 1100, 48), 1200))  # never shrunk below
     assert large > small  # more bytes: more time
     assert waits.limit((6, 40, 1048), 1100) is None  # another kind, nothing measured
+
+
+def test_waits_stay_measured_for_the_first_timeouts_of_a_sample() -> None:
+    """On a noisy link most timeouts are real losses: a sample's first three in a row keep
+    the measured waits (raising them would make every later loss cost more); past them the
+    waits double, at most to 8x. A damaged frame never raises them."""
+    from project_api.errors import SessionTimeoutError
+
+    device = _device()
+    transport = FakeTransport(device, Timeouts(0.2, 2, 1))
+    with Session(transport, retry=RetryPolicy()) as session:
+        session.recovery.begin_run(10)
+        scales = []
+        for stuck in range(1, 9):
+            session.recovery.recover(session, SessionTimeoutError("lost"), sample=0,
+                                     stuck=stuck)
+            scales.append(session.recovery.waits.scale)
+        session.recovery.recover(session, SessionDesyncError("damaged"), sample=1, stuck=1)
+        after_damage = session.recovery.waits.scale
+    assert scales == [1, 1, 1, 2, 4, 8, 8, 8]
+    assert after_damage == 8  # unchanged by a lost frame (progress() resets it)

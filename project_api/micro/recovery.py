@@ -65,6 +65,10 @@ DEFAULT_WAIT_FLOOR_SEC = 0.25
 DEFAULT_WAIT_MARGIN = 3.0
 #: ... and at least this many times the slowest service time measured for such a request.
 WORST_MARGIN = 2.0
+#: Timeouts in a row without progress at a sample's measured waits before they are raised...
+UNRAISED_TIMEOUTS = 3
+#: ... doubling each timeout after, at most this many times (8x).
+MAX_WAIT_RAISES = 3
 #: A reply is declared lost only after the link has been silent this long (no byte arrived):
 #: a reply still arriving is never cut off, however long it takes.
 DEFAULT_QUIET_SEC = 0.25
@@ -434,8 +438,12 @@ class Recovery:
                 f"{where}: the run used up its {self.budget} retries (--run-retries); the last "
                 f"fault: {_first_line(err)}", stats) from err
         stats.retries += 1
-        if not setup:
-            self.waits.scale = float(2 ** min(6, max(0, stuck - 1)))
+        if not setup and kind == "timeout":
+            # Waits are not raised for the first few faults of a sample: on a noisy link most
+            # are real losses, and each raise is paid by every later loss of the sample. Past
+            # them the wait may be what is too short (a device slower than measured): raise it.
+            self.waits.scale = float(2 ** min(MAX_WAIT_RAISES,
+                                              max(0, stuck - UNRAISED_TIMEOUTS)))
         _LOG.info("%s: %s (%s); recovering (retry %d of %d)", where, kind, _first_line(err),
                   stats.retries, self.budget)
         began = time.monotonic()
