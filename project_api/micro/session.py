@@ -383,8 +383,6 @@ class SessionChannel:
         self._last_reply_at = 0.0
         self._last_byte_at = 0.0  # when the last byte came from the device
         self._damage_seen = 0  # unframer damage already accounted for
-        #: A frame was damaged while one reply was owed, and that reply has not come yet.
-        self._suspect = False
         #: Replies handed out by this channel (a recovery that got some made progress).
         self.replies = 0
         #: Sizes quick waits when set (a :class:`~project_api.micro.recovery.WaitEstimator`).
@@ -525,7 +523,6 @@ class SessionChannel:
             _LOG.debug("%s: session %04x was used before on this link; starting another",
                        self.name, self.protocol.session_id)
         self._pending.clear()
-        self._suspect = False
         self._last_reply_at = time.monotonic()
         self._damage_seen = self.protocol.unframer.stats.damage
         _LOG.debug("%s: session %04x established", self.name, self.protocol.session_id)
@@ -586,12 +583,6 @@ class SessionChannel:
     def send(self, packet: bytes) -> None:
         """Send one RPC packet (with its u64 length prefix) as one normal message."""
         self._check_usable()
-        if self._suspect and self._pending:
-            self._lose_step("a frame was damaged while a reply was owed")
-            raise SessionDesyncError(
-                f"{self.name}: a frame from the device was lost or damaged while a reply was "
-                "owed, so a second request cannot be sent before it comes: the next reply could "
-                "answer the wrong request")
         if len(packet) < STREAM_MESSAGE_BYTES:
             self.protocol.send_message(MessageType.NORMAL, packet)
             self._pending.append(_Pending.of(packet))
@@ -623,8 +614,6 @@ class SessionChannel:
                                    request.computes)
         self._last_reply_at = arrived
         self.replies += 1
-        if not self._pending:
-            self._suspect = False
         return data
 
     def _quick_limit(self) -> tuple[float, float] | None:
