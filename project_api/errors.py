@@ -28,6 +28,9 @@ Everything this package raises on purpose derives from :class:`ProjectAPIError`:
     ├── SessionError                    the RPC session with the device failed
     │   ├── SessionTimeoutError
     │   ├── SessionTerminatedError      the device ended (or restarted) the session
+    │   ├── SessionDesyncError          a frame was lost or a reply did not fit its request
+    │   ├── SessionLinkClosedError      the device link closed under the session
+    │   ├── RetriesExhaustedError       recovery gave up on a sample or a run
     │   └── RPCError                    the device reported an error for a call
     └── EmitError                       a model cannot be turned into C
         └── UnsupportedOperatorError
@@ -309,6 +312,25 @@ class SessionTimeoutError(SessionError, TimeoutError):
 
 class SessionTerminatedError(SessionError):
     """The device ended the session, typically because it restarted."""
+
+
+class SessionDesyncError(SessionError):
+    """Replies may no longer match requests: a frame was lost or damaged on the link, a reply
+    was not the kind its request asks for, or an earlier wait was abandoned."""
+
+
+class SessionLinkClosedError(SessionError):
+    """The byte channel to the device closed under the session (the device died, exited or
+    was unplugged)."""
+
+
+class RetriesExhaustedError(SessionError):
+    """Recovery gave up: a sample (or the run) used up its retries; the message says which and
+    why. :attr:`stats` holds the run's recovery counters."""
+
+    def __init__(self, message: str, stats: Any = None):
+        super().__init__(message)
+        self.stats = stats
 
 
 class RPCError(SessionError):

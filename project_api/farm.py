@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from project_api.errors import ProjectAPIError, ProjectError
+from project_api.micro.recovery import RecoveryStats, RetryPolicy
 from project_api.validate import (
     ValidationError,
     ValidationPlan,
@@ -156,13 +157,17 @@ def validate_on_places(
     quantize: bool = False,
     timeout_sec: float | None = None,
     timeout_advice: str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ShardedReport:
     """Validate the built project ``project_dir`` on every free labgrid place matching
     ``places`` at once (see the module doc). ``coordinator`` defaults to ``LG_COORDINATOR``;
     ``options`` are more open_transport options for every place (e.g. ``labgrid_wait``);
     ``quantize``, ``timeout_sec`` and ``timeout_advice`` are as for
     :func:`project_api.validate.validate`. A stateful model has its state reset before every
-    sample (samples are independent, so they can be shared out)."""
+    sample (samples are independent, so they can be shared out). ``retry`` is as for
+    validate: a place recovers from link faults by itself (its session reopened, the board
+    reset or its emulator restarted, the build hash checked again), and only a place that
+    gives up leaves its chunk to the others."""
     from project_api.project import GeneratedProject
     from project_api.validate import _module_info
 
@@ -179,7 +184,8 @@ def validate_on_places(
     runs = [PlaceRun(name) for name in free]
     shard = _Shard(plan, want_hash, len(runs),
                    progress("device", plan.samples) if progress is not None else None,
-                   {"timeout_sec": timeout_sec, "timeout_advice": timeout_advice})
+                   {"timeout_sec": timeout_sec, "timeout_advice": timeout_advice,
+                    "retry": retry if retry is not None else RetryPolicy()})
     shard.queue_chunks(chunk_samples or max(1, min(16, plan.samples // (4 * len(runs)) or 1)))
     began = time.monotonic()
     _stream_on_places(runs, Path(project_dir), {**(options or {}),
@@ -189,6 +195,8 @@ def validate_on_places(
     seconds = _stream_seconds(runs, ended - began)
     validation = plan.report(shard.outputs, stream_seconds=seconds, pipeline_depth=1,
                              litert=litert, progress=progress)
+    if shard.session_options["retry"].enabled:
+        validation.recovery = shard.recovery
     for r in runs:
         if r.status == "failed":
             _LOG.warning("place %s failed mid-run: %s; its samples ran on the others",
@@ -270,6 +278,8 @@ class _Shard:
         self.retried = 0
         self.in_flight = 0  # chunks taken and not yet stored or put back
         self.starting = places  # places still opening their sessions
+        #: Every place's recovery counters, merged (sample indices of the whole run).
+        self.recovery = RecoveryStats()
 
     def queue_chunks(self, chunk_samples: int) -> None:
         """Cut the plan's samples into chunks of ``chunk_samples`` on the shared queue."""
@@ -320,15 +330,17 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
             shard.ready()
 
     try:
-        with GeneratedProject.from_directory(project_dir, options) as project, \
-                project.session(**shard.session_options) as session:
-            started = time.monotonic()
+        def verify(session: Any) -> None:
+            """After the session opens and after every reopen: the board's firmware."""
             run.build_hash = device_build_hash(session)
             if run.build_hash != shard.want_hash:
-                run.status = "refused"
-                run.error = (f"its firmware reports build hash {run.build_hash or 'none'}, the "
-                             f"project's is {shard.want_hash}; flash the project onto it")
-                return
+                raise _Refused(f"its firmware reports build hash {run.build_hash or 'none'}, "
+                               f"the project's is {shard.want_hash}; flash the project onto it")
+
+        with GeneratedProject.from_directory(project_dir, options) as project, \
+                project.session(**shard.session_options, verify=verify) as session:
+            started = time.monotonic()
+            session.recovery.begin_run(plan.samples)
             model = session.model(plan.info.name)
             ready()
             shard.wait_for_all()
@@ -344,8 +356,17 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
                 with shard.lock:
                     shard.in_flight += 1
                 lo, hi = current
-                outs, _ = stream_samples(session, model, [x[lo:hi] for x in plan.inputs],
-                                         plan.output_specs, reset=plan.reset_state)
+                chunk_stats = session.recovery.stats
+                session.recovery.stats = RecoveryStats()
+                try:
+                    outs, _ = stream_samples(session, model.name,
+                                             [x[lo:hi] for x in plan.inputs], plan.output_specs,
+                                             reset=plan.reset_state)
+                finally:
+                    with shard.lock:
+                        shard.recovery.merge(session.recovery.stats, lo)
+                    chunk_stats.merge(session.recovery.stats)
+                    session.recovery.stats = chunk_stats
                 with shard.lock:
                     for dest, got in zip(shard.outputs, outs, strict=True):
                         dest[lo:hi] = got
@@ -357,6 +378,9 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
                 if shard.advance is not None:
                     shard.advance(hi - lo)
             run.status = "ok"
+    except _Refused as err:
+        run.status = "refused"
+        run.error = str(err)
     except (ProjectAPIError, OSError, ValidationError) as err:
         run.status = "failed"
         run.error = _describe(err)
@@ -370,6 +394,10 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
                 shard.retried += current[1] - current[0]
                 shard.work.put(current)
                 shard.in_flight -= 1
+
+
+class _Refused(ProjectAPIError):
+    """The board of a place runs other firmware than the project's."""
 
 
 def _describe(err: BaseException) -> str:

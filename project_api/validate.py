@@ -64,10 +64,12 @@ from project_api.errors import (
     ProjectAPIError,
     ProjectError,
     RPCError,
+    SessionDesyncError,
     SessionError,
     SessionTimeoutError,
 )
 from project_api.micro.api import RESET_STATE_FUNCTION
+from project_api.micro.recovery import RecoveryStats, RetryPolicy, fault_kind
 from project_api.micro.rpc import (
     CPU,
     DLTensor,
@@ -668,6 +670,8 @@ class ValidationReport:
     state_size_bytes: int = 0
     #: Whether the state was reset before every sample (else carried: one stream of samples).
     reset_state: bool = False
+    #: What recovery from link faults did while streaming (None: recovery was off).
+    recovery: RecoveryStats | None = None
 
     @property
     def samples_per_second(self) -> float:
@@ -723,6 +727,7 @@ class ValidationReport:
             "pipeline_depth": self.pipeline_depth,
             "state": {"size_bytes": self.state_size_bytes,
                       "reset_between_samples": self.reset_state},
+            "recovery": None if self.recovery is None else self.recovery.to_json(),
         }
 
     @property
@@ -917,35 +922,26 @@ def _at(tensor: DLTensor, offset: int) -> DLTensor:
 def _expect_return(what: str) -> Callable[[Any], None]:
     def check(reply: Any) -> None:
         if reply.code != RPCCode.RETURN:
-            raise SessionError(f"{what}: expected a return, got {reply.code.name}")
+            raise SessionDesyncError(f"{what}: expected a return, got {reply.code.name}")
     return check
 
 
-def _collect(dest: np.ndarray, sample: int, offset: int, size: int, last: bool,
-             progress: Progress | None) -> Callable[[Any], None]:
+def _collect(dest: np.ndarray, sample: int, offset: int, size: int) -> Callable[[Any], None]:
     """A reply handler that stores a kCopyFromRemote piece in ``dest[sample, offset:]``."""
     def got(reply: Any) -> None:
         if reply.code != RPCCode.COPY_ACK or len(reply.data) != size:
-            raise SessionError(f"kCopyFromRemote: expected {size} bytes of CopyAck, got "
-                               f"{reply.code.name} with {len(reply.data)} bytes")
+            raise SessionDesyncError(f"kCopyFromRemote: expected {size} bytes of CopyAck, got "
+                                     f"{reply.code.name} with {len(reply.data)} bytes")
         dest[sample, offset:offset + size] = np.frombuffer(reply.data, np.uint8)
-        if last and progress is not None:
-            progress(1)
     return got
-
-
-def _then(first: Callable[[Any], None], progress: Progress) -> Callable[[Any], None]:
-    def both(reply: Any) -> None:
-        first(reply)
-        progress(1)
-    return both
 
 
 def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
                    output_specs: Sequence[TensorSpec], progress: Progress | None = None,
-                   pipeline: bool = True, reset: bool = False) -> tuple[list[np.ndarray], int]:
+                   pipeline: bool = True, reset: bool = False, *,
+                   carries_state: bool = False) -> tuple[list[np.ndarray], int]:
     """Run every sample of ``inputs`` (each ``(samples, *shape)``, in model input order) on
-    ``model`` in ``session``; return the outputs (each ``(samples, *shape)``) and the number of
+    ``model`` (a :class:`~project_api.micro.Model` or its name) in ``session``; return the outputs (each ``(samples, *shape)``) and the number of
     requests that were kept in flight.
 
     Per sample the requests are: (with ``reset``, reset the model's state: the device's
@@ -954,7 +950,69 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     back in order), bounded also by :data:`OWED_REPLY_BYTES` of owed reply data; a device error
     stops sending, the owed replies are drained (the session stays usable) and it is raised
     naming the sample.
+
+    With recovery on (``Session(retry=...)``) a link fault (a lost or damaged frame, a timeout,
+    a restarted device, a closed link) reopens the session through
+    :attr:`Session.recovery <project_api.micro.Session.recovery>` and streaming goes on from
+    the first sample whose outputs had not all arrived: the samples done before are kept, that
+    sample's inputs are sent again, and a sample's outputs count only once its last reply came.
+    ``carries_state`` (a stateful model whose state is not reset between samples) turns that
+    off: after a lost reply nobody knows whether the device's state took the sample.
     """
+    recovery = session.recovery
+    n = int(inputs[0].shape[0]) if inputs else 0
+    name = model if isinstance(model, str) else model.name
+    outs = [np.empty((n, *spec.shape), dtype=spec.dtype) for spec in output_specs]
+    done = [0]  # samples whose every reply has arrived, in order
+    streaming = [False]  # set once the samples' requests go out (the setup is done)
+    start, stuck, best = 0, 0, 0  # best: most replies an attempt at ``start`` got
+    setup = 0  # faults in a row before any sample was sent (counted apart from ``stuck``)
+    while True:
+        streaming[0] = False
+        try:
+            model = session.model(name)  # a reopened session has new handles
+            depth = _stream_from(session, model, inputs, output_specs, progress, pipeline,
+                                 reset, outs, start, done, streaming)
+            return outs, depth
+        except RPCError:
+            if not (recovery.enabled and session.same_boot):
+                raise
+            # A handle kept over the reopen was refused (the device restarted unseen after
+            # all): look everything up again, once.
+            _LOG.info("a device handle kept over a session reopen was refused; looking the "
+                      "model up again")
+            session.forget_handles()
+        except (ProjectAPIError, OSError) as err:
+            if not recovery.enabled or fault_kind(err) is None or carries_state:
+                raise
+            waited = session.last_wait_sec if fault_kind(err) == "timeout" else 0.0
+            if not streaming[0]:
+                # The handshake or the model's setup was hit: its own count, so that a noisy
+                # link hitting the setup several times in a row does not use up a sample's.
+                setup += 1
+                recovery.recover(session, err, sample=start if start < n else None,
+                                 wait_sec=waited, setup=setup)
+                continue
+            setup = 0
+            # Progress: a sample finished, or this attempt got further than any before it.
+            if done[0] != start:
+                stuck, best = 1, session.replies
+            elif session.replies > best:
+                stuck, best = 1, session.replies
+            else:
+                stuck += 1
+            start = done[0]
+            recovery.recover(session, err, sample=start if start < n else None, stuck=stuck,
+                             wait_sec=waited)
+
+
+def _stream_from(session: Session, model: Any, inputs: Sequence[np.ndarray],
+                 output_specs: Sequence[TensorSpec], progress: Progress | None, pipeline: bool,
+                 reset: bool, outs: list[np.ndarray], start: int, done: list[int],
+                 streaming: list[bool]) -> int:
+    """:func:`stream_samples` from sample ``start`` on into ``outs``; ``done[0]`` is set to
+    the count of samples whose every reply has arrived, ``streaming[0]`` once the setup is
+    done and the samples' requests go out. Returns the requests kept in flight."""
     rpc = session.rpc
     n = int(inputs[0].shape[0]) if inputs else 0
     dev = _DeviceModel(session, model)
@@ -969,14 +1027,12 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
             if x.dtype.newbyteorder("<") != want or x[0].nbytes != t.nbytes:
                 raise ValidationError(f"input {k} on the device is {want}{list(t.shape)}, the data "
                                       f"{x.dtype}{list(x.shape[1:])}; rebuild and flash the project")
-        outs = []
         for k, (t, spec) in enumerate(zip(dev.outputs, output_specs, strict=True)):
             want = t.dtype.to_numpy()
             if t.nbytes != spec.nbytes or want != spec.dtype:
                 raise ValidationError(f"output {k} on the device is {want}{list(t.shape)}, the "
                                       f"archive says {spec.dtype}{list(spec.shape)}; rebuild and "
                                       "flash the project")
-            outs.append(np.empty((n, *spec.shape), dtype=spec.dtype))
         in_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.inputs]
         out_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.outputs]
         in_bytes = [x.reshape(x.shape[0], -1).view(np.uint8) for x in
@@ -993,34 +1049,47 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
             _expect_return("run")(reply)
             return_value(reply.values)
 
+        def finished(first: Callable[[Any], None], s: int) -> Callable[[Any], None]:
+            def both(reply: Any) -> None:
+                first(reply)
+                done[0] = s + 1
+                if progress is not None:
+                    progress(1)
+            return both
+
         def requests() -> Iterator[_Request]:
-            for s in range(n):
+            for s in range(start, n):
+                sample: list[_Request] = []
                 if reset_packet is not None:
-                    yield _Request(reset_packet, SMALL_REPLY_BYTES,
-                                   _expect_return(RESET_STATE_FUNCTION), s)
+                    sample.append(_Request(reset_packet, SMALL_REPLY_BYTES,
+                                           _expect_return(RESET_STATE_FUNCTION), s))
                 for t, blocks, data in zip(dev.inputs, in_blocks, in_bytes, strict=True):
                     row = memoryview(data[s])
                     for off, size in blocks:
-                        yield _Request(copy_to_remote_packet(_at(t, off), row[off:off + size]),
-                                       SMALL_REPLY_BYTES, _expect_return("kCopyToRemote"), s)
+                        sample.append(_Request(copy_to_remote_packet(_at(t, off), row[off:off + size]),
+                                               SMALL_REPLY_BYTES, _expect_return("kCopyToRemote"), s))
                 for packet in sync_packets:
-                    yield _Request(packet, SMALL_REPLY_BYTES, _expect_return("kDevStreamSync"), s)
-                yield _Request(run_packet, SMALL_REPLY_BYTES, ran, s)
+                    sample.append(_Request(packet, SMALL_REPLY_BYTES,
+                                           _expect_return("kDevStreamSync"), s))
+                sample.append(_Request(run_packet, SMALL_REPLY_BYTES, ran, s))
                 for k, (t, blocks) in enumerate(zip(dev.outputs, out_blocks, strict=True)):
-                    for j, (off, size) in enumerate(blocks):
-                        last = k == len(dev.outputs) - 1 and j == len(blocks) - 1 and not syncs
-                        yield _Request(copy_from_remote_packet(_at(t, off), size), size + 64,
-                                       _collect(out_bytes[k], s, off, size, last, progress), s)
-                for i, packet in enumerate(sync_packets):
-                    done = _expect_return("kDevStreamSync")
-                    if i == len(sync_packets) - 1 and progress is not None:
-                        done = _then(done, progress)
-                    yield _Request(packet, SMALL_REPLY_BYTES, done, s)
+                    for off, size in blocks:
+                        sample.append(_Request(copy_from_remote_packet(_at(t, off), size),
+                                               size + 64, _collect(out_bytes[k], s, off, size),
+                                               s))
+                for packet in sync_packets:
+                    sample.append(_Request(packet, SMALL_REPLY_BYTES,
+                                           _expect_return("kDevStreamSync"), s))
+                last = sample[-1]
+                sample[-1] = _Request(last.packet, last.reply_bytes,
+                                      finished(last.on_reply, s), s)
+                yield from sample
 
+        streaming[0] = True
         _pipelined(rpc, requests(), depth)
     finally:
         dev.close()
-    return outs, depth
+    return depth
 
 
 def _reset_function(session: Session, name: str) -> FunctionHandle:
@@ -1069,6 +1138,9 @@ def _pipelined(rpc: RPCClient, requests: Iterator[_Request], depth: int) -> None
             reply = _checked(raw)
             if error is None:
                 request.on_reply(reply)
+        except SessionDesyncError as err:
+            rpc.lose_step(str(err))  # later replies would answer other requests
+            raise SessionDesyncError(f"sample {request.sample}: {err}") from err
         except (RPCError, SessionError) as err:
             error = error or (err, request.sample)
     if error is not None:
@@ -1107,6 +1179,7 @@ def validate(
     timeout_sec: float | None = None,
     timeout_advice: str | None = None,
     reset_state: bool | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ValidationReport:
     """Run every sample of ``data`` on the device of ``target`` and compare with references.
 
@@ -1125,7 +1198,12 @@ def validate(
     state (``info.state_size_bytes``) has it reset on the device before every sample, and the
     references start each sample from a fresh interpreter; ``reset_state=False`` carries it
     from sample to sample instead (the samples are the successive steps of one stream). The
-    report says which (``state_note``, ``to_json()["state"]``).
+    report says which (``state_note``, ``to_json()["state"]``). ``retry`` is the recovery from
+    link faults (default :class:`RetryPolicy() <project_api.micro.recovery.RetryPolicy>`;
+    ``RetryPolicy.disabled()`` ends the run at the first fault; used when ``target`` is a
+    project: an open Session keeps its own); the report's ``recovery`` says what it did. A
+    model whose state is carried is not retried (whether a lost sample reached the state is
+    unknown).
     """
     from project_api.micro.api import Session as _Session
 
@@ -1143,19 +1221,26 @@ def validate(
     def bar(label: str) -> Progress | None:
         return progress(label, n) if progress is not None else None
 
+    carries = bool(plan.state_size_bytes) and not plan.reset_state  # no retry: see stream_samples
     if isinstance(target, _Session):
         outputs, depth, stream_s, timing = _on_device(target, info.name, plan.inputs,
                                                       plan.output_specs, bar, pipeline, number,
-                                                      repeat, plan.reset_state)
+                                                      repeat, plan.reset_state, carries)
+        stats = target.recovery.stats if target.recovery.enabled else None
     else:
         with target.session(debug=debug, timeout_sec=timeout_sec,
-                            timeout_advice=timeout_advice) as session:
+                            timeout_advice=timeout_advice,
+                            retry=retry if retry is not None else RetryPolicy()) as session:
             outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
                                                           plan.output_specs, bar, pipeline,
-                                                          number, repeat, plan.reset_state)
+                                                          number, repeat, plan.reset_state,
+                                                          carries)
+            stats = session.recovery.stats if session.recovery.enabled else None
     _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
-    return plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
-                       litert=litert, progress=progress)
+    report = plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
+                         litert=litert, progress=progress)
+    report.recovery = stats
+    return report
 
 
 @dataclass
@@ -1263,14 +1348,15 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
 
 def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs: list[TensorSpec],
                bar: Callable[[str], Progress | None], pipeline: bool, number: int,
-               repeat: int, reset: bool = False
+               repeat: int, reset: bool = False, carries_state: bool = False
                ) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
-    model = session.model(name)
     began = time.monotonic()
-    outputs, depth = stream_samples(session, model, inputs, out_specs, bar("device"), pipeline,
-                                    reset)
+    session.recovery.begin_run(int(inputs[0].shape[0]) if inputs else 0)
+    outputs, depth = stream_samples(session, name, inputs, out_specs, bar("device"), pipeline,
+                                    reset, carries_state=carries_state)
     stream_s = time.monotonic() - began
-    timing = session.time(model, number=number, repeat=repeat) if number > 0 else None
+    timing = (session.time(session.model(name), number=number, repeat=repeat)
+              if number > 0 else None)
     return outputs, depth, stream_s, timing
 
 

@@ -161,7 +161,7 @@ def test_validate_timeout_advice_names_validates_flag(built, tmp_path, capsys,
     monkeypatch.setattr(progress_mod.ProgressBar, "update", stop_after_the_first_sample)
     try:
         status = main(["validate", str(built["kws"]), "--data", str(tmp_path / "x.npz"),
-                       "--timeout", "1", "--number", "0"])
+                       "--timeout", "1", "--number", "0", "--no-retry"])
     finally:
         stop.release()
     err = capsys.readouterr().err
@@ -171,6 +171,47 @@ def test_validate_timeout_advice_names_validates_flag(built, tmp_path, capsys,
     assert "no reply from the device within 1s" in line
     assert "raise the limit (project-api validate --timeout SECONDS)" in line
     assert "project-api run" not in line
+    assert device_pids(built["kws"] / "build" / "main") == []
+
+
+def test_validate_recovers_from_a_hung_device(built, tmp_path, capsys, monkeypatch) -> None:
+    """The same hung device without --no-retry: the session is reopened, then the link (a new
+    device process), and every sample is answered; --json counts the fault and the restart."""
+    samples = _kws_samples(50)
+    np.savez(tmp_path / "x.npz", input_1=samples)
+    stop = _StopDevice(built["kws"])
+    from project_api.cli import progress as progress_mod
+
+    update = progress_mod.ProgressBar.update
+
+    def stop_after_the_first_sample(self, done: int = 1) -> None:
+        update(self, done)
+        stop()
+
+    monkeypatch.setattr(progress_mod.ProgressBar, "update", stop_after_the_first_sample)
+    out = tmp_path / "out.npz"
+    try:
+        status = main(["validate", str(built["kws"]), "--data", str(tmp_path / "x.npz"),
+                       "--timeout", "1", "--number", "0", "--json", "--save", str(out)])
+    finally:
+        stop.release()
+    report = json.loads(capsys.readouterr().out)
+    assert stop.stopped, "the device was never stopped"
+    assert status == 0, report
+    recovery = report["recovery"]
+    assert recovery["faults"] >= 1 and recovery["links_reopened"] >= 1, recovery
+    assert recovery["samples_failed"] == {}
+    # Every sample answered: the outputs equal those of a clean run of the same samples.
+    with np.load(out) as got:
+        device = got[next(iter(got.files))]
+    np.savez(tmp_path / "y.npz", input_1=samples)
+    again = tmp_path / "again.npz"
+    monkeypatch.setattr(progress_mod.ProgressBar, "update", update)
+    assert main(["validate", str(built["kws"]), "--data", str(tmp_path / "y.npz"),
+                 "--number", "0", "--save", str(again), "--json"]) == 0
+    capsys.readouterr()
+    with np.load(again) as clean:
+        np.testing.assert_array_equal(device, clean[next(iter(clean.files))])
     assert device_pids(built["kws"] / "build" / "main") == []
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,9 @@ from project_api.errors import (
     SessionTerminatedError,
 )
 from project_api.micro import Session
+from project_api.micro.recovery import RetryPolicy
+from project_api.transport import WrappedTransport
+from project_api.validate import validate
 
 _LOG = logging.getLogger(__name__)
 
@@ -253,3 +258,81 @@ def test_device_reset_mid_session(tmp_path: Path) -> None:
             assert len(emulator) == 1 and qemu_pids() - before == emulator
         finally:
             transport.close()
+
+
+def _hello_plan(hello_world, n: int, seed: int):
+    """(project, ModuleInfo, data, want): ``n`` seeded hello_world inputs and TFLite Micro's
+    outputs for them (each distinct input value run once)."""
+    from project_api import mlf
+
+    project, tflite, emitted = hello_world
+    with mlf.open_mlf(emitted.path) as library:
+        info = library.module(None)
+    tensor = emitted.inputs[0]
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-128, 127, (n, *tensor.shape), dtype=np.int8, endpoint=True)
+    model_bytes = tflite.read_bytes()
+    table = {int(v): run_tflm(model_bytes, [np.full(tensor.shape, v, dtype=np.int8)])[0]
+             for v in np.unique(xs)}
+    want = np.stack([table[int(x.reshape(-1)[0])] for x in xs])
+    return project, info, {info.inputs[0].name: xs}, want
+
+
+def test_thousand_inferences_under_line_faults_all_answered(hello_world) -> None:
+    """The 1,000 inferences at 1e-4 again, through ``validate`` with recovery on: every sample
+    is answered, once, equal to TFLite Micro's output; the faults were counted."""
+    project, info, data, want = _hello_plan(hello_world, INFERENCES, SEED)
+    proxy = FaultProxy(project.transport(), BYTE_ERROR_RATE, SEED)
+    proxy.enabled = False  # the ready banner and QEMU's start-up are not under test
+    proxy.open()
+    proxy.enabled = True
+    try:
+        with Session(proxy, timeout_sec=REPLY_WAIT_SEC, retry=RetryPolicy()) as session:
+            report = validate(session, data, module=info, number=0)
+    finally:
+        proxy.close()
+    stats = report.recovery
+    _LOG.warning("line faults: %s; recovery: %s", proxy.counts, stats and stats.summary())
+    assert report.samples == INFERENCES
+    got = report.outputs[0]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert proxy.counts.in_direction(Direction.TO_DEVICE) > 0
+    assert proxy.counts.in_direction(Direction.FROM_DEVICE) > 0
+    assert stats is not None and stats.fault_count > 0 and not stats.failed_samples
+
+
+class _KillQemu(WrappedTransport):
+    """SIGKILLs the emulator of the link after ``after_writes`` writes, once."""
+
+    def __init__(self, child, before: set[int], after_writes: int) -> None:
+        super().__init__(child)
+        self.before, self.after = before, after_writes
+        self.writes = 0
+        self.killed: set[int] = set()
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        self.writes += 1
+        if self.writes == self.after and not self.killed:
+            self.killed = qemu_pids() - self.before
+            for pid in self.killed:
+                os.kill(pid, signal.SIGKILL)
+        self.child.write(data, timeout_sec)
+
+
+def test_qemu_killed_mid_validate_run_completes(hello_world) -> None:
+    """The emulator is SIGKILLed mid-run: recovery reopens the link (the template starts QEMU
+    again from the flashed image) and the run completes, every output TFLite Micro's."""
+    n = 200
+    project, info, data, want = _hello_plan(hello_world, n, SEED + 1)
+    transport = _KillQemu(project.transport(), qemu_pids(), after_writes=300)
+    transport.open()
+    try:
+        with Session(transport, timeout_sec=REPLY_WAIT_SEC, retry=RetryPolicy()) as session:
+            report = validate(session, data, module=info, number=0)
+    finally:
+        transport.close()
+    assert transport.killed, "the emulator was never killed"
+    np.testing.assert_array_equal(report.outputs[0].reshape(want.shape), want)
+    stats = report.recovery
+    assert stats is not None and stats.restarts >= 1 and not stats.failed_samples
+    assert not transport.killed & qemu_pids()

@@ -123,6 +123,17 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                                  "reset before every sample; with this, carry it from one sample to "
                                  "the next instead (the samples are the successive steps of one "
                                  "stream)")
+        from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
+
+        retry = parser.add_mutually_exclusive_group()
+        retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
+                           help="recover from link faults (a lost or damaged frame, a reset "
+                                "board, a dead emulator): reopen the session and send the "
+                                f"sample again, giving a sample up after N faults in a row "
+                                f"without progress (default {DEFAULT_RETRIES}; "
+                                f"{RetryPolicy().describe()})")
+        retry.add_argument("--no-retry", action="store_true",
+                           help="end the run at the first link fault (microTVM's behaviour)")
         parser.add_argument("--quantize", action="store_true",
                             help="quantize float data for an integer input with the input's "
                                  "scale and zero point (as TFLite does) before sending it")
@@ -326,6 +337,17 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
             return bar.update
         return bars, progress
 
+    def _retry(self) -> Any:
+        """The recovery policy of ``--retries`` / ``--no-retry``."""
+        from project_api.micro.recovery import RetryPolicy
+
+        a = self.args
+        if a.no_retry:
+            return RetryPolicy.disabled()
+        if a.retries < 0:
+            raise UsageError(f"--retries {a.retries}: give 0 or more, or --no-retry")
+        return RetryPolicy(retries=a.retries)
+
     def _on_places(self, tflite: Path | None, thresholds: list[Any]) -> int:
         from project_api.farm import validate_on_places
         from project_api.validate import save_outputs
@@ -339,7 +361,8 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                                          module=a.module, litert=not a.no_litert, limit=a.limit,
                                          progress=progress, quantize=a.quantize,
                                          timeout_sec=a.timeout,
-                                         timeout_advice=self.timeout_advice)
+                                         timeout_advice=self.timeout_advice,
+                                         retry=self._retry())
         finally:
             for bar in bars:
                 bar.close()
@@ -367,7 +390,8 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                               pipeline=not a.no_pipeline, limit=a.limit, progress=progress,
                               debug=self.verbosity > 1, quantize=a.quantize,
                               timeout_sec=a.timeout, timeout_advice=self.timeout_advice,
-                              reset_state=False if a.no_reset else None)
+                              reset_state=False if a.no_reset else None,
+                              retry=self._retry())
         finally:
             for bar in bars:
                 bar.close()
@@ -445,6 +469,8 @@ def _table(report: Any, thresholds: list[Any], failures: list[str], saved: str |
     ]
     if report.state_note:
         lines.append(report.state_note)
+    if report.recovery is not None:
+        lines.append(f"link: {report.recovery.summary()}")
     t = report.timing
     if t is not None:
         lines.append(f"device time per inference: mean {t.mean * 1e3:.4f} ms, min "

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from project_api.errors import RPCError, SessionError
+from project_api.errors import RetriesExhaustedError, RPCError, SessionError
+from project_api.micro.recovery import Recovery, RetryPolicy
 from project_api.micro.rpc import (
     CPU,
     DataType,
@@ -35,6 +36,8 @@ from project_api.micro.rpc import (
 from project_api.micro.session import SessionChannel, TimeoutsLike
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from project_api.transport import Transport
 
 _LOG = logging.getLogger(__name__)
@@ -319,6 +322,14 @@ class Session:
     says it is open through a true ``is_open`` attribute) and runs the handshake; leaving
     releases the models, ends the session and closes the transport if the session opened it.
     Device log frames become INFO records on the ``project_api.device`` logger.
+
+    ``retry`` (a :class:`~project_api.micro.recovery.RetryPolicy`) turns recovery on: waits are
+    sized from measured times (a lost reply is noticed in about the time the request takes), a
+    frame damaged while a reply is owed is reported at once, and :attr:`recovery` counts faults
+    and reopens the session (:meth:`reopen`) for the runners that retry a sample
+    (:func:`project_api.validate.stream_samples`, :meth:`time`). Without it a fault is only
+    reported, as microTVM did. ``verify`` is called with the session after it opens and after
+    every reopen (e.g. to check the firmware's build hash); what it raises ends the run.
     """
 
     def __init__(
@@ -329,6 +340,8 @@ class Session:
         *,
         timeout_sec: float | None = None,
         timeout_advice: str | None = None,
+        retry: RetryPolicy | None = None,
+        verify: Callable[[Session], None] | None = None,
     ):
         if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
             raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
@@ -343,6 +356,13 @@ class Session:
         self._models: dict[str, Model] = {}
         self._globals: dict[str, FunctionHandle] = {}
         self._syslib: ModuleHandle | None = None
+        #: Recovery from link faults (its policy is disabled unless ``retry`` was given).
+        self.recovery = Recovery(retry if retry is not None else RetryPolicy.disabled())
+        self.verify = verify
+        #: True after a :meth:`reopen` that kept the device handles of the session before.
+        self.same_boot = False
+        #: Ids of the sessions this object ran on the link (a new one never reuses them).
+        self._used_ids: set[int] = set()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -353,22 +373,118 @@ class Session:
             self.transport.open()
             self._opened_transport = True
         try:
-            timeouts = self._timeouts if self._timeouts is not None else self.transport.timeouts()
-            if self.timeout_sec is not None:
-                timeouts = _Timeouts(
-                    timeouts.session_start_retry_timeout_sec,
-                    timeouts.session_start_timeout_sec,
-                    self.timeout_sec,
-                )
-            channel = SessionChannel(self.transport, timeouts, name=self.name,
-                                     timeout_advice=self.timeout_advice)
-            channel.start()
+            self._start_channel()
+            if self.verify is not None:
+                self.verify(self)
         except BaseException:
+            self._drop_channel()
             self._close_transport()
             raise
+        return self
+
+    def _start_channel(self, retry_sec: float | None = None,
+                       limit_sec: float | None = None) -> None:
+        """Run a handshake on the transport and make the channel and client of the session."""
+        timeouts = self._timeouts if self._timeouts is not None else self.transport.timeouts()
+        if self.timeout_sec is not None:
+            timeouts = _Timeouts(
+                timeouts.session_start_retry_timeout_sec,
+                timeouts.session_start_timeout_sec,
+                self.timeout_sec,
+            )
+        channel = SessionChannel(self.transport, timeouts, name=self.name,
+                                 timeout_advice=self.timeout_advice,
+                                 avoid_session_ids=self._used_ids)
+        if self.recovery.enabled:
+            channel.detect_loss = True
+            if self.recovery.policy.quick_waits:
+                channel.waits = self.recovery.waits
+        channel.start(retry_sec, limit_sec)
+        self._used_ids.add(channel.protocol.session_id)
         self._channel = channel
         self._rpc = RPCClient(channel)
-        return self
+
+    def _drop_channel(self, keep_handles: bool = False) -> None:
+        """Forget the channel (no cleanup: it may be out of step) and the device handles of it;
+        with ``keep_handles`` the function and module handles are kept (the device did not
+        restart: they live as long as its boot) and only tensor views are forgotten (a device
+        releases the tensors of an earlier session when a new one starts)."""
+        channel = self._channel
+        self._channel, self._rpc = None, None
+        if keep_handles:
+            for model in self._models.values():
+                model._inputs, model._outputs = {}, {}
+        else:
+            self.forget_handles()
+        if channel is not None:
+            channel.close()
+
+    def forget_handles(self) -> None:
+        """Forget every device handle: the models, functions and system library are looked up
+        again (after a device restart, or when a kept handle was refused)."""
+        self._models.clear()
+        self._globals.clear()
+        self._syslib = None
+        self.same_boot = False
+
+    def reopen(self, *, restart: bool = False, reason: str = "",
+               same_boot: bool = False) -> None:
+        """Start a new session after a link fault; every :class:`Model` and handle of the old
+        one is invalid (ask :meth:`model` again). New sessions are tried on the open link
+        (the policy's ``reopen_attempts``); when none starts, or ``restart`` is set (the link
+        closed), the transport itself is closed and opened again, up to ``restart_attempts``
+        times: the template's ``open_transport`` starts the emulator again, resets the board or
+        reopens the serial port. :attr:`verify` runs after each reopen (a board that came back
+        with other firmware is refused). Raises :class:`RetriesExhaustedError` when nothing
+        worked.
+
+        ``same_boot`` says the device did not restart (a reply was lost or damaged): the
+        handles of its functions and models are kept when no link reopen was needed, which
+        spares the lookups (and keeps TVM's own C runtime, which creates an executor once per
+        boot, usable); :attr:`same_boot` tells afterwards whether they were kept."""
+        policy = self.recovery.policy
+        stats = self.recovery.stats
+        keep = same_boot and not restart
+        self._drop_channel(keep_handles=keep)
+        # On a link whose device is up a handshake is one short round trip: retry it after a
+        # few of them, and give up on the link after a few retries (then reopen the link, whose
+        # device may need its full start-up time).
+        latency = self.recovery.waits.latency
+        retry_sec = max(policy.wait_floor_sec, policy.wait_margin * 4 * latency) if latency else None
+        limit_sec = max(1.0, 5 * retry_sec) if retry_sec is not None else None
+        last: BaseException | None = None
+        for restarting in range(policy.restart_attempts + 1):
+            if restarting or restart:
+                restart = False
+                if keep:
+                    keep = False
+                    self.forget_handles()
+                stats.restarts += 1
+                _LOG.info("%s: reopening the device link (%s)", self.name, reason or "no session")
+                try:
+                    self.transport.close()
+                except Exception as err:  # noqa: BLE001 - it is being replaced anyway
+                    _LOG.debug("%s: closing the transport failed: %s", self.name, err)
+                try:
+                    self.transport.open()
+                except Exception as err:  # noqa: BLE001 - reported below if nothing works
+                    last = err
+                    continue
+            for _ in range(policy.reopen_attempts):
+                try:
+                    stats.reopens += 1
+                    self._start_channel(retry_sec, None if restarting else limit_sec)
+                except (SessionError, OSError) as err:
+                    last = err
+                    self._drop_channel()
+                    continue
+                self.same_boot = keep
+                if self.verify is not None:
+                    self.verify(self)
+                return
+        raise RetriesExhaustedError(
+            f"{self.name}: no new session could be started after a link fault ({reason}); the "
+            f"last attempt: {last}", stats) from last
 
     def close(self) -> None:
         """Release the models, end the session and close the transport if the session opened it."""
@@ -381,12 +497,7 @@ class Session:
                 except (SessionError, OSError) as err:
                     _LOG.debug("%s: releasing model %r failed: %s", self.name, model.name, err)
                     break
-        self._channel, self._rpc = None, None
-        self._models.clear()
-        self._globals.clear()
-        self._syslib = None
-        if channel is not None:
-            channel.close()
+        self._drop_channel()
         self._close_transport()
 
     def _close_transport(self) -> None:
@@ -428,6 +539,16 @@ class Session:
     def usable(self) -> bool:
         """True while the session is open and in step (no reply timed out or was interrupted)."""
         return self._channel is not None and self._channel.usable
+
+    @property
+    def replies(self) -> int:
+        """Replies received in the current session (since the last open or reopen)."""
+        return self._channel.replies if self._channel is not None else 0
+
+    @property
+    def last_wait_sec(self) -> float:
+        """How long the last failed wait for a reply lasted (what a lost reply cost)."""
+        return self._channel.last_wait_sec if self._channel is not None else 0.0
 
     def _release_quietly(self, handle: int, type_code: int) -> None:
         """Free ``handle`` if the session is still in step; never raise (an error path)."""

@@ -188,6 +188,9 @@ class UnframerStats:
     """Counters of what the unframer has seen, for diagnostics and tests."""
 
     frames: int = 0
+    #: Bytes outside any frame other than the ``FE`` nop prefix: line noise, or what is left of
+    #: a frame whose start sequence was corrupted (such a frame is lost without a drop).
+    stray_bytes: int = 0
     short_packet: int = 0
     invalid_escape: int = 0
     packet_too_long: int = 0
@@ -196,6 +199,12 @@ class UnframerStats:
     @property
     def dropped(self) -> int:
         return self.short_packet + self.invalid_escape + self.packet_too_long + self.bad_crc
+
+    @property
+    def damage(self) -> int:
+        """Frames dropped plus stray bytes: zero as long as no byte of the stream was lost or
+        corrupted (a frame can vanish only by leaving one of the two)."""
+        return self.dropped + self.stray_bytes
 
     def count(self, reason: DropReason) -> None:
         name = reason.name.lower()
@@ -259,10 +268,14 @@ class Unframer:
         if self._saw_ff and data[pos] == PACKET_START:
             start = pos + 1
         else:
+            if self._saw_ff:
+                self.stats.stray_bytes += 1  # the FF held back from the last call
             idx = data.find(START_SEQUENCE, pos)
             if idx < 0:
                 self._saw_ff = data[-1] == ESCAPE_START
+                self._count_stray(data, pos, len(data) - self._saw_ff)
                 return len(data)
+            self._count_stray(data, pos, idx)
             start = idx + 2
         self._saw_ff = False
         self.state = UnframerState.FIND_PACKET_LENGTH
@@ -270,6 +283,11 @@ class Unframer:
         self._parts = []
         self._need = 4
         return start
+
+    def _count_stray(self, data: bytes, start: int, stop: int) -> None:
+        """Count the bytes of ``data[start:stop]`` (outside frames) that are not nops."""
+        if stop > start:
+            self.stats.stray_bytes += stop - start - data.count(NOP_PREFIX, start, stop)
 
     def _read_field(self, data: bytes, pos: int, out: list[bytes]) -> int:
         """Unescape bytes of the current field from ``data[pos:]``; return the new position.

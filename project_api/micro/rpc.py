@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from project_api import dtypes
-from project_api.errors import RPCError, SessionError, SessionTimeoutError
+from project_api.errors import RPCError, SessionDesyncError, SessionError, SessionTimeoutError
 
 _LOG = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def decode_tensor(buf: bytes | memoryview, pos: int) -> tuple[DLTensor, int]:
     data, dev_type, dev_id, ndim, code, bits, lanes = _TENSOR_HEAD.unpack_from(buf, pos)
     pos += _TENSOR_HEAD.size
     if ndim < 0 or ndim > 64:
-        raise SessionError(f"malformed reply: DLTensor ndim {ndim}")
+        raise SessionDesyncError(f"malformed reply: DLTensor ndim {ndim}")
     shape = struct.unpack_from(f"<{ndim}q", buf, pos)
     pos += 8 * ndim
     (byte_offset,) = U64.unpack_from(buf, pos)
@@ -248,7 +248,7 @@ def decode_packed_seq(buf: bytes | memoryview, pos: int = 0) -> tuple[list[tuple
         (n,) = I32.unpack_from(buf, pos)
         pos += 4
         if n < 0 or n * 4 > len(buf) - pos:
-            raise SessionError(f"malformed packed sequence: {n} arguments")
+            raise SessionDesyncError(f"malformed packed sequence: {n} arguments")
         codes = struct.unpack_from(f"<{n}i", buf, pos)
         pos += 4 * n
         out: list[tuple[int, Any]] = []
@@ -287,7 +287,7 @@ def decode_packed_seq(buf: bytes | memoryview, pos: int = 0) -> tuple[list[tuple
                 (length,) = U64.unpack_from(buf, pos)
                 pos += 8
                 if length > len(buf) - pos:
-                    raise SessionError(f"malformed packed sequence: {length}-byte string overruns")
+                    raise SessionDesyncError(f"malformed packed sequence: {length}-byte string overruns")
                 raw_bytes = bytes(buf[pos : pos + length])
                 pos += length
                 value = (
@@ -298,11 +298,11 @@ def decode_packed_seq(buf: bytes | memoryview, pos: int = 0) -> tuple[list[tuple
             elif code == TypeCode.DL_TENSOR_HANDLE:
                 value, pos = decode_tensor(buf, pos)
             else:
-                raise SessionError(f"malformed packed sequence: type code {code} cannot be decoded")
+                raise SessionDesyncError(f"malformed packed sequence: type code {code} cannot be decoded")
             out.append((code, value))
         return out, pos
     except struct.error as err:
-        raise SessionError(f"malformed packed sequence: truncated ({err})") from err
+        raise SessionDesyncError(f"malformed packed sequence: truncated ({err})") from err
 
 
 # --- packets ---------------------------------------------------------------------------------
@@ -357,10 +357,10 @@ class Reply:
 def decode_packet(packet: bytes | memoryview) -> tuple[int, memoryview]:
     """Split ``[u64 nbytes][i32 code][body]``; check the length against the message."""
     if len(packet) < 12:
-        raise SessionError(f"malformed RPC packet: {len(packet)} bytes is shorter than a header")
+        raise SessionDesyncError(f"malformed RPC packet: {len(packet)} bytes is shorter than a header")
     (nbytes,) = U64.unpack_from(packet, 0)
     if nbytes != len(packet) - 8:
-        raise SessionError(
+        raise SessionDesyncError(
             f"malformed RPC packet: length field says {nbytes} bytes but {len(packet) - 8} arrived"
         )
     (code,) = I32.unpack_from(packet, 8)
@@ -374,29 +374,29 @@ def decode_reply(packet: bytes | memoryview) -> Reply:
     if code == RPCCode.RETURN:
         values, end = decode_packed_seq(body)
         if end != len(body):
-            raise SessionError(f"malformed reply: {len(body) - end} trailing bytes")
+            raise SessionDesyncError(f"malformed reply: {len(body) - end} trailing bytes")
         return Reply(RPCCode.RETURN, values=values)
     if code == RPCCode.EXCEPTION:
         values, _ = decode_packed_seq(body)
         message = next((v for c, v in values if c == TypeCode.STR), "")
         return Reply(RPCCode.EXCEPTION, message=message)
-    raise SessionError(f"unexpected RPC reply code {code}")
+    raise SessionDesyncError(f"unexpected RPC reply code {code}")
 
 
 def return_value(values: list[tuple[int, Any]]) -> Any:
     """Interpret a kCallFunc reply (§4.6 convention: ``[kDLInt actual_tcode][value...]``)."""
     if not values or values[0][0] != TypeCode.INT:
-        raise SessionError(f"malformed kCallFunc reply: {values!r}")
+        raise SessionDesyncError(f"malformed kCallFunc reply: {values!r}")
     actual = values[0][1]
     rest = values[1:]
     if actual == TypeCode.NULLPTR:
         return None
     if actual == TypeCode.NDARRAY_HANDLE:
         if len(rest) != 2 or not isinstance(rest[0][1], DLTensor):
-            raise SessionError(f"malformed NDArray return: {rest!r}")
+            raise SessionDesyncError(f"malformed NDArray return: {rest!r}")
         return NDArray(rest[0][1], int(rest[1][1]))
     if len(rest) != 1:
-        raise SessionError(f"malformed kCallFunc reply: {values!r}")
+        raise SessionDesyncError(f"malformed kCallFunc reply: {values!r}")
     value = rest[0][1]
     if actual == TypeCode.MODULE_HANDLE:
         return ModuleHandle(value)
@@ -482,6 +482,17 @@ class RPCClient:
             raw = self.channel.receive(**kwargs)
         return self._checked(raw)
 
+    def _desync(self, text: str) -> SessionDesyncError:
+        """A reply that does not fit its request: the channel is put out of step."""
+        self.lose_step(text)
+        return SessionDesyncError(text)
+
+    def lose_step(self, reason: str) -> None:
+        """Put the channel out of step (when it can be): a reply did not fit its request."""
+        lose = getattr(self.channel, "lose_step", None)
+        if lose is not None:
+            lose(reason)
+
     def syscall(
         self, code: RPCCode, *args: Any, max_wait_sec: float | None = None,
         what: str | None = None,
@@ -490,14 +501,14 @@ class RPCClient:
             syscall_packet(code, args), max_wait_sec, what=what or f"the {code.name} syscall"
         )
         if reply.code != RPCCode.RETURN:
-            raise SessionError(f"{code.name}: expected a return, got {reply.code.name}")
+            raise self._desync(f"{code.name}: expected a return, got {reply.code.name}")
         return reply.values
 
     def get_global_func(self, name: str) -> FunctionHandle | None:
         """The handle of global function ``name``, or None if the device has none."""
         values = self.syscall(RPCCode.GET_GLOBAL_FUNC, name, what=f"looking up {name}")
         if len(values) != 1 or values[0][0] not in (TypeCode.OPAQUE_HANDLE, TypeCode.NULLPTR):
-            raise SessionError(f"malformed kGetGlobalFunc reply: {values!r}")
+            raise self._desync(f"malformed kGetGlobalFunc reply: {values!r}")
         handle = values[0][1]
         return FunctionHandle(handle) if handle else None
 
@@ -510,8 +521,11 @@ class RPCClient:
         """
         reply = self.request(call_func_packet(handle, args), timeout_sec=timeout_sec, what=what)
         if reply.code != RPCCode.RETURN:
-            raise SessionError(f"kCallFunc: expected a return, got {reply.code.name}")
-        return return_value(reply.values)
+            raise self._desync(f"kCallFunc: expected a return, got {reply.code.name}")
+        try:
+            return return_value(reply.values)
+        except SessionDesyncError as err:
+            raise self._desync(str(err)) from None
 
     def free_handle(self, handle: int, type_code: int, max_wait_sec: float | None = None) -> None:
         """Release an NDArray (13), function (10) or module (9) handle on the device."""
@@ -524,7 +538,7 @@ class RPCClient:
         template = DLTensor(0, device, dtype, tuple(int(s) for s in shape))
         values = self.syscall(RPCCode.DEV_ALLOC_DATA_WITH_SCOPE, template, None)
         if len(values) != 1 or values[0][0] not in (TypeCode.OPAQUE_HANDLE, TypeCode.NULLPTR):
-            raise SessionError(f"malformed kDevAllocDataWithScope reply: {values!r}")
+            raise self._desync(f"malformed kDevAllocDataWithScope reply: {values!r}")
         if not values[0][1]:
             raise RPCError(f"the device could not allocate {template.nbytes} bytes")
         return DLTensor(int(values[0][1]), device, dtype, template.shape)
@@ -565,7 +579,11 @@ class RPCClient:
         return max(1, int(getattr(self.channel, "pipeline_depth", DEFAULT_PIPELINE_DEPTH)))
 
     def _checked(self, raw: bytes) -> Reply:
-        reply = decode_reply(raw)
+        try:
+            reply = decode_reply(raw)
+        except SessionDesyncError as err:
+            self.lose_step(str(err))
+            raise
         if reply.code == RPCCode.EXCEPTION:
             if reply.message.startswith("RPCSessionTimeoutError: "):
                 raise SessionTimeoutError(reply.message)
@@ -599,6 +617,9 @@ class RPCClient:
                 reply = self._checked(raw)
                 if error is None:
                     on_reply(reply)
+            except SessionDesyncError as err:
+                self.lose_step(str(err))
+                raise
             except (RPCError, SessionError) as err:
                 error = error or err
         if error is not None:
@@ -619,7 +640,7 @@ class RPCClient:
 
         def check(reply: Reply) -> None:
             if reply.code != RPCCode.RETURN:
-                raise SessionError(f"kCopyToRemote: expected a return, got {reply.code.name}")
+                raise self._desync(f"kCopyToRemote: expected a return, got {reply.code.name}")
 
         self._pipelined(packets(), check)
 
@@ -645,7 +666,7 @@ class RPCClient:
         def collect(reply: Reply) -> None:
             n = sizes[len(pieces)]
             if reply.code != RPCCode.COPY_ACK or len(reply.data) != n:
-                raise SessionError(
+                raise self._desync(
                     f"kCopyFromRemote: expected {n} bytes of CopyAck, got {reply.code.name} "
                     f"with {len(reply.data)} bytes"
                 )

@@ -20,12 +20,14 @@ import random
 import struct
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any, Protocol
 
 from project_api.errors import (
     IoTimeoutError,
+    SessionDesyncError,
     SessionError,
+    SessionLinkClosedError,
     SessionTerminatedError,
     SessionTimeoutError,
     TransportClosedError,
@@ -280,6 +282,38 @@ class SessionProtocol:
         return []
 
 
+#: What a frame adds to an RPC packet on the wire: start 2, length 4, session header 3, CRC 2.
+_FRAME_BYTES = 11
+#: Wire bytes of a small reply (kReturn of a call or copy-to), for the wait estimate.
+_SMALL_REPLY_BYTES = 48
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A request whose reply is owed: what the wait estimator keys it by and its size."""
+
+    key: tuple[Any, ...]
+    wire_bytes: int  #: request plus expected reply, framed
+    computes: bool  #: a function call (its time is not the link's alone)
+    sent_at: float = 0.0
+
+    @classmethod
+    def of(cls, packet: bytes | memoryview) -> _Pending:
+        """From an RPC packet ``[u64 nbytes][i32 code][body]``: calls are keyed by their
+        function handle, copies from the device by the bytes they ask for."""
+        code = int.from_bytes(packet[8:12], "little", signed=True) if len(packet) >= 12 else -1
+        reply = _SMALL_REPLY_BYTES
+        handle = None
+        if code == 3 and len(packet) >= 20:  # kCallFunc: the handle follows the code
+            handle = int.from_bytes(packet[12:20], "little")
+        elif code == 6 and len(packet) >= 20:  # kCopyFromRemote: u64 nbytes ends it
+            reply += int.from_bytes(packet[-8:], "little")
+        # A call is keyed by its function alone (a model's run, a lookup by any name); other
+        # requests by their size too (a copy of so many bytes).
+        key = (code, handle) if code == 3 else (code, len(packet), reply)
+        return cls(key, len(packet) + _FRAME_BYTES + reply, code == 3)
+
+
 class TimeoutsLike(Protocol):
     """The three fields of ``project_api.server.TransportTimeouts`` (seconds; 0 = see below)."""
 
@@ -303,7 +337,16 @@ class SessionChannel:
       when no reply arrived in this time; 0 disables retries.
     - ``session_start_timeout_sec``: total handshake time; 0 means no limit.
     - ``session_established_timeout_sec``: wait per reply once the session is up; 0 waits forever.
+
+    ``avoid_session_ids`` are ids of earlier sessions on the same link: a handshake that lands
+    on one of them is run again, so a late reply of an abandoned session can never carry the
+    id of the new one. With :attr:`detect_loss` set (recovery does), a frame from the device
+    that was dropped or left stray bytes while a reply is owed puts the channel out of step at
+    once (:class:`SessionDesyncError`) instead of letting a later reply answer the wrong request.
     """
+
+    #: Handshakes tried in a row when each lands on an id of :attr:`avoid_session_ids`.
+    FRESH_ID_ATTEMPTS = 8
 
     def __init__(
         self,
@@ -312,6 +355,7 @@ class SessionChannel:
         name: str = "micro-rpc",
         rng: random.Random | None = None,
         timeout_advice: str | None = None,
+        avoid_session_ids: Collection[int] = (),
     ) -> None:
         self.transport = transport
         self.timeouts = timeouts
@@ -330,6 +374,21 @@ class SessionChannel:
         self._exact_reads = False
         #: Copy requests the RPC client may keep in flight (set by :meth:`start`).
         self.pipeline_depth = 1
+        self.avoid_session_ids = frozenset(avoid_session_ids)
+        #: Raise SessionDesyncError as soon as a frame is damaged while a reply is owed.
+        self.detect_loss = False
+        #: Requests sent whose reply has not been handed out, oldest first.
+        self._pending: deque[_Pending] = deque()
+        self._inbox_times: deque[float] = deque()  # when each inbox message arrived
+        self._last_reply_at = 0.0
+        self._last_byte_at = 0.0  # when the last byte came from the device
+        self._damage_seen = 0  # unframer damage already accounted for
+        #: Replies handed out by this channel (a recovery that got some made progress).
+        self.replies = 0
+        #: Sizes quick waits when set (a :class:`~project_api.micro.recovery.WaitEstimator`).
+        self.waits: Any = None
+        #: Seconds the last failed wait lasted (what a lost reply cost before it was noticed).
+        self.last_wait_sec = 0.0
 
     @property
     def established(self) -> bool:
@@ -354,7 +413,7 @@ class SessionChannel:
 
     def _link_closed(self, doing: str, err: Exception) -> SessionError:
         self._closed = True
-        return SessionError(
+        return SessionLinkClosedError(
             f"{self.name}: the link to the device closed ({type(err).__name__}) while {doing}; "
             "the device probably crashed, exited or was unplugged"
         )
@@ -384,6 +443,13 @@ class SessionChannel:
             self.protocol.framer.reset()
             raise self._link_closed("sending", err) from err
 
+    def _pump_now(self) -> None:
+        """Handle what the transport holds already, without waiting."""
+        try:
+            self._pump(0.0)
+        except IoTimeoutError:
+            pass
+
     def _pump(self, timeout_sec: float | None) -> None:
         """Read what the transport has (waiting up to ``timeout_sec``) and handle its events."""
         n = self.protocol.unframer.bytes_needed()
@@ -393,9 +459,25 @@ class SessionChannel:
             data = self.transport.read(n, timeout_sec)
         except TransportClosedError as err:
             raise self._link_closed("waiting for the device", err) from err
+        if data:
+            self._last_byte_at = time.monotonic()
         for event in self.protocol.receive(data):
             self._handle(event)
         self._flush()
+        damage = self.protocol.unframer.stats.damage
+        if damage != self._damage_seen:
+            self._damage_seen = damage
+            owed = len(self._pending)
+            # A frame dropped (bad CRC, bad escape, too long) or stray bytes while a reply is
+            # owed: most likely that reply was hit, and waiting for it would only cost time;
+            # if it was noise, the reply comes to a session already replaced (its id differs).
+            if self.detect_loss and owed >= 1 and self.protocol.state == (
+                    SessionState.SESSION_ESTABLISHED):
+                self._lose_step("a frame from the device was lost or damaged on the link")
+                raise SessionDesyncError(
+                    f"{self.name}: a frame from the device was lost or damaged on the link while "
+                    f"{owed} repl{'y was' if owed == 1 else 'ies were'} owed; the replies that "
+                    "follow may answer other requests")
 
     def _handle(self, event: SessionEvent) -> None:
         if event.kind == EventKind.LOG:
@@ -403,6 +485,7 @@ class SessionChannel:
             DEVICE_LOG.info("%s", text, extra={"session_name": self.name})
         elif event.kind == EventKind.NORMAL:
             self._inbox.append(event.data)
+            self._inbox_times.append(time.monotonic())
         elif event.kind == EventKind.TERMINATED:
             self._terminated = True
             raise SessionTerminatedError(
@@ -412,17 +495,39 @@ class SessionChannel:
 
     # --- public API -----------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Run the handshake; raise :class:`SessionTimeoutError` if it does not complete in time."""
+    def start(self, retry_sec: float | None = None, limit_sec: float | None = None) -> None:
+        """Run the handshake; raise :class:`SessionTimeoutError` if it does not complete in time.
+
+        ``retry_sec`` and ``limit_sec`` cap ``session_start_retry_timeout_sec`` and
+        ``session_start_timeout_sec`` (e.g. sized from the link's measured latency when a
+        session is reopened on a link whose device is up)."""
         retry = float(self.timeouts.session_start_retry_timeout_sec or 0)
+        if retry_sec is not None:
+            retry = min(retry, retry_sec) if retry else retry_sec
         start_limit = float(self.timeouts.session_start_timeout_sec or 0)
+        if limit_sec is not None:
+            start_limit = min(start_limit, limit_sec) if start_limit else limit_sec
         self._terminated = False
         self._out_of_sync = False
         self._out_of_sync_reason = ""
         self._closed = False
         self._inbox.clear()
+        self._inbox_times.clear()
+        self._pending.clear()
         self._exact_reads = reads_may_wait_for_n(self.transport)
         self.pipeline_depth = pipeline_depth_for(self.transport)
+        for _attempt in range(self.FRESH_ID_ATTEMPTS):
+            self._handshake(retry, start_limit)
+            if self.protocol.session_id not in self.avoid_session_ids:
+                break
+            _LOG.debug("%s: session %04x was used before on this link; starting another",
+                       self.name, self.protocol.session_id)
+        self._pending.clear()
+        self._last_reply_at = time.monotonic()
+        self._damage_seen = self.protocol.unframer.stats.damage
+        _LOG.debug("%s: session %04x established", self.name, self.protocol.session_id)
+
+    def _handshake(self, retry: float, start_limit: float) -> None:
         self._send_start()
         begin = time.monotonic()
         end = begin + start_limit if start_limit else None
@@ -447,7 +552,6 @@ class SessionChannel:
                 self._pump(None if deadline is None else deadline - now)
             except IoTimeoutError:
                 pass
-        _LOG.debug("%s: session %04x established", self.name, self.protocol.session_id)
 
     def _send_start(self) -> None:
         nonce = self._rng.randrange(1, 256)
@@ -461,7 +565,7 @@ class SessionChannel:
         if self._terminated:
             raise SessionTerminatedError(f"{self.name}: the device ended the session earlier")
         if self._out_of_sync:
-            raise SessionError(
+            raise SessionDesyncError(
                 f"{self.name}: the session is out of step ({self._out_of_sync_reason}), so "
                 "replies may no longer match requests; open a new Session"
             )
@@ -481,8 +585,11 @@ class SessionChannel:
         self._check_usable()
         if len(packet) < STREAM_MESSAGE_BYTES:
             self.protocol.send_message(MessageType.NORMAL, packet)
+            self._pending.append(_Pending.of(packet))
             self._flush()
+            self._pending[-1].sent_at = time.monotonic()
             return
+        self._pending.append(_Pending.of(packet))
         try:
             for piece in self.protocol.stream_message(
                 MessageType.NORMAL, packet, STREAM_PIECE_BYTES
@@ -492,6 +599,38 @@ class SessionChannel:
             self._lose_step("a request was interrupted while being sent")
             self.protocol.framer.reset()
             raise
+        self._pending[-1].sent_at = time.monotonic()
+
+    def _hand_out(self) -> bytes:
+        """The oldest message of the inbox: the reply of the oldest pending request (whose
+        service time the wait estimator learns)."""
+        data = self._inbox.popleft()
+        arrived = self._inbox_times.popleft() if self._inbox_times else time.monotonic()
+        if self._pending:
+            request = self._pending.popleft()
+            began = max(request.sent_at, self._last_reply_at)
+            if self.waits is not None:
+                self.waits.observe(request.key, request.wire_bytes, arrived - began,
+                                   request.computes)
+        self._last_reply_at = arrived
+        self.replies += 1
+        return data
+
+    def _quick_limit(self) -> tuple[float, float] | None:
+        """(deadline, limit) of the wait for the oldest pending reply, sized by :attr:`waits`
+        from what such a request was measured to take; None when nothing predicts it."""
+        if self.waits is None or not self._pending:
+            return None
+        request = self._pending[0]
+        limit = self.waits.limit(request.key, request.wire_bytes)
+        if limit is None:
+            return None
+        return max(request.sent_at, self._last_reply_at) + limit, limit
+
+    def lose_step(self, reason: str) -> None:
+        """Mark the channel out of step (e.g. a reply that does not fit its request): every
+        later call raises :class:`SessionDesyncError` until a new session starts."""
+        self._lose_step(reason)
 
     def receive(
         self,
@@ -508,7 +647,7 @@ class SessionChannel:
         Ctrl-C leaves the channel unusable: a late reply would answer the wrong request.
         """
         if self._inbox:
-            return self._inbox.popleft()
+            return self._hand_out()
         self._check_usable()
         if timeout_sec is not None:
             limit = float(timeout_sec)
@@ -521,22 +660,44 @@ class SessionChannel:
         if max_wait_sec is not None and (not limit or max_wait_sec < limit):
             limit = max_wait_sec
             source = "max_wait_sec"
-        deadline = time.monotonic() + limit if limit else None
+        began = time.monotonic()
+        deadline = began + limit if limit else None
+        ceiling = deadline  # the caller's limit: a quick wait never goes past it
+        quick = self._quick_limit()
+        if quick is not None and (deadline is None or quick[0] < deadline):
+            deadline = max(quick[0], began)
+            limit = quick[1]
+            source = (f"{self.waits.margin:g}x the time such a request was measured to take, "
+                      f"at least {self.waits.floor_sec:g}s: a lost reply is noticed quickly")
         waiting_for = what or "a reply"
         while not self._inbox:
             remaining = None if deadline is None else deadline - time.monotonic()
             try:
                 if remaining is not None and remaining <= 0:
+                    # Past the limit: first take what the transport already holds (a host
+                    # that was not scheduled for a while has not read it yet).
+                    self._pump_now()
+                    if self._inbox:
+                        break
+                    if quick is not None:
+                        # A quick wait: the reply is lost only if the link is also quiet (a
+                        # reply whose bytes are still arriving is never cut off), and never
+                        # past the caller's own limit.
+                        silent_until = self._last_byte_at + self.waits.quiet_sec
+                        if ceiling is not None:
+                            silent_until = min(silent_until, ceiling)
+                        if silent_until > time.monotonic():
+                            deadline = silent_until
+                            continue
                     raise IoTimeoutError()
                 try:
                     self._pump(remaining)
                 except IoTimeoutError:
                     # A transport may give up sooner than asked (its own cap): the limit is
-                    # the one this message names, so wait on until it has passed.
-                    if deadline is None or time.monotonic() < deadline:
-                        continue
-                    raise
+                    # the one this message names, checked above.
+                    continue
             except IoTimeoutError as err:
+                self.last_wait_sec = time.monotonic() - began
                 self._lose_step(f"the wait for {waiting_for} timed out after {limit:g}s")
                 raise SessionTimeoutError(
                     f"{self.name}: no reply from the device within {limit:g}s ({source}) while "
@@ -547,7 +708,7 @@ class SessionChannel:
             except KeyboardInterrupt:
                 self._lose_step(f"the wait for {waiting_for} was interrupted")
                 raise
-        return self._inbox.popleft()
+        return self._hand_out()
 
     def close(self, timeout_sec: float = 1.0) -> None:
         """Tell the device the session is over (best effort; a dead link is not an error here)."""

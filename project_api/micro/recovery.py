@@ -1,0 +1,481 @@
+"""Recovery from link faults: one policy for every runner of the device RPC.
+
+The protocol (spec §4) has a CRC per frame but no retransmission and no request ids: a damaged
+request or reply is dropped by its receiver, the host's wait for that reply fails, and from then
+on a late reply could answer the wrong request. What this module adds is what a long run on a
+real link needs on top of that:
+
+- :class:`RetryPolicy` says how hard to try: the retries a sample gets (recoveries in a row that
+  bring none of its replies), the run's budget, and how each wait is sized;
+- :class:`WaitEstimator` sizes each wait from what the link and the model were measured to take
+  (the link's latency and seconds per byte, each request kind's own service time), with a floor
+  and a margin, under the caller's ceiling, so a lost reply is noticed in about the time the
+  request should take instead of after the whole per-reply limit;
+- :class:`Recovery` is one session's use of a policy: it tells link faults from other errors,
+  counts them (:class:`RecoveryStats`), keeps the budgets and reopens the session
+  (:meth:`project_api.micro.Session.reopen`), which starts a new session on the same link, or
+  reopens the link itself (the emulator started again, the board reset) when no session starts.
+
+The runners (:func:`project_api.micro.stream.stream_samples` under ``validate`` and the farm,
+``run``, :meth:`Session.time <project_api.micro.Session.time>`, the MLPerf Tiny host) decide what
+to send again after a recovery; this module decides whether and how to recover.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from project_api.errors import (
+    IoTimeoutError,
+    RetriesExhaustedError,
+    SessionDesyncError,
+    SessionLinkClosedError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+    TransportClosedError,
+)
+
+if TYPE_CHECKING:
+    from project_api.micro.api import Session
+
+_LOG = logging.getLogger(__name__)
+
+#: Recoveries in a row that bring a sample none of its replies, after which it is given up.
+DEFAULT_RETRIES = 8
+#: Faults in a row while setting a run up (the handshake, the model's lookup and tensor views),
+#: before any sample was sent: counted apart from a sample's retries (setup is short and cheap
+#: to redo, and a noisy link may hit it several times in a row).
+DEFAULT_SETUP_RETRIES = 32
+#: A run's budget of recoveries: this many per sample...
+DEFAULT_RUN_RETRIES_PER_SAMPLE = 16
+#: ... and at least this many.
+MIN_RUN_RETRIES = 100
+#: New sessions tried on the open link before the link itself is reopened.
+DEFAULT_REOPEN_ATTEMPTS = 2
+#: Times the link is reopened (emulator restarted, board reset) within one recovery.
+DEFAULT_RESTART_ATTEMPTS = 2
+#: A wait is never sized below this many seconds (scheduling noise of a loaded host).
+DEFAULT_WAIT_FLOOR_SEC = 0.25
+#: A wait is this many times the predicted service time (plus four deviations).
+DEFAULT_WAIT_MARGIN = 3.0
+#: ... and at least this many times the slowest service time measured for such a request.
+WORST_MARGIN = 2.0
+#: Timeouts in a row without progress at a sample's measured waits before they are raised...
+UNRAISED_TIMEOUTS = 3
+#: ... doubling each timeout after, at most this many times (8x).
+MAX_WAIT_RAISES = 3
+#: A reply is declared lost only after the link has been silent this long (no byte arrived):
+#: a reply still arriving is never cut off, however long it takes.
+DEFAULT_QUIET_SEC = 0.25
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a runner recovers from link faults (see the module doc).
+
+    ``retries``: recoveries in a row that bring a sample none of its replies before the sample
+    is given up (named in the report; the run goes on and exits 1). ``run_retries``: the run's
+    whole budget; None means ``max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE x samples)``.
+    ``setup_retries``: faults in a row while a run is set up (handshake, model lookup), counted
+    apart from the samples' retries. ``enabled=False`` (``--no-retry``) is microTVM's behaviour: the first fault ends the run.
+    ``quick_waits`` sizes each wait from measured times (:class:`WaitEstimator`) with
+    ``wait_floor_sec`` and ``wait_margin``; the caller's per-reply limit stays the ceiling.
+    """
+
+    retries: int = DEFAULT_RETRIES
+    run_retries: int | None = None
+    setup_retries: int = DEFAULT_SETUP_RETRIES
+    enabled: bool = True
+    quick_waits: bool = True
+    wait_floor_sec: float = DEFAULT_WAIT_FLOOR_SEC
+    wait_margin: float = DEFAULT_WAIT_MARGIN
+    reopen_attempts: int = DEFAULT_REOPEN_ATTEMPTS
+    restart_attempts: int = DEFAULT_RESTART_ATTEMPTS
+
+    def __post_init__(self) -> None:
+        if (self.retries < 0 or self.setup_retries < 0
+                or (self.run_retries is not None and self.run_retries < 0)):
+            raise ValueError(f"retries must be >= 0; got {self.retries}, {self.run_retries}, "
+                             f"{self.setup_retries}")
+        if not (self.wait_floor_sec > 0 and self.wait_margin >= 1):
+            raise ValueError("wait_floor_sec must be > 0 and wait_margin >= 1")
+        if self.reopen_attempts < 1 or self.restart_attempts < 0:
+            raise ValueError("reopen_attempts must be >= 1 and restart_attempts >= 0")
+
+    @classmethod
+    def disabled(cls) -> RetryPolicy:
+        """No recovery: the first fault ends the run (microTVM's behaviour)."""
+        return cls(enabled=False, quick_waits=False)
+
+    def run_budget(self, samples: int) -> int:
+        """The recoveries a run of ``samples`` samples may use."""
+        if self.run_retries is not None:
+            return self.run_retries
+        return max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE * max(1, samples))
+
+    def describe(self) -> str:
+        """One line for help texts and reports."""
+        if not self.enabled:
+            return "recovery off: the first link fault ends the run"
+        run = (f"{self.run_retries}" if self.run_retries is not None else
+               f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} per sample, at least {MIN_RUN_RETRIES}")
+        return (f"up to {self.retries} retries per sample without progress, {run} per run, "
+                f"{self.setup_retries} in a row while setting up; "
+                f"waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x the "
+                "measured time")
+
+
+def fault_kind(err: BaseException) -> str | None:
+    """The kind of link fault ``err`` is ("timeout", "lost frame", "terminated", "link
+    closed"), or None for an error that retrying cannot mend (a device error, bad input)."""
+    if isinstance(err, SessionTimeoutError | IoTimeoutError):
+        return "timeout"
+    if isinstance(err, SessionDesyncError):
+        return "lost frame"
+    if isinstance(err, SessionTerminatedError):
+        return "terminated"
+    if isinstance(err, SessionLinkClosedError | TransportClosedError):
+        return "link closed"
+    return None
+
+
+@dataclass
+class RecoveryStats:
+    """What recovery did in one run: faults seen by kind, recoveries, samples retried, samples
+    given up, and the time it cost (waiting for replies that never came, plus reopening)."""
+
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    retries: int = 0  #: recoveries made (one per fault recovered from)
+    retried_samples: set[int] = field(default_factory=set)
+    failed_samples: dict[int, str] = field(default_factory=dict)  #: sample -> why, given up
+    reopens: int = 0  #: new sessions started on the open link
+    restarts: int = 0  #: the link itself reopened (emulator started again, board reset)
+    wait_seconds: float = 0.0  #: spent waiting for replies that were lost
+    reopen_seconds: float = 0.0  #: spent starting sessions and reopening the link
+
+    @property
+    def fault_count(self) -> int:
+        return sum(self.faults.values())
+
+    @property
+    def recovery_seconds(self) -> float:
+        return self.wait_seconds + self.reopen_seconds
+
+    def merge(self, other: RecoveryStats, sample_offset: int = 0) -> None:
+        """Add ``other``'s counts (its sample indices shifted by ``sample_offset``)."""
+        self.faults.update(other.faults)
+        self.retries += other.retries
+        self.retried_samples |= {s + sample_offset for s in other.retried_samples}
+        self.failed_samples.update({s + sample_offset: why
+                                    for s, why in other.failed_samples.items()})
+        self.reopens += other.reopens
+        self.restarts += other.restarts
+        self.wait_seconds += other.wait_seconds
+        self.reopen_seconds += other.reopen_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {"faults": self.fault_count, "faults_by_kind": dict(self.faults),
+                "retries": self.retries, "samples_retried": len(self.retried_samples),
+                "samples_failed": {str(s): why for s, why in sorted(self.failed_samples.items())},
+                "sessions_reopened": self.reopens, "links_reopened": self.restarts,
+                "recovery_seconds": self.recovery_seconds}
+
+    def summary(self) -> str:
+        """``3 faults (2 timeout, 1 lost frame), 3 samples retried, 0.41 s recovering``."""
+        if not self.fault_count:
+            return "no link faults"
+        kinds = ", ".join(f"{n} {k}" for k, n in self.faults.most_common())
+        text = (f"{self.fault_count} link fault{'s' if self.fault_count != 1 else ''} ({kinds}), "
+                f"{len(self.retried_samples)} sample{'s' if len(self.retried_samples) != 1 else ''}"
+                f" retried, {self.recovery_seconds:.2f} s recovering")
+        if self.restarts:
+            text += f", the device link reopened {self.restarts} time" + "s" * (self.restarts > 1)
+        return text
+
+
+class _Smoothed:
+    """TCP's round-trip estimator (RFC 6298): a smoothed value and its mean deviation."""
+
+    __slots__ = ("mean", "dev", "count", "worst")
+
+    def __init__(self, first: float) -> None:
+        self.mean = first
+        self.dev = first / 2
+        self.count = 1
+        self.worst = first  #: the slowest recent value
+
+    def add(self, value: float) -> None:
+        # The slowest of the recent values (it fades by 1% a value, so one stall long ago does
+        # not slow the noticing of every later loss).
+        self.worst = max(value, self.worst * 0.99)
+        self.dev += 0.25 * (abs(self.mean - value) - self.dev)
+        self.mean += 0.125 * (value - self.mean)
+        self.count += 1
+
+
+#: The RPC code of kCallFunc (the first field of a call's key).
+_CALL_FUNC = 3
+#: Requests whose request plus reply is shorter than this teach the link's latency; longer ones
+#: its seconds per byte.
+_SMALL_BYTES = 512
+
+
+class WaitEstimator:
+    """How long a reply should take, learned from the replies that came.
+
+    Each request has a key (its RPC code, the function it calls, its size): a key seen before
+    is predicted from its own smoothed service times; a new one from the link's latency plus
+    its bytes times the link's seconds per byte, once both are known. A service time is counted
+    from when the request was sent or the previous reply arrived, whichever is later (the device
+    answers in order). :meth:`limit` is ``max(floor, margin x mean + 4 x deviation, 2 x the slowest
+    recent such reply)`` times :attr:`scale` (raised while a sample keeps failing), or None while
+    nothing predicts it: the caller then waits its full per-reply limit. The limit is not a
+    deadline: the channel declares a reply lost only once it is past and the link has also been
+    silent for :attr:`quiet_sec` (a reply whose bytes are still arriving is never cut off).
+    """
+
+    def __init__(self, floor_sec: float = DEFAULT_WAIT_FLOOR_SEC,
+                 margin: float = DEFAULT_WAIT_MARGIN,
+                 quiet_sec: float = DEFAULT_QUIET_SEC) -> None:
+        self.floor_sec = floor_sec
+        self.margin = margin
+        #: Silence (no byte from the device) after which a reply past its limit is lost.
+        self.quiet_sec = quiet_sec
+        self.scale = 1.0
+        self._keys: dict[Any, _Smoothed] = {}
+        self._wire: dict[Any, int] = {}  # the wire bytes of each key's requests
+        self._latency: _Smoothed | None = None
+        self._per_byte: _Smoothed | None = None
+
+    def observe(self, key: Any, wire_bytes: int, seconds: float, computes: bool = False) -> None:
+        """A reply for a request of ``key`` (``wire_bytes`` both ways) came ``seconds`` after
+        its service began; ``computes`` marks a request whose time is not the link's alone."""
+        seconds = max(0.0, seconds)
+        entry = self._keys.get(key)
+        if entry is None:
+            self._keys[key] = _Smoothed(seconds)
+            self._wire[key] = max(1, wire_bytes)
+        else:
+            entry.add(seconds)
+        if computes:
+            return
+        if wire_bytes < _SMALL_BYTES:
+            per_byte = self._per_byte.mean if self._per_byte else 0.0
+            latency = max(0.0, seconds - wire_bytes * per_byte)
+            if self._latency is None:
+                self._latency = _Smoothed(latency)
+            else:
+                self._latency.add(latency)
+        else:
+            latency = self._latency.mean if self._latency else 0.0
+            per_byte = max(0.0, seconds - latency) / wire_bytes
+            if self._per_byte is None:
+                self._per_byte = _Smoothed(per_byte)
+            else:
+                self._per_byte.add(per_byte)
+
+    def predict(self, key: Any, wire_bytes: int) -> tuple[float, float] | None:
+        """(mean, deviation) of the service time of a ``key`` request, or None if unknown."""
+        entry = self._keys.get(key)
+        if entry is not None:
+            return max(entry.mean, entry.worst / self.margin * WORST_MARGIN), entry.dev
+        if key[0] == _CALL_FUNC:
+            return None  # a function never called before may compute for any time
+        # A request of a kind seen before at another size (a copy cut into other blocks):
+        # the measured one nearest in size, scaled up to this one's bytes.
+        same = [(abs(self._wire[k] - wire_bytes), k) for k in self._keys if k[0] == key[0]]
+        kin: tuple[float, float] | None = None
+        if same:
+            _, near = min(same)
+            grow = max(1.0, wire_bytes / self._wire[near])
+            entry = self._keys[near]
+            kin = max(entry.mean, entry.worst / self.margin * WORST_MARGIN) * grow, entry.dev * grow
+        if self._latency is None:
+            return kin
+        if self._per_byte is None:
+            if wire_bytes >= _SMALL_BYTES:
+                return kin
+            mean, dev = self._latency.mean, self._latency.dev
+        else:
+            mean = self._latency.mean + wire_bytes * self._per_byte.mean
+            dev = self._latency.dev + wire_bytes * self._per_byte.dev
+        if kin is not None:
+            mean, dev = max(mean, kin[0]), max(dev, kin[1])
+        return mean, dev
+
+    def limit(self, key: Any, wire_bytes: int) -> float | None:
+        """Seconds to wait for a ``key`` reply (see the class doc), or None."""
+        predicted = self.predict(key, wire_bytes)
+        if predicted is None:
+            return None
+        mean, dev = predicted
+        return max(self.floor_sec, self.margin * mean + 4 * dev) * self.scale
+
+    @property
+    def seconds_per_byte(self) -> float | None:
+        """The link's measured seconds per wire byte (None until a long request came back)."""
+        return self._per_byte.mean if self._per_byte else None
+
+    @property
+    def latency(self) -> float | None:
+        """The link's measured latency of a short request (None until one came back)."""
+        return self._latency.mean if self._latency else None
+
+
+#: Copy blocks are never cut smaller than this (their headers would dominate).
+MIN_BLOCK_BYTES = 128
+#: Bytes a copy request and its reply carry besides the data (packet headers, framing, the
+#: session header, the reply): what each extra block costs.
+BLOCK_OVERHEAD_BYTES = 130
+#: Wire bytes assumed clean before the first fault, so one early fault does not shrink blocks.
+_PRIOR_CLEAN_BYTES = 20_000
+
+
+def best_block_bytes(fault_rate: float, seconds_per_byte: float, fault_cost_sec: float,
+                     largest: int) -> int:
+    """The copy block (bytes of data per request) with the least expected time per data byte
+    when each wire byte is hit with probability ``fault_rate`` and a hit costs
+    ``fault_cost_sec`` plus the block sent again: ``e^(p(B+h)) ((B+h) t + (1 - e^(-p(B+h))) C)
+    / B`` over B up to ``largest`` (h = :data:`BLOCK_OVERHEAD_BYTES`)."""
+    if fault_rate <= 0 or largest <= MIN_BLOCK_BYTES:
+        return largest
+    best, best_cost = largest, math.inf
+    size = largest
+    while True:
+        wire = size + BLOCK_OVERHEAD_BYTES
+        x = fault_rate * wire
+        if x < 50:
+            cost = math.exp(x) * (wire * seconds_per_byte + (1 - math.exp(-x)) * fault_cost_sec)
+            cost /= size
+            if cost < best_cost:
+                best, best_cost = size, cost
+        if size <= MIN_BLOCK_BYTES:
+            return best
+        size = max(MIN_BLOCK_BYTES, int(size / 1.25))
+
+
+class Recovery:
+    """One session's use of a :class:`RetryPolicy`: the counters, the budgets, the wait
+    estimator and the reopening. Made by :class:`~project_api.micro.Session` (its
+    ``recovery`` attribute); runners call :meth:`begin_run`, then :meth:`recover` on each error."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.stats = RecoveryStats()
+        self.waits = WaitEstimator(policy.wait_floor_sec, policy.wait_margin,
+                                   min(policy.wait_floor_sec, DEFAULT_QUIET_SEC))
+        self.budget = policy.run_budget(1)
+        #: Wire bytes sent and received so far, and link faults among them (for block sizes).
+        self.wire_bytes = 0
+        self.link_faults = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy.enabled
+
+    def begin_run(self, samples: int) -> RecoveryStats:
+        """Start counting a run of ``samples`` samples: fresh counters and budget."""
+        self.stats = RecoveryStats()
+        self.budget = self.policy.run_budget(samples)
+        self.waits.scale = 1.0
+        return self.stats
+
+    def fault_rate(self) -> float:
+        """Link faults per wire byte seen so far (with a prior of clean bytes)."""
+        return self.link_faults / (self.wire_bytes + _PRIOR_CLEAN_BYTES)
+
+    def block_bytes(self, largest: int) -> int:
+        """The copy block for the link as measured so far (:func:`best_block_bytes`)."""
+        per_byte = self.waits.seconds_per_byte
+        if not self.link_faults or per_byte is None:
+            return largest
+        cost = self.stats.recovery_seconds / max(1, self.stats.retries) or 0.1
+        return best_block_bytes(self.fault_rate(), per_byte, cost, largest)
+
+    def recover(self, session: Session, err: BaseException, *, sample: int | None = None,
+                stuck: int = 1, wait_sec: float = 0.0, setup: int = 0) -> None:
+        """Count ``err`` and reopen ``session``; re-raise ``err`` when it is no link fault or
+        recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` has failed
+        ``stuck`` times in a row past the policy's retries or the run's budget is used up.
+
+        ``setup`` (> 0) says the fault came while the run was being set up (no sample sent):
+        it is the count of such faults in a row, bounded by the policy's ``setup_retries``
+        instead of ``sample``'s retries. ``wait_sec`` is the time the failed wait took (counted
+        as time lost to recovery).
+        Afterwards the session is open again, with new handles (the runner asks for its
+        model again and sends the sample's inputs again)."""
+        kind = fault_kind(err)
+        if kind is None or not self.policy.enabled:
+            raise err
+        stats = self.stats
+        stats.faults[kind] += 1
+        stats.wait_seconds += wait_sec
+        if kind in ("timeout", "lost frame"):
+            self.link_faults += 1
+        where = f"sample {sample}" if sample is not None else "the call"
+        if setup:
+            where = "setting up" + (f" sample {sample}" if sample is not None else "")
+            if setup > self.policy.setup_retries:
+                reason = (f"{setup} faults in a row while setting up (handshake, model lookup); "
+                          f"the last: {_first_line(err)}")
+                if sample is not None:
+                    stats.failed_samples[sample] = reason
+                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
+        elif sample is not None:
+            stats.retried_samples.add(sample)
+            if stuck > self.policy.retries:
+                reason = (f"{stuck} faults in a row without progress (--retries "
+                          f"{self.policy.retries}); the last: {_first_line(err)}")
+                stats.failed_samples[sample] = reason
+                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
+        if stats.retries >= self.budget:
+            raise RetriesExhaustedError(
+                f"{where}: the run used up its {self.budget} retries (--run-retries); the last "
+                f"fault: {_first_line(err)}", stats) from err
+        stats.retries += 1
+        if not setup and kind == "timeout":
+            # Waits are not raised for the first few faults of a sample: on a noisy link most
+            # are real losses, and each raise is paid by every later loss of the sample. Past
+            # them the wait may be what is too short (a device slower than measured): raise it.
+            self.waits.scale = float(2 ** min(MAX_WAIT_RAISES,
+                                              max(0, stuck - UNRAISED_TIMEOUTS)))
+        _LOG.info("%s: %s (%s); recovering (retry %d of %d)", where, kind, _first_line(err),
+                  stats.retries, self.budget)
+        began = time.monotonic()
+        try:
+            session.reopen(restart=kind == "link closed", reason=_first_line(err),
+                           same_boot=kind in ("timeout", "lost frame"))
+        except RetriesExhaustedError as failed:
+            if sample is not None:
+                stats.failed_samples[sample] = str(failed)
+            raise RetriesExhaustedError(f"{where}: gave up: {failed}", stats) from err
+        finally:
+            stats.reopen_seconds += time.monotonic() - began
+
+    def progress(self) -> None:
+        """A sample got a reply: waits go back to their measured size."""
+        self.waits.scale = 1.0
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+__all__ = [
+    "DEFAULT_RETRIES",
+    "DEFAULT_RUN_RETRIES_PER_SAMPLE",
+    "DEFAULT_SETUP_RETRIES",
+    "MIN_RUN_RETRIES",
+    "Recovery",
+    "RecoveryStats",
+    "RetryPolicy",
+    "WaitEstimator",
+    "best_block_bytes",
+    "fault_kind",
+]
