@@ -57,7 +57,9 @@ GOAL_CONSTANTS = 1.02
 
 def fixed_inputs(gen) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
-    return [rng.integers(-128, 128, t.shape).astype(np.int8) for t in gen.inputs]
+    # the same bytes for an int8 or a uint8 input (converter-made image models keep uint8)
+    return [rng.integers(-128, 128, t.shape).astype(np.int8).view(
+        np.uint8 if t.dtype == "uint8" else np.int8) for t in gen.inputs]
 
 
 def check(data: bytes, inputs, outs, what: str) -> None:

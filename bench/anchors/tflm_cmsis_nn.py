@@ -303,7 +303,8 @@ def main() -> int:
             data = path.read_bytes()
             rng = np.random.default_rng(0)  # bench/cortex_m.py's input
             dets = reference.input_details(data)
-            inputs = [rng.integers(-128, 128, d["shape"]).astype(np.int8) for d in dets]
+            inputs = [rng.integers(-128, 128, d["shape"]).astype(np.int8).view(
+                np.uint8 if np.dtype(d["dtype"]) == np.uint8 else np.int8) for d in dets]
             out_dets = reference.output_details(data)
             sizes = [int(np.prod(d["shape"])) * np.dtype(d["dtype"]).itemsize for d in out_dets]
             elf = firmware(tree, lib, src, data, inputs, sizes, work / f"fw_{name}")
