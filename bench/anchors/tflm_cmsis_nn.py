@@ -57,7 +57,9 @@ MAKE_ARGS = ("TARGET=cortex_m_generic", "TARGET_ARCH=cortex-m4+fp", "OPTIMIZED_K
              "BUILD_TYPE=release")
 #: The operators the firmware registers (every one the shared models use, and a few more).
 OPS = ("AddConv2D", "AddDepthwiseConv2D", "AddFullyConnected", "AddAveragePool2D",
-       "AddMaxPool2D", "AddReshape", "AddSoftmax", "AddAdd", "AddQuantize", "AddDequantize")
+       "AddMaxPool2D", "AddReshape", "AddSoftmax", "AddAdd", "AddQuantize", "AddDequantize",
+       "AddMean", "AddPack", "AddShape", "AddStridedSlice", "AddMul", "AddPad",
+       "AddConcatenation", "AddLogistic")
 ARENA_BYTES = 256 * 1024
 #: What may reach make's command line and the compiler's (paths are data, not make syntax).
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
