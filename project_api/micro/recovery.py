@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from project_api.errors import (
     IoTimeoutError,
@@ -40,8 +40,12 @@ from project_api.errors import (
     TransportClosedError,
 )
 
-if TYPE_CHECKING:
-    from project_api.micro.api import Session
+
+class Reopenable(Protocol):
+    """What recovery needs of a session (a :class:`project_api.micro.Session`): reopening it."""
+
+    def reopen(self, *, restart: bool = False, reason: str = "",
+               same_boot: bool = False) -> None: ...
 
 _LOG = logging.getLogger(__name__)
 
@@ -397,7 +401,7 @@ class Recovery:
         cost = self.stats.recovery_seconds / max(1, self.stats.retries) or 0.1
         return best_block_bytes(self.fault_rate(), per_byte, cost, largest)
 
-    def recover(self, session: Session, err: BaseException, *, sample: int | None = None,
+    def recover(self, session: Reopenable, err: BaseException, *, sample: int | None = None,
                 stuck: int = 1, wait_sec: float = 0.0, setup: int = 0) -> None:
         """Count ``err`` and reopen ``session``; re-raise ``err`` when it is no link fault or
         recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` has failed
