@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import missing, require_tool
+from helpers.signals import default_sigint
 from mlf_kernels import device_pids
 
 from project_api.cli import main
@@ -212,7 +213,8 @@ def _start_long_run(project: Path, tmp: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "project_api", "run", str(project), "--number", "1000000000",
          "--repeat", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=default_sigint, **popen,
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from farm_support import Farm, labgrid_client, require_farm_tools
+from helpers.signals import default_sigint
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     stm32_tools_and_no_qemu_left,
@@ -190,7 +191,8 @@ def test_place_released_after_the_client_is_killed(lab: dict, how: str) -> None:
     the client, its server and the place keeper at once: the place is released either way."""
     farm = lab["farm"]
     proc = subprocess.Popen([sys.executable, "-c", CLIENT, str(lab["prj"]), farm.coordinator],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
         holder = farm.holder("farm-2")
