@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import quantize as q
 from ..graph import Graph, Operator, Tensor
 from .common import (
     C_TYPES,
@@ -12,6 +13,8 @@ from .common import (
     check_activation,
     check_counts,
     check_dtype,
+    per_tensor,
+    quantized_range,
     tensor_in,
     tensor_out,
     unsupported,
@@ -75,3 +78,25 @@ def operands(op: Operator, graph: Graph,
             params[f"{key}_src"] = f"in{len(inputs)}"
             inputs.append(t.index)
     return a, b, y, act, params, inputs, consts
+
+
+def rescaled_sum_params(op: Operator, a: Tensor, b: Tensor, y: Tensor, act: str) -> dict:
+    """The kernel parameters of an int8/int16 ADD or SUB as TFLM computes them: both inputs
+    shifted left (20 bits, int16 15) and rescaled to twice the larger input scale, combined,
+    then requantized to the output and clamped to the fused activation."""
+    sa, za = per_tensor(op, a)
+    sb, zb = per_tensor(op, b)
+    so, zo = per_tensor(op, y)
+    left_shift = 20 if y.dtype == "int8" else 15
+    twice_max = 2 * max(q.f32(sa), q.f32(sb))
+    try:
+        m1, s1 = q.quantize_multiplier_smaller_than_one(q.f32(sa) / twice_max)
+        m2, s2 = q.quantize_multiplier_smaller_than_one(q.f32(sb) / twice_max)
+        mo, sho = q.quantize_multiplier_smaller_than_one(
+            twice_max / ((1 << left_shift) * q.f32(so)))
+    except ValueError as e:
+        raise unsupported(op, f"scales cannot be requantized: {e}") from None
+    lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
+    return {"a_off": -za, "b_off": -zb, "left_shift": left_shift, "m1": m1, "s1": s1,
+            "m2": m2, "s2": s2, "mo": mo, "so": sho, "out_zp": zo, "act_min": lo,
+            "act_max": hi}

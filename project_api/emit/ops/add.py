@@ -15,9 +15,9 @@ from .. import quantize as q
 from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
-from ._binary import operands
+from ._binary import operands, rescaled_sum_params
 from ._math import check_unquantized
-from .common import Kernel, OpSpec, per_tensor, quantized_range, unsupported
+from .common import Kernel, OpSpec
 
 SPEC = OpSpec(opcodes=("ADD",), schemes=("float32", "int8", "int16x8", "int32"), dsp=("int8",))
 
@@ -27,21 +27,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                                                     ("int8", "int16", "int32", "float32"))
     params["kind"] = "add"
     if y.dtype in ("int8", "int16"):
-        sa, za = per_tensor(op, a)
-        sb, zb = per_tensor(op, b)
-        so, zo = per_tensor(op, y)
-        left_shift = 20 if y.dtype == "int8" else 15
-        twice_max = 2 * max(q.f32(sa), q.f32(sb))
-        try:
-            m1, s1 = q.quantize_multiplier_smaller_than_one(q.f32(sa) / twice_max)
-            m2, s2 = q.quantize_multiplier_smaller_than_one(q.f32(sb) / twice_max)
-            mo, sho = q.quantize_multiplier_smaller_than_one(
-                twice_max / ((1 << left_shift) * q.f32(so)))
-        except ValueError as e:
-            raise unsupported(op, f"scales cannot be requantized: {e}") from None
-        lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
-        params.update(a_off=-za, b_off=-zb, left_shift=left_shift, m1=m1, s1=s1, m2=m2, s2=s2,
-                      mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
+        params.update(rescaled_sum_params(op, a, b, y, act))
         if target.dsp and y.dtype == "int8" and _fast_add(params):
             return Kernel(op, "add.dsp.c.j2", params, inputs, [y.index], consts)
     elif y.dtype == "int32":
