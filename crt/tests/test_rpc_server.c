@@ -60,6 +60,7 @@ typedef struct {
   rpc_test_bytes_t reply; /* body of the last kNormal */
   int num_logs;
   char log[256];
+  char order[32]; /* 'N' per kNormal, 'L' per kLog, in the order they arrived */
 } host_t;
 
 static host_t host;
@@ -69,6 +70,10 @@ static tvm_crt_error_t g_last_loop_error;
 static void HostOnMessage(void* ctx, TVMCrtSessionMessageType type, TVMCrtFrameBuffer* buf) {
   host_t* h = (host_t*)ctx;
   if (buf == NULL) return;
+  if ((type == kTvmSessionNormal || type == kTvmSessionLog) &&
+      strlen(h->order) + 1 < sizeof(h->order)) {
+    h->order[strlen(h->order)] = type == kTvmSessionNormal ? 'N' : 'L';
+  }
   if (type == kTvmSessionNormal) {
     h->num_normal++;
     h->reply.size = TVMCrtFrameBuffer_Read(buf, h->reply.data, sizeof(h->reply.data));
@@ -957,6 +962,104 @@ TEST(FeedRecoversFromCorruptFrame) {
   EXPECT_TRUE(GetGlobal("runtime.SystemLib") != 0); /* and the session goes on */
 }
 
+/* Each way the line damages a request (bad CRC, bad escape, cut short by the next frame, a byte
+ * lost and the frame ended by the trailing FE a host sends) is told to the host in one log line
+ * before the reply to the good request that follows it. */
+TEST(DroppedFrameIsNoticedBeforeTheNextReply) {
+  static const char* const kWhy[] = {"bad CRC", "bad escape", "cut short", "bad CRC"};
+  size_t k;
+  for (k = 0; k < sizeof(kWhy) / sizeof(kWhy[0]); ++k) {
+    static rpc_test_bytes_t wire, good;
+    TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
+    packet_t p;
+    size_t first;
+    Connect();
+    wire.size = 0;
+    GetGlobalRequest(&p, "runtime.SystemLib");
+    AppendFramedRequest(&wire, &p);
+    first = wire.size;
+    if (k == 0) {
+      wire.data[20] ^= 0x01;
+    } else if (k == 1) {
+      wire.data[20] = 0xff; /* FF followed by a payload byte that is no escape */
+    } else if (k == 2) {
+      wire.size -= 5; /* the next frame's FF FD arrives mid-payload */
+    } else {
+      memmove(&wire.data[20], &wire.data[21], first - 21); /* one byte lost ... */
+      wire.size -= 1;
+      AppendHex(&wire, "fe"); /* ... and the host's trailing nop ends the frame */
+    }
+    good.size = 0;
+    GetGlobalRequest(&p, "tvm.rpc.server.GetCRTMaxPacketSize");
+    AppendFramedRequest(&good, &p);
+    RpcTestAppend(&wire, good.data, good.size);
+    EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
+    DeviceToHost();
+    EXPECT_EQ_STR("LN", host.order);
+    EXPECT_TRUE(strncmp(host.log, TVM_CRT_DROPPED_FRAME_NOTICE,
+                        strlen(TVM_CRT_DROPPED_FRAME_NOTICE)) == 0);
+    EXPECT_CONTAINS(host.log, kWhy[k]);
+    EXPECT_TRUE(ReplyHandle() != 0);
+  }
+}
+
+/* A lone FE between frames (the nop a host may send after each frame) is no damage; a damaged
+ * frame before any session is dropped without a word (no session to tell). */
+TEST(NopBetweenFramesAndDamageBeforeASessionAreQuiet) {
+  static rpc_test_bytes_t wire;
+  TVMCrtRpcServerStats stats = {0, 0, 0, kTvmErrorNoError};
+  packet_t p;
+  uint8_t nonce = 0x21;
+  Connect();
+  wire.size = 0;
+  AppendHex(&wire, "fe");
+  GetGlobalRequest(&p, "runtime.SystemLib");
+  AppendFramedRequest(&wire, &p);
+  AppendHex(&wire, "fe");
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
+  DeviceToHost();
+  EXPECT_EQ_STR("N", host.order);
+  EXPECT_EQ(0u, stats.errors_recovered);
+  EXPECT_EQ(0u, stats.bytes_dropped);
+  g_device_out.size = 0;
+  TestPlatform_ScriptRandom(&nonce, 1);
+  server = MicroTVMRpcServerInit(DeviceWrite, NULL); /* a fresh boot: no session */
+  g_device_out.size = 0;
+  RpcTestHex(&wire, "ff fd 05 00 00 00 68 65 6c 6c 6f 00 00");
+  EXPECT_EQ(kTvmErrorNoError, TVMCrtRpcServer_Feed(server, wire.data, wire.size, &stats));
+  EXPECT_EQ(0u, g_device_out.size);
+}
+
+/* project_api.boot_mark stores the host's mark and answers the one before: 0 after a boot. */
+TEST(BootMarkAnswersThePreviousMarkAndForgetsItOnRestart) {
+  packet_t args;
+  uint64_t f, v;
+  int k;
+  for (k = 0; k < 2; ++k) {
+    Connect(); /* boots the server again */
+    f = GetGlobal("project_api.boot_mark");
+    EXPECT_TRUE(f != 0);
+    args.size = 0;
+    PutLe(&args, 1, 4);
+    PutLe(&args, kDLInt, 4);
+    PutLe(&args, 0x1122334455667788ull, 8);
+    Call(f, &args);
+    EXPECT_EQ(kDLInt, CallResult(&v));
+    EXPECT_EQ(0u, v);
+    args.size = 0;
+    PutLe(&args, 1, 4);
+    PutLe(&args, kDLInt, 4);
+    PutLe(&args, 7, 8);
+    Call(f, &args);
+    CallResult(&v);
+    EXPECT_EQ(0x1122334455667788ull, v);
+  }
+  args.size = 0;
+  PutLe(&args, 0, 4);
+  Call(f, &args);
+  EXPECT_CONTAINS(ExceptionMessage(), "boot_mark");
+}
+
 /* A packet restarted right at the start of a buffer (its FF ended the previous buffer): the
  * step that reports the cut-short packet consumes nothing; Feed must not drop the FD. */
 TEST(FeedKeepsRestartAtBufferBoundary) {
@@ -1019,6 +1122,9 @@ int main(void) {
   RUN_TEST(FeedSkipsNoiseBetweenFrames);
   RUN_TEST(FeedRecoversFromCorruptFrame);
   RUN_TEST(FeedKeepsRestartAtBufferBoundary);
+  RUN_TEST(DroppedFrameIsNoticedBeforeTheNextReply);
+  RUN_TEST(NopBetweenFramesAndDamageBeforeASessionAreQuiet);
+  RUN_TEST(BootMarkAnswersThePreviousMarkAndForgetsItOnRestart);
   RUN_TEST(FeedStopsAtShutdown);
   return TEST_REPORT();
 }

@@ -35,6 +35,10 @@ struct TVMCrtRpcServer {
   TVMCrtSession session;
   TVMCrtFrameBuffer receive_buffer;
   TVMCrtRpcArena arena;
+  /* The unframer's sink: the session's receiver, watched for frames the line damaged. */
+  TVMCrtWriteStream receive_tap;
+  /* What the host last stored with project_api.boot_mark (0 after a boot or a restart). */
+  int64_t boot_mark;
   int is_shutdown;
 };
 
@@ -83,6 +87,45 @@ static void HandleMessage(void* context, TVMCrtSessionMessageType type, TVMCrtFr
 }
 
 /*
+ * A frame the line damaged is dropped, as the reference does, and the host would learn of it
+ * only by waiting out its timeout. While a session is up, one log message
+ * (TVM_CRT_DROPPED_FRAME_NOTICE) tells it at once, and before anything that follows the damaged
+ * frame is answered: a host that keeps requests in flight never takes a later reply for the
+ * dropped request's, and can send the request again after a new handshake.
+ */
+static void NoticeDroppedFrame(struct TVMCrtRpcServer* s, const char* why) {
+  if (TVMCrtSession_IsEstablished(&s->session)) {
+    TVMLogf(TVM_CRT_DROPPED_FRAME_NOTICE " (%s)", why);
+  }
+}
+
+/* The receive tap: what the unframer delivers goes to the session's receiver unchanged; a
+ * packet whose CRC failed is noticed on the way. */
+static TVMCrtWriteStream* SessionReceiver(void* context) {
+  return TVMCrtSession_Receiver(&((struct TVMCrtRpcServer*)context)->session);
+}
+
+static tvm_crt_error_t TapWrite(void* context, const uint8_t* data, size_t size_bytes,
+                                size_t* out_written_bytes) {
+  TVMCrtWriteStream* receiver = SessionReceiver(context);
+  return receiver->write(receiver->context, data, size_bytes, out_written_bytes);
+}
+
+static void TapPacketStart(void* context, uint32_t payload_size_bytes) {
+  TVMCrtWriteStream* receiver = SessionReceiver(context);
+  receiver->packet_start(receiver->context, payload_size_bytes);
+}
+
+static void TapPacketDone(void* context, bool is_valid) {
+  TVMCrtWriteStream* receiver = SessionReceiver(context);
+  if (!is_valid) {
+    struct TVMCrtRpcServer* s = (struct TVMCrtRpcServer*)context;
+    NoticeDroppedFrame(s, "bad CRC");
+  }
+  receiver->packet_done(receiver->context, is_valid);
+}
+
+/*
  * A packet larger than the receive buffer never completes, so the host would wait for a reply
  * forever. If its header shows a request of our session, answer it with an exception;
  * otherwise say so in a log line. The rest of the packet is skipped by the unframer.
@@ -99,7 +142,7 @@ static void RefuseOversizedPacket(struct TVMCrtRpcServer* s) {
                                   "RPC packet larger than the device receive buffer "
                                   "(TVM_CRT_MAX_PACKET_SIZE_BYTES)");
   } else {
-    TVMLogf("dropped a frame larger than the receive buffer");
+    NoticeDroppedFrame(s, "larger than the receive buffer");
   }
 }
 
@@ -121,6 +164,25 @@ static int GetCRTMaxPacketSize(TVMValue* args, int* type_codes, int num_args, TV
   (void)resource_handle;
   out_ret->v_int64 = TVM_CRT_MAX_PACKET_SIZE_BYTES - TVM_CRT_FRAME_OVERHEAD_BYTES;
   *out_ret_tcode = kDLInt;
+  return 0;
+}
+
+/*
+ * project_api.boot_mark(int mark) -> int: store mark and return the one stored before, 0 when
+ * none was since the device booted (or the server restarted). A host that marks the device
+ * after each session start can tell, after a link fault, whether the device kept its memory
+ * (its own mark comes back) or started again, and so whether what it sent before still holds.
+ */
+static int BootMark(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret,
+                    int* out_ret_tcode, void* resource_handle) {
+  (void)resource_handle;
+  if (num_args != 1 || (type_codes[0] != kDLInt && type_codes[0] != kDLUInt)) {
+    TVMAPISetLastError("project_api.boot_mark: expected (int)");
+    return kTvmErrorFunctionCallWrongArgType;
+  }
+  out_ret->v_int64 = g_server.boot_mark;
+  *out_ret_tcode = kDLInt;
+  g_server.boot_mark = args[0].v_int64;
   return 0;
 }
 
@@ -191,7 +253,11 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   TVMCrtFrameBuffer_Init(&s->receive_buffer, g_receive_storage, sizeof(g_receive_storage));
   TVMCrtFramer_Init(&s->framer, &s->channel);
   TVMCrtSession_Init(&s->session, &s->framer, &s->receive_buffer, HandleMessage, s);
-  TVMCrtUnframer_Init(&s->unframer, TVMCrtSession_Receiver(&s->session));
+  s->receive_tap.write = TapWrite;
+  s->receive_tap.packet_start = TapPacketStart;
+  s->receive_tap.packet_done = TapPacketDone;
+  s->receive_tap.context = s;
+  TVMCrtUnframer_Init(&s->unframer, &s->receive_tap);
   /* From here on TVMLogf reaches the host, also while the runtime starts. */
   TVMCrtLog_SetSink(LogSink, s);
 
@@ -202,6 +268,7 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
       TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.ModuleGetFunction", ModuleGetFunction, 1));
   CheckOrAbort(
       TVMCrtRuntime_RegisterGlobal("tvm.rpc.server.GetCRTMaxPacketSize", GetCRTMaxPacketSize, 1));
+  CheckOrAbort(TVMCrtRuntime_RegisterGlobal("project_api.boot_mark", BootMark, 1));
   CheckOrAbort(TVMPlatformGenerateRandom(&nonce, 1));
   CheckOrAbort(TVMCrtSession_Reset(&s->session, nonce));
   return s;
@@ -218,6 +285,10 @@ static tvm_crt_error_t ServerReceive(struct TVMCrtRpcServer* s, const uint8_t* d
   err = TVMCrtUnframer_Write(&s->unframer, data, size_bytes, consumed);
   if (err == kTvmErrorSessionReceiveBufferShortWrite) {
     RefuseOversizedPacket(s);
+  } else if (err == kTvmErrorFramingInvalidEscape) {
+    NoticeDroppedFrame(s, "bad escape");
+  } else if (err == kTvmErrorFramingShortPacket) {
+    NoticeDroppedFrame(s, "cut short");
   }
   return s->is_shutdown ? kTvmErrorPlatformShutdown : err;
 }

@@ -29,6 +29,16 @@ extern "C" {
 typedef ptrdiff_t (*microtvm_rpc_channel_write_t)(void* context, const uint8_t* data,
                                                   size_t num_bytes);
 
+/*!
+ * \brief The start of the log message the server sends when it drops a frame the line damaged
+ *     (bad CRC, bad escape, cut short by a new frame, larger than the receive buffer) while a
+ *     session is up. It is sent before anything after the damaged frame is answered, so a host
+ *     that sees it while a reply is owed knows that reply will not come (project-api's client
+ *     then starts a new session and sends the request again). A host that does not know it
+ *     shows it as a device log line; nothing else changes on the wire.
+ */
+#define TVM_CRT_DROPPED_FRAME_NOTICE "dropped a damaged frame"
+
 /*! \brief Opaque handle of the (single, static) server. */
 typedef struct TVMCrtRpcServer* microtvm_rpc_server_t;
 
