@@ -2,8 +2,10 @@
  * fuzz_mlperftiny.c: libFuzzer target for the MLPerf Tiny command parser (crt/src/mlperftiny),
  * which takes wire bytes from the host. The input is fed in pieces whose size the first byte
  * picks. Checks: the output is whole "\r\n" lines of printable ASCII, every '%' is answered by
- * exactly one m-ready, the db buffer is never written past N, and a stand-in model is run only
- * after a complete load.
+ * exactly one m-ready, the db buffer is never written past N, a stand-in model is run only
+ * after a complete load, and every m-db-crc-[loaded,size,crc] line (project-api's `db crc`)
+ * states the parser's own counts and the CRC-32 of the loaded bytes as a table-driven CRC here
+ * computes it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +20,43 @@ static char g_line[512];
 static size_t g_line_len;
 static size_t g_ready;
 static size_t g_loads;
+static TVMCrtMlperfTiny g_bench;
+static uint32_t g_crc_table[256];
+
+/* CRC-32 (zlib's), table-driven: an implementation apart from the firmware's bitwise one. */
+static uint32_t TableCrc(const uint8_t* data, size_t size) {
+  uint32_t crc = 0xFFFFFFFFu;
+  size_t i;
+  if (g_crc_table[1] == 0u) {
+    uint32_t n;
+    for (n = 0; n < 256u; n++) {
+      uint32_t c = n;
+      int k;
+      for (k = 0; k < 8; k++) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      g_crc_table[n] = c;
+    }
+  }
+  for (i = 0; i < size; i++) crc = g_crc_table[(crc ^ data[i]) & 0xFFu] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+/* A complete m-db-crc-[...] line: its numbers must be the parser's state, its CRC ours. */
+static void CheckCrcLine(const char* line) {
+  static const char head[] = "m-db-crc-[";
+  char* end;
+  unsigned long loaded;
+  unsigned long size;
+  unsigned long crc;
+  if (strncmp(line, head, sizeof(head) - 1) != 0) return;
+  loaded = strtoul(line + sizeof(head) - 1, &end, 10);
+  if (*end != ',') abort();
+  size = strtoul(end + 1, &end, 10);
+  if (*end != ',' || strlen(end + 1) != 9 || end[9] != ']') abort();
+  crc = strtoul(end + 1, &end, 16);
+  if (*end != ']') abort();
+  if (loaded != g_bench.db_pos || size != g_bench.db_size) abort();
+  if ((uint32_t)crc != TableCrc(g_db, g_bench.db_pos)) abort();
+}
 
 void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
   size_t i;
@@ -27,6 +66,7 @@ void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
       if (g_line_len == 0 || g_line[g_line_len - 1] != '\r') abort(); /* bare \n */
       g_line[g_line_len - 1] = '\0';
       if (strcmp(g_line, "m-ready") == 0) g_ready++;
+      CheckCrcLine(g_line);
       g_line_len = 0;
     } else {
       if (!(c == '\r' || (c >= 0x20 && c < 0x7f))) abort(); /* not printable ASCII */
@@ -60,7 +100,7 @@ static size_t Results(void* ctx, float* out, size_t max) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static TVMCrtMlperfTiny bench;
+  TVMCrtMlperfTiny* const bench = &g_bench;
   static const TVMCrtMlperfTinyModel model = {"kws01", NULL, Load, Infer, Results, NULL};
   size_t piece;
   size_t pos = 1;
@@ -73,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   g_ready = 0;
   g_loads = 0;
   g_runs = 0;
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, DB_CAPACITY);
+  TVMCrtMlperfTiny_Start(bench, &model, g_db, DB_CAPACITY);
   if (g_ready != 1) abort();
   g_ready = 0;
   for (i = 1; i < size; i++) {
@@ -81,13 +121,13 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   while (pos < size) {
     size_t n = size - pos < piece ? size - pos : piece;
-    TVMCrtMlperfTiny_Receive(&bench, data + pos, n);
+    TVMCrtMlperfTiny_Receive(bench, data + pos, n);
     pos += n;
   }
   if (g_ready != terminators || g_line_len != 0) abort(); /* one m-ready per command */
   for (i = DB_CAPACITY; i < sizeof(g_db); i++) {
     if (g_db[i] != 0xA5) abort(); /* written past the buffer */
   }
-  if (bench.db_size > DB_CAPACITY || bench.db_pos > bench.db_size) abort();
+  if (bench->db_size > DB_CAPACITY || bench->db_pos > bench->db_size) abort();
   return 0;
 }

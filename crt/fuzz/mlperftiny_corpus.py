@@ -16,6 +16,8 @@ SEEDS = [
     b"\x01db load 5%db 0102%db 030405%infer%results%db 00%",
     b"\x0fdb%db load%db load 0%db load 99%db 012%db zz%infer 0%infer 1 x%%frob%",
     b"\x02" + b"x" * 90 + b"%name%",
+    b"\x05db crc%db load 12%db 0102030405%db crc%db 060708090a0b0c%db crc%db crc 3%",
+    b"\x09db load 24%db crc%db 00ff%%db  crc  %db crcx%db cr%infer 1 0%db crc%",
 ]
 
 

@@ -1,7 +1,8 @@
 /*
  * Unit tests of the MLPerf Tiny protocol (crt/src/mlperftiny): command assembly across split
- * reads, the 80-character limit, db loading, the %0.3f formatter against printf, and the AOT
- * adapter's float32 quantization and reconstruction score over a stand-in model.
+ * reads, the 80-character limit, db loading, project-api's `db crc` (CRC-32 values from zlib and
+ * the standard check value), the %0.3f formatter against printf, and the AOT adapter's float32
+ * quantization and reconstruction score over a stand-in model.
  */
 #include <math.h>
 #include <stdio.h>
@@ -265,11 +266,58 @@ TEST(ResetRestoresTheModelsState) {
   EXPECT_EQ_INT(g_resets, 2);
 }
 
+/* CRC-32 values computed by Python's zlib.crc32 (and the standard check value of "123456789"). */
+TEST(DbCrcCoversTheBytesLoadedSoFar) {
+  static TVMCrtMlperfTiny bench;
+  static TVMCrtMlperfTinyAot aot;
+  static TVMCrtMlperfTinyModel model;
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
+  const char* why = "";
+  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  Clear();
+  Send(&bench, "db crc%");
+  EXPECT_TRUE(strcmp(g_out, "m-db-crc-[0,0,00000000]\r\nm-ready\r\n") == 0);
+  Clear();
+  Send(&bench, "db load 4%db 0102%db  crc%");
+  EXPECT_TRUE(strcmp(g_out, "m-[Expecting 4 bytes]\r\nm-ready\r\nm-ready\r\n"
+                            "m-db-crc-[2,4,b6cc4292]\r\nm-ready\r\n") == 0);
+  Clear();
+  Send(&bench, "db 03ff%db crc%");
+  EXPECT_TRUE(strcmp(g_out, "m-load-done\r\nm-ready\r\nm-db-crc-[4,4,9c53d059]\r\nm-ready\r\n")
+              == 0);
+  Clear();
+  Send(&bench, "db load 9%db 313233343536373839%db crc%");
+  EXPECT_TRUE(strstr(g_out, "m-db-crc-[9,9,cbf43926]\r\nm-ready\r\n") != NULL);
+  /* a new db load starts over: nothing loaded, whatever the buffer still holds */
+  Clear();
+  Send(&bench, "db load 16%db crc%");
+  EXPECT_TRUE(strstr(g_out, "m-db-crc-[0,16,00000000]\r\n") != NULL);
+  Clear();
+  Send(&bench, "db 000102030405060708090a0b0c0d0e0f%db crc%");
+  EXPECT_TRUE(strstr(g_out, "m-db-crc-[16,16,cecee288]\r\n") != NULL);
+  /* no arguments; the buffer is left as it was */
+  Clear();
+  Send(&bench, "db crc 4%");
+  EXPECT_TRUE(strcmp(g_out, "e-[Command 'db crc' takes no arguments: '4']\r\nm-ready\r\n") == 0);
+  Clear();
+  Send(&bench, "db crc%");
+  EXPECT_TRUE(strstr(g_out, "m-db-crc-[16,16,cecee288]\r\n") != NULL);
+  /* help stays the reference's list */
+  Clear();
+  Send(&bench, "help%");
+  EXPECT_TRUE(strstr(g_out, "crc") == NULL && strstr(g_out, "reset") == NULL);
+  EXPECT_EQ_INT(TVMCrtMlperfTiny_Crc32(TVMCrtMlperfTiny_Crc32(0u, (const uint8_t*)"1234", 4),
+                                       (const uint8_t*)"56789", 5),
+                0xcbf43926u);
+}
+
 int main(void) {
   RUN_TEST(StartPrintsInitThenReady);
   RUN_TEST(ResetRestoresTheModelsState);
   RUN_TEST(CommandsSplitAcrossReadsAndTooLong);
   RUN_TEST(DbLoadInferResults);
+  RUN_TEST(DbCrcCoversTheBytesLoadedSoFar);
   RUN_TEST(Uint8PixelsLess128);
   RUN_TEST(ReconstructionScore);
   RUN_TEST(AotInitRefusesAMissingModule);

@@ -157,7 +157,8 @@ static void Help(void) {
   PutLine("db print [N [OFFSET]] : print N buffer bytes from OFFSET as hex");
   PutLine("infer N [W=10] : load the buffer, W warm-up runs, N timed runs, results");
   PutLine("results      : the last inference's results");
-  /* "reset" (project-api's, see mlperftiny.h) is left out: help stays the reference's */
+  /* "reset" and "db crc" (project-api's, see mlperftiny.h) are left out: help stays the
+   * reference's */
 }
 
 static void DbPrint(TVMCrtMlperfTiny* bench, char* cursor) {
@@ -191,6 +192,43 @@ static void DbPrint(TVMCrtMlperfTiny* bench, char* cursor) {
   }
 }
 
+uint32_t TVMCrtMlperfTiny_Crc32(uint32_t crc, const uint8_t* data, size_t size) {
+  size_t i;
+  int bit;
+  crc = ~crc;
+  for (i = 0; i < size; i++) {
+    crc ^= data[i];
+    for (bit = 0; bit < 8; bit++) {
+      crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+  }
+  return ~crc;
+}
+
+#ifndef TVM_CRT_MLPERFTINY_NO_DB_CRC
+/* "db crc" (project-api's): m-db-crc-[<loaded>,<size>,<crc32>] over the bytes loaded so far. */
+static void DbCrc(TVMCrtMlperfTiny* bench, char* cursor) {
+  static const char digits[] = "0123456789abcdef";
+  char* word = NextWord(&cursor);
+  char hex[9];
+  char line[96];
+  uint32_t crc;
+  int k;
+  if (word != NULL) {
+    PutWrapped("e-[Command 'db crc' takes no arguments: '", word, "']");
+    return;
+  }
+  crc = TVMCrtMlperfTiny_Crc32(0u, bench->db, bench->db_pos);
+  for (k = 0; k < 8; k++) {
+    hex[k] = digits[(crc >> (28 - 4 * k)) & 15u];
+  }
+  hex[8] = '\0';
+  (void)snprintf(line, sizeof(line), "m-db-crc-[%lu,%lu,%s]", (unsigned long)bench->db_pos,
+                 (unsigned long)bench->db_size, hex);
+  PutLine(line);
+}
+#endif
+
 static void Db(TVMCrtMlperfTiny* bench, char* cursor) {
   char* sub = NextWord(&cursor);
   char line[96];
@@ -218,6 +256,10 @@ static void Db(TVMCrtMlperfTiny* bench, char* cursor) {
     }
   } else if (strcmp(sub, "print") == 0) {
     DbPrint(bench, cursor);
+#ifndef TVM_CRT_MLPERFTINY_NO_DB_CRC
+  } else if (strcmp(sub, "crc") == 0) {
+    DbCrc(bench, cursor);
+#endif
   } else {
     n = strlen(sub);
     if (bench->db_pos >= bench->db_size) {

@@ -22,6 +22,15 @@
  *                        run to the next (LSTM, SVDF, resource variables) to its values at boot,
  *                        m-reset-done (nothing to do for a stateless model); the host runner
  *                        sends it before every sample of a stateful model
+ *   db crc               project-api's: m-db-crc-[<loaded>,<size>,<crc>], <loaded> the bytes
+ *                        loaded since the last `db load N` (decimal), <size> that N (0 before
+ *                        any), <crc> the CRC-32 (zlib's: reflected 0xEDB88320, initial and final
+ *                        value ~0) of those bytes as 8 lowercase hex digits. The host runner
+ *                        checks every load with it and, after a link fault mid-load, resumes
+ *                        from the bytes it shows arrived intact. A firmware built with
+ *                        -DTVM_CRT_MLPERFTINY_NO_DB_CRC lacks it, as the reference does (which
+ *                        reads "crc" as an odd number of hex digits: an e-[...] line); `help`
+ *                        lists neither extension
  *
  * The port (a template's firmware) supplies TVMCrtMlperfTinyPort_Write and
  * TVMCrtMlperfTinyPort_Micros, a TVMCrtMlperfTinyModel (usually from TVMCrtMlperfTinyAot_Init
@@ -89,6 +98,8 @@ void TVMCrtMlperfTiny_Start(TVMCrtMlperfTiny* bench, const TVMCrtMlperfTinyModel
 void TVMCrtMlperfTiny_Receive(TVMCrtMlperfTiny* bench, const uint8_t* data, size_t size);
 /*! \brief Run one complete command (text without '%'; modified in place). */
 void TVMCrtMlperfTiny_Command(TVMCrtMlperfTiny* bench, char* command);
+/*! \brief CRC-32 of data continuing crc (0 to start), as zlib's crc32() computes it. */
+uint32_t TVMCrtMlperfTiny_Crc32(uint32_t crc, const uint8_t* data, size_t size);
 /*! \brief Format value with three decimals like printf's "%0.3f"; returns the length. */
 size_t TVMCrtMlperfTiny_FormatFixed3(float value, char* out, size_t size);
 
