@@ -21,7 +21,11 @@ class MlperfTinyCommand(Subcommand):
         "chosen so that each window lasts at least --min-window-seconds of device time (the "
         "benchmark's 10 s); reports the median throughput and inference time. accuracy: every "
         "sample of --data once; reports top-1 (KWS, VWW, IC) or the AUC of the reconstruction "
-        "error (AD)."
+        "error (AD). On a noisy link the run recovers from faults (--retries): every load is "
+        "checked (the firmware's 'db crc', else 'db print') and resumed after a fault, every "
+        "result confirmed by a second 'results', performance laps checked against timestamps; "
+        "the report, --json ('recovery') and --results say what it cost. A sample given up "
+        "after its retries is named and the exit status is 1, the rest of the report written."
     )
     EPILOG = """\
 data: a folder with y_labels.csv and the .bin files it names (the EnergyRunner's layout:
@@ -36,6 +40,7 @@ examples:
   project-api mlperftiny prj --mode performance --data kws01/
   project-api mlperftiny prj --mode accuracy --data kws01/ --results results.txt
   project-api mlperftiny prj --mode accuracy --data samples.npz --json
+  project-api mlperftiny prj --mode accuracy --data kws01/ --retries 16   # a very noisy UART
 """
 
     @classmethod
@@ -62,7 +67,23 @@ examples:
                                  "reset before every sample (window in performance mode); with "
                                  "this, carry it from one sample to the next (one stream)")
         parser.add_argument("--timeout", type=float, default=10.0, metavar="S",
-                            help="seconds to wait for each reply line (default 10)")
+                            help="seconds to wait for each reply line (default 10); with "
+                                 "recovery on, a reply is given up sooner, after a wait sized "
+                                 "from the replies measured so far, and this stays the ceiling")
+        from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
+
+        retry = parser.add_mutually_exclusive_group()
+        retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
+                           help="recover from link faults (a lost or damaged line or command, a "
+                                "reset board, a dead emulator): bring the device back in step "
+                                "(reopening the link if it stays silent), check what it loaded "
+                                "and answered, and go on where the fault cut the sample, giving "
+                                "a sample up after N faults in a row without progress (default "
+                                f"{DEFAULT_RETRIES}; {RetryPolicy().describe()})")
+        retry.add_argument("--no-retry", action="store_true",
+                           help="end the run at the first link fault, sending only the "
+                                "benchmark's commands as before (nothing checked: no 'db crc', "
+                                "no second 'results')")
 
     def invoke(self) -> int:
         from project_api import mlperftiny
@@ -74,6 +95,7 @@ examples:
                              "--timeout > 0")
         if a.limit is not None and a.limit < 1:
             raise UsageError("--limit must be at least 1")
+        retry = self._retry()
         if a.results and Path(a.results).exists() and not a.force:
             raise ProjectError(f"{a.results} already exists; pass --force to overwrite it")
         project_dir = Path(a.project_dir)
@@ -98,18 +120,18 @@ examples:
             try:
                 device = mlperftiny.Device(transport, timeout_sec=a.timeout,
                                            timeout_advice=self.timeout_advice)
-                device.start(min(a.timeout, 3.0))
-                self.progress(f"{a.mode} on {device.name()} ({project_dir})")
+                self.progress(f"{a.mode} on {_name(device, a.timeout, retry.enabled)} "
+                              f"({project_dir})")
                 try:
                     if a.mode == "performance":
                         report: Any = mlperftiny.performance(
                             device, samples, windows=a.windows, warmups=a.warmups,
                             min_window_seconds=a.min_window_seconds,
-                            progress=progress("performance", a.windows), **state)
+                            progress=progress("performance", a.windows), retry=retry, **state)
                     else:
                         report = mlperftiny.accuracy(device, samples,
                                                      progress=progress("accuracy", len(samples)),
-                                                     **state)
+                                                     retry=retry, **state)
                 finally:
                     for bar in bars:
                         bar.close()
@@ -122,7 +144,33 @@ examples:
         if a.results:
             data["results_file"] = str(a.results)
         self.output(data, lambda: _summary(report, text))
-        return 0
+        return 0 if report.ok else 1
+
+    def _retry(self) -> Any:
+        """The recovery policy of ``--retries`` / ``--no-retry``."""
+        from project_api.micro.recovery import RetryPolicy
+
+        a = self.args
+        if a.no_retry:
+            return RetryPolicy.disabled()
+        if a.retries < 0:
+            raise UsageError(f"--retries {a.retries}: give 0 or more, or --no-retry")
+        return RetryPolicy(retries=a.retries)
+
+
+def _name(device: Any, timeout: float, recovering: bool) -> str:
+    """The device's start-up lines read and its name asked. With recovery on, a noisy link
+    may garble them: the run's set-up brings the device back in step, so the name is then
+    left out."""
+    from project_api import mlperftiny
+
+    try:
+        device.start(min(timeout, 3.0))
+        return str(device.name())
+    except mlperftiny.MlperfTinyError as err:
+        if not recovering or isinstance(err, mlperftiny.LinkClosedError):
+            raise
+        return "the device"
 
 
 def _summary(report: Any, text: str) -> str:
@@ -140,6 +188,19 @@ def _summary(report: Any, text: str) -> str:
     else:
         parts = ([f"top-1 {100 * report.top1:.1f}%"] if report.top1 is not None else []) + (
             [f"AUC {report.auc:.3f}"] if report.auc is not None else [])
-        tail = f"model {report.model}: {report.samples} samples, {', '.join(parts)}"
+        tail = f"model {report.model}: {report.samples} samples, {', '.join(parts) or 'no figures'}"
+        if report.samples != report.requested:
+            tail += f" ({report.requested} asked for)"
     note = mlperftiny.state_line(report.state_size_bytes, report.reset_state)
-    return text + tail + (f"\n{note}" if note else "")
+    lines = [tail] + ([note] if note else [])
+    if report.recovery is not None:
+        lines.append(f"link: {report.recovery.summary()}")
+    what = "window" if isinstance(report, PerformanceReport) else "sample"
+    for f in report.failed:
+        lines.append(f"FAILED {what} {f.name} (#{f.index}): {f.reason}")
+    if report.stopped is not None:
+        lines.append(f"the run stopped early: {report.stopped}")
+    # results.txt's own recovery notes are left out here: the lines above say it
+    body = text.splitlines(keepends=True)
+    notes = len(mlperftiny.recovery_notes(report))
+    return "".join(body[:len(body) - notes]) + "\n".join(lines)
