@@ -358,10 +358,12 @@ def test_performance_on_qemu_is_deterministic(qemu_kws, models, tmp_path: Path) 
         t.close()
     assert one.elapsed_us / 20 / 1e3 == pytest.approx(reports[0]["median_inference_ms"], rel=2e-3)
     text = (tmp_path / "results0.txt").read_text().splitlines()
-    assert len(text) == 3 * 5 + 3
+    assert len(text) == 3 * 5 + 3 + 1  # the windows, the median, recovery's note
     assert text[4].endswith("Runtime requirements have NOT been met (< 10 sec., the benchmark's "
                             "rule).")
-    assert re.fullmatch(STAMP + r"Median throughput is \d+\.\d{3} inf\./sec\.", text[-2])
+    assert re.fullmatch(STAMP + r"Median throughput is \d+\.\d{3} inf\./sec\.", text[-3])
+    assert re.fullmatch(STAMP + r"Link faults: 0; retries: 0; windows retried: 0; time "
+                                r"recovering: 0\.000 sec\.", text[-1])
 
 
 def test_performance_on_qemu_with_the_benchmarks_10_second_rule(qemu_kws, models,
@@ -379,6 +381,32 @@ def test_performance_on_qemu_with_the_benchmarks_10_second_rule(qemu_kws, models
     assert 10.0 <= runtime < 12.0
     assert text[4].endswith("ulp-mlperf: Runtime requirements have been met.")
     assert "median throughput" in out.stdout and ">= 10 s of device time" in out.stdout
+
+
+def test_accuracy_on_qemu_through_a_noisy_uart_equals_tflite_micro(qemu_kws, models) -> None:
+    """The one QEMU run of recovery (issue 21; the rest is on the host template,
+    tests/test_mlperftiny_recovery.py): 30 KWS samples through QEMU's UART with a 1e-3
+    byte-error rate both ways; every sample answered once, equal to TFLite Micro."""
+    from fault_proxy import FaultProxy
+
+    tflite, mlf = models["kws"]
+    rng = np.random.default_rng(8)
+    xs = rng.integers(-128, 128, (30, *mlf.inputs[0].shape), dtype=np.int8)
+    want = _tflm_kws_scores(tflite, mlf, xs)
+    proxy = FaultProxy(qemu_kws.transport(), 1e-3, seed=21)
+    proxy.enabled = False
+    proxy.open()
+    try:
+        device = mt.Device(proxy, timeout_sec=20.0)
+        device.start()
+        proxy.enabled = True
+        report = mt.accuracy(device, [mt.Sample(f"s{i}", 0, [x.tobytes()])
+                                      for i, x in enumerate(xs)])
+    finally:
+        proxy.close()
+    assert report.ok and report.answered == list(range(30)) and report.scores == want
+    assert report.recovery is not None and report.recovery.fault_count > 0
+    assert proxy.counts.total > 0
 
 
 def test_accuracy_on_qemu_equals_tflite_micro(qemu_kws, models, tmp_path: Path) -> None:

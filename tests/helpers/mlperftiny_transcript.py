@@ -1,6 +1,7 @@
 """The MLPerf Tiny benchmark's protocol as a test plays it: the golden transcript of a KWS run
 (``tests/golden/mlperftiny/kws01.txt``: ``> command`` lines and the ``< reply`` lines they get),
-and the reference results from TFLite Micro. Shared by the host, stm32 and Zephyr tests of
+the transcript of a live run (:class:`Transcript`, a :class:`~project_api.mlperftiny.Device`
+log), and the reference results from TFLite Micro. Shared by the host, stm32 and Zephyr tests of
 project type mlperftiny."""
 
 from __future__ import annotations
@@ -95,6 +96,40 @@ def tflm_results(tflite: Path, mlf, x: np.ndarray) -> list[str]:
     scale, zero = np.float32(q["scale"][0]), int(q["zero_point"][0])
     values = scale * (out.reshape(-1).astype(np.int32) - zero).astype(np.float32)
     return [f"{float(v):.3f}" for v in values.astype(np.float32)]
+
+
+class Transcript:
+    """A :class:`~project_api.mlperftiny.Device` ``log``: every command sent (with its ``%``)
+    and every line received, in order, as ``(">" or "<", text)``."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str]] = []
+
+    def __call__(self, direction: str, text: str) -> None:
+        self.entries.append((direction, text))
+
+    @property
+    def sent(self) -> list[str]:
+        return [t for d, t in self.entries if d == ">"]
+
+    @property
+    def received(self) -> list[str]:
+        return [t for d, t in self.entries if d == "<"]
+
+    def count(self, prefix: str) -> int:
+        """Commands sent that start with ``prefix``."""
+        return sum(t.startswith(prefix) for t in self.sent)
+
+    def commands(self) -> list[str]:
+        """The commands sent, each cut to its first two words (``db`` data to ``db HEX``)."""
+        out = []
+        for t in self.sent:
+            words = t.rstrip("%").split(" ")
+            if words[0] == "db" and len(words) == 2 and words[1] not in ("crc", "print"):
+                out.append("db HEX")
+            else:
+                out.append(" ".join(words[:3]))
+        return out
 
 
 def samples(mlf, n: int, seed: int) -> list[np.ndarray]:
