@@ -25,6 +25,7 @@ Everything this package raises on purpose derives from :class:`ProjectAPIError`:
     │   ├── NotATemplateProjectError
     │   └── TemplateProjectError
     ├── MLFError                        a Model Library Format archive is invalid or unsafe
+    ├── ValidationError                 bad samples or references, a device model unlike its archive
     ├── SessionError                    the RPC session with the device failed
     │   ├── SessionTimeoutError
     │   ├── SessionTerminatedError      the device ended (or restarted) the session
@@ -297,6 +298,11 @@ class TemplateProjectError(ProjectError):
 
 class MLFError(ProjectAPIError, ValueError):
     """A Model Library Format archive is malformed, unsupported or unsafe to extract."""
+
+
+class ValidationError(ProjectAPIError):
+    """Bad samples, a bad reference, an unknown metric, or a device model that does not match
+    its archive: a one-line ``<what>; <what to do>``."""
 
 
 # --- device sessions -------------------------------------------------------------------------

@@ -40,10 +40,12 @@ with per-tensor quantization parameters are dequantized (``(q - zero_point) * sc
 error and cosine metrics, so those are in the model's real units; ``max_abs_int`` keeps the
 largest difference in integer steps.
 
-**Speed.** All samples stream through one session. Where the link allows several requests in
-flight (:attr:`RPCClient.pipeline_depth`, e.g. the host template's FIFO endpoint), the next
-sample's input copies are sent while the previous sample's run and output copies are still
-being answered; on a link with depth 1 (a serial port) requests go strictly one at a time.
+**Speed.** All samples stream through one session (:func:`project_api.micro.stream.
+stream_samples`). Where the link allows several requests in flight
+(:attr:`RPCClient.pipeline_depth`, e.g. a FIFO endpoint: the host template, QEMU), the next
+sample's input copies are sent once the previous sample's inputs are answered, while its run
+and output copies still are; on a link with depth 1 (a serial port) requests go strictly one
+at a time. With recovery on, a link fault costs about one handshake and the request it hit.
 """
 
 from __future__ import annotations
@@ -52,8 +54,7 @@ import logging
 import math
 import re
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,32 +62,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from project_api.errors import (
-    ProjectAPIError,
     ProjectError,
-    RPCError,
-    SessionDesyncError,
-    SessionError,
-    SessionTimeoutError,
+    ValidationError,
 )
-from project_api.micro.api import RESET_STATE_FUNCTION
-from project_api.micro.recovery import RecoveryStats, RetryPolicy, fault_kind
-from project_api.micro.rpc import (
-    CPU,
-    DLTensor,
-    FunctionHandle,
-    NDArray,
-    OpaqueHandle,
-    RPCClient,
-    RPCCode,
-    TypeCode,
-    call_func_packet,
-    copy_from_remote_packet,
-    copy_overhead_bytes,
-    copy_to_remote_packet,
-    decode_reply,
-    return_value,
-    syscall_packet,
-)
+from project_api.micro.recovery import RecoveryStats, RetryPolicy
+from project_api.micro.stream import stream_samples
 
 if TYPE_CHECKING:
     from project_api.micro.api import Session, TimingResult
@@ -119,16 +99,6 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-#: Replies the device may owe at once beyond the first, in bytes (the framed reply can double
-#: with escaping): kept well inside a default 64 KiB pipe so neither side ever blocks the other.
-OWED_REPLY_BYTES = 16 * 1024
-
-#: How long releasing our tensor views waits for each reply (as ``Session.close`` does).
-CLEANUP_WAIT_SEC = 2.0
-
-#: Size of a small reply (kReturn of a copy-to or a call), for the owed-bytes bound.
-SMALL_REPLY_BYTES = 64
-
 #: Metric name -> (higher is better, what it is). The direction decides which of
 #: ``--fail-under`` (agreements) and ``--fail-over`` (errors) gates it.
 METRICS: dict[str, tuple[bool, str]] = {
@@ -149,10 +119,6 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     "l2r": (0.0, math.inf), "max_abs_int": (0.0, math.inf),
     "cosine": (-1.0, 1.0), "top1": (0.0, 1.0), "exact": (0.0, 1.0),
 }
-
-
-class ValidationError(ProjectAPIError):
-    """Bad samples, a bad reference or an unknown metric: a one-line ``<what>; <what to do>``."""
 
 
 # --- tensors and data ----------------------------------------------------------------------
@@ -831,321 +797,6 @@ def litert_outputs(model: bytes, inputs: Sequence[np.ndarray],
         if progress is not None:
             progress(1)
     return outs
-
-
-# --- streaming samples through one session -------------------------------------------------
-
-
-def _checked(raw: bytes) -> Any:
-    """Decode a reply; an exception reply raises (as :meth:`RPCClient.request` does)."""
-    reply = decode_reply(raw)
-    if reply.code == RPCCode.EXCEPTION:
-        if reply.message.startswith("RPCSessionTimeoutError: "):
-            raise SessionTimeoutError(reply.message)
-        raise RPCError(f"Error caught from RPC call:\n{reply.message}")
-    return reply
-
-
-@dataclass
-class _Request:
-    packet: bytes
-    reply_bytes: int  #: how large the reply may be (for the owed-bytes bound)
-    on_reply: Callable[[Any], None]
-    sample: int  #: the sample it belongs to (for error messages)
-
-
-class _DeviceModel:
-    """Our own views of a model's input and output tensors, released by :meth:`close`.
-
-    Made through public calls (``ModuleGetFunction`` on the model's executor module), so that
-    requests can be packed and pipelined here without touching :class:`Model`'s internals.
-    """
-
-    def __init__(self, session: Session, model: Any):
-        self.session = session
-        self.rpc: RPCClient = session.rpc
-        self._handles: list[tuple[int, int]] = []
-        get_function = session.get_function("tvm.rpc.server.ModuleGetFunction")
-        try:
-            fns = {}
-            for name in ("get_input", "get_output", "run"):
-                handle = self.rpc.call(get_function, model.module, name, 1)
-                if not handle:
-                    raise SessionError(f"the executor of model {model.name!r} has no {name!r}")
-                fns[name] = FunctionHandle(handle)
-                self._handles.append((int(handle), TypeCode.PACKED_FUNC_HANDLE))
-            self.run = fns["run"]
-            self.inputs = [self._view(fns["get_input"], i) for i in range(model.num_inputs)]
-            self.outputs = [self._view(fns["get_output"], i) for i in range(model.num_outputs)]
-        except BaseException:
-            self.close()
-            raise
-
-    def _view(self, fn: FunctionHandle, index: int) -> DLTensor:
-        arr = self.rpc.call(fn, index)
-        if not isinstance(arr, NDArray):
-            raise SessionError(f"the executor returned {arr!r} for tensor {index}, not an NDArray")
-        self._handles.append((int(arr.handle), TypeCode.NDARRAY_HANDLE))
-        return arr.tensor
-
-    def close(self) -> None:
-        handles, self._handles = self._handles, []
-        if not getattr(self.session, "usable", True):
-            return  # a reply timed out: the device is not in step, freeing would only wait
-        for handle, code in reversed(handles):
-            try:
-                self.rpc.free_handle(handle, code, CLEANUP_WAIT_SEC)
-            except (SessionError, OSError) as err:
-                _LOG.debug("releasing handle %#x failed: %s", handle, err)
-                break
-
-
-def _blocks(rpc: RPCClient, tensor: DLTensor, total: int) -> list[tuple[int, int]]:
-    """(offset, size) pieces of a ``total``-byte copy that fit the device's packets."""
-    limit = rpc.max_packet_bytes
-    if limit is None:
-        block = max(total, 1)
-        rpc.channel.set_max_payload_bytes(max(block + 64, 64 * 1024))
-    else:
-        block = limit - copy_overhead_bytes(tensor.ndim)
-        if block <= 0:
-            raise SessionError(f"the device's packet size ({limit} B) cannot carry a "
-                               f"{tensor.ndim}-d tensor copy")
-    return [(off, min(block, total - off)) for off in range(0, total, block)]
-
-
-def _at(tensor: DLTensor, offset: int) -> DLTensor:
-    return DLTensor(tensor.data, tensor.device, tensor.dtype, tensor.shape,
-                    tensor.byte_offset + offset)
-
-
-def _expect_return(what: str) -> Callable[[Any], None]:
-    def check(reply: Any) -> None:
-        if reply.code != RPCCode.RETURN:
-            raise SessionDesyncError(f"{what}: expected a return, got {reply.code.name}")
-    return check
-
-
-def _collect(dest: np.ndarray, sample: int, offset: int, size: int) -> Callable[[Any], None]:
-    """A reply handler that stores a kCopyFromRemote piece in ``dest[sample, offset:]``."""
-    def got(reply: Any) -> None:
-        if reply.code != RPCCode.COPY_ACK or len(reply.data) != size:
-            raise SessionDesyncError(f"kCopyFromRemote: expected {size} bytes of CopyAck, got "
-                                     f"{reply.code.name} with {len(reply.data)} bytes")
-        dest[sample, offset:offset + size] = np.frombuffer(reply.data, np.uint8)
-    return got
-
-
-def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
-                   output_specs: Sequence[TensorSpec], progress: Progress | None = None,
-                   pipeline: bool = True, reset: bool = False, *,
-                   carries_state: bool = False) -> tuple[list[np.ndarray], int]:
-    """Run every sample of ``inputs`` (each ``(samples, *shape)``, in model input order) on
-    ``model`` (a :class:`~project_api.micro.Model` or its name) in ``session``; return the outputs (each ``(samples, *shape)``) and the number of
-    requests that were kept in flight.
-
-    Per sample the requests are: (with ``reset``, reset the model's state: the device's
-    ``project_api.reset_state``), copy each input in, run, copy each output out. With
-    ``pipeline`` up to :attr:`RPCClient.pipeline_depth` requests are in flight (replies come
-    back in order), bounded also by :data:`OWED_REPLY_BYTES` of owed reply data; a device error
-    stops sending, the owed replies are drained (the session stays usable) and it is raised
-    naming the sample.
-
-    With recovery on (``Session(retry=...)``) a link fault (a lost or damaged frame, a timeout,
-    a restarted device, a closed link) reopens the session through
-    :attr:`Session.recovery <project_api.micro.Session.recovery>` and streaming goes on from
-    the first sample whose outputs had not all arrived: the samples done before are kept, that
-    sample's inputs are sent again, and a sample's outputs count only once its last reply came.
-    ``carries_state`` (a stateful model whose state is not reset between samples) turns that
-    off: after a lost reply nobody knows whether the device's state took the sample.
-    """
-    recovery = session.recovery
-    n = int(inputs[0].shape[0]) if inputs else 0
-    name = model if isinstance(model, str) else model.name
-    outs = [np.empty((n, *spec.shape), dtype=spec.dtype) for spec in output_specs]
-    done = [0]  # samples whose every reply has arrived, in order
-    streaming = [False]  # set once the samples' requests go out (the setup is done)
-    start, stuck, best = 0, 0, 0  # best: most replies an attempt at ``start`` got
-    setup = 0  # faults in a row before any sample was sent (counted apart from ``stuck``)
-    while True:
-        streaming[0] = False
-        try:
-            model = session.model(name)  # a reopened session has new handles
-            depth = _stream_from(session, model, inputs, output_specs, progress, pipeline,
-                                 reset, outs, start, done, streaming)
-            return outs, depth
-        except RPCError:
-            if not (recovery.enabled and session.same_boot):
-                raise
-            # A handle kept over the reopen was refused (the device restarted unseen after
-            # all): look everything up again, once.
-            _LOG.info("a device handle kept over a session reopen was refused; looking the "
-                      "model up again")
-            session.forget_handles()
-        except (ProjectAPIError, OSError) as err:
-            if not recovery.enabled or fault_kind(err) is None or carries_state:
-                raise
-            waited = session.last_wait_sec if fault_kind(err) == "timeout" else 0.0
-            if not streaming[0]:
-                # The handshake or the model's setup was hit: its own count, so that a noisy
-                # link hitting the setup several times in a row does not use up a sample's.
-                setup += 1
-                recovery.recover(session, err, sample=start if start < n else None,
-                                 wait_sec=waited, setup=setup)
-                continue
-            setup = 0
-            # Progress: a sample finished, or this attempt got further than any before it.
-            if done[0] != start:
-                stuck, best = 1, session.replies
-            elif session.replies > best:
-                stuck, best = 1, session.replies
-            else:
-                stuck += 1
-            start = done[0]
-            recovery.recover(session, err, sample=start if start < n else None, stuck=stuck,
-                             wait_sec=waited)
-
-
-def _stream_from(session: Session, model: Any, inputs: Sequence[np.ndarray],
-                 output_specs: Sequence[TensorSpec], progress: Progress | None, pipeline: bool,
-                 reset: bool, outs: list[np.ndarray], start: int, done: list[int],
-                 streaming: list[bool]) -> int:
-    """:func:`stream_samples` from sample ``start`` on into ``outs``; ``done[0]`` is set to
-    the count of samples whose every reply has arrived, ``streaming[0]`` once the setup is
-    done and the samples' requests go out. Returns the requests kept in flight."""
-    rpc = session.rpc
-    n = int(inputs[0].shape[0]) if inputs else 0
-    dev = _DeviceModel(session, model)
-    try:
-        if len(dev.inputs) != len(inputs) or len(dev.outputs) != len(output_specs):
-            raise ValidationError(
-                f"the device's model {model.name!r} has {len(dev.inputs)} inputs and "
-                f"{len(dev.outputs)} outputs, the model archive {len(inputs)} and "
-                f"{len(output_specs)}; rebuild and flash the project")
-        for k, (t, x) in enumerate(zip(dev.inputs, inputs, strict=True)):
-            want = t.dtype.to_numpy()
-            if x.dtype.newbyteorder("<") != want or x[0].nbytes != t.nbytes:
-                raise ValidationError(f"input {k} on the device is {want}{list(t.shape)}, the data "
-                                      f"{x.dtype}{list(x.shape[1:])}; rebuild and flash the project")
-        for k, (t, spec) in enumerate(zip(dev.outputs, output_specs, strict=True)):
-            want = t.dtype.to_numpy()
-            if t.nbytes != spec.nbytes or want != spec.dtype:
-                raise ValidationError(f"output {k} on the device is {want}{list(t.shape)}, the "
-                                      f"archive says {spec.dtype}{list(spec.shape)}; rebuild and "
-                                      "flash the project")
-        in_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.inputs]
-        out_blocks = [_blocks(rpc, t, t.nbytes) for t in dev.outputs]
-        in_bytes = [x.reshape(x.shape[0], -1).view(np.uint8) for x in
-                    (np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<")) for x in inputs)]
-        out_bytes = [o.reshape(n, -1).view(np.uint8) for o in outs]
-        syncs = {t.device for t in (*dev.inputs, *dev.outputs) if t.device.device_type != CPU.device_type}
-        depth = rpc.pipeline_depth if pipeline else 1
-        sync_packets = [syscall_packet(RPCCode.DEV_STREAM_SYNC, [d, OpaqueHandle(0)]) for d in syncs]
-        run_packet = call_func_packet(dev.run, [])
-        reset_packet = call_func_packet(_reset_function(session, model.name), [model.name]) \
-            if reset else None
-
-        def ran(reply: Any) -> None:
-            _expect_return("run")(reply)
-            return_value(reply.values)
-
-        def finished(first: Callable[[Any], None], s: int) -> Callable[[Any], None]:
-            def both(reply: Any) -> None:
-                first(reply)
-                done[0] = s + 1
-                if progress is not None:
-                    progress(1)
-            return both
-
-        def requests() -> Iterator[_Request]:
-            for s in range(start, n):
-                sample: list[_Request] = []
-                if reset_packet is not None:
-                    sample.append(_Request(reset_packet, SMALL_REPLY_BYTES,
-                                           _expect_return(RESET_STATE_FUNCTION), s))
-                for t, blocks, data in zip(dev.inputs, in_blocks, in_bytes, strict=True):
-                    row = memoryview(data[s])
-                    for off, size in blocks:
-                        sample.append(_Request(copy_to_remote_packet(_at(t, off), row[off:off + size]),
-                                               SMALL_REPLY_BYTES, _expect_return("kCopyToRemote"), s))
-                for packet in sync_packets:
-                    sample.append(_Request(packet, SMALL_REPLY_BYTES,
-                                           _expect_return("kDevStreamSync"), s))
-                sample.append(_Request(run_packet, SMALL_REPLY_BYTES, ran, s))
-                for k, (t, blocks) in enumerate(zip(dev.outputs, out_blocks, strict=True)):
-                    for off, size in blocks:
-                        sample.append(_Request(copy_from_remote_packet(_at(t, off), size),
-                                               size + 64, _collect(out_bytes[k], s, off, size),
-                                               s))
-                for packet in sync_packets:
-                    sample.append(_Request(packet, SMALL_REPLY_BYTES,
-                                           _expect_return("kDevStreamSync"), s))
-                last = sample[-1]
-                sample[-1] = _Request(last.packet, last.reply_bytes,
-                                      finished(last.on_reply, s), s)
-                yield from sample
-
-        streaming[0] = True
-        _pipelined(rpc, requests(), depth)
-    finally:
-        dev.close()
-    return depth
-
-
-def _reset_function(session: Session, name: str) -> FunctionHandle:
-    """The device's ``project_api.reset_state``, which a stateful model's firmware has."""
-    try:
-        return session.get_function(RESET_STATE_FUNCTION)
-    except SessionError as err:
-        if "no global function" in str(err):
-            raise ValidationError(
-                f"model {name!r} keeps state, but the device's firmware cannot reset it (no "
-                f"{RESET_STATE_FUNCTION}): rebuild and flash the project, or carry the state "
-                "from sample to sample (--no-reset)") from None
-        raise
-
-
-def _pipelined(rpc: RPCClient, requests: Iterator[_Request], depth: int) -> None:
-    """Send ``requests`` with up to ``depth`` in flight (and at most :data:`OWED_REPLY_BYTES`
-    of replies owed beyond the first); handle the replies in order.
-
-    As in ``RPCClient.copy_to_remote``: an error reply stops sending, the replies still owed
-    are read so the next request meets its own reply, then the first error is raised, prefixed
-    with the sample it belongs to.
-    """
-    channel = rpc.channel
-    waiting: deque[_Request] = deque()  # sent, reply not read yet (oldest first)
-    owed = 0
-    error: tuple[Exception, int] | None = None
-    pending: _Request | None = None
-    while True:
-        if error is None:
-            if pending is None:
-                pending = next(requests, None)
-            if pending is not None and (not waiting or (
-                    len(waiting) < depth and owed + pending.reply_bytes <= OWED_REPLY_BYTES)):
-                channel.send(pending.packet)
-                waiting.append(pending)
-                owed += pending.reply_bytes
-                pending = None
-                continue
-        if not waiting:
-            break
-        request = waiting.popleft()
-        raw = channel.receive()
-        owed -= request.reply_bytes
-        try:
-            reply = _checked(raw)
-            if error is None:
-                request.on_reply(reply)
-        except SessionDesyncError as err:
-            rpc.lose_step(str(err))  # later replies would answer other requests
-            raise SessionDesyncError(f"sample {request.sample}: {err}") from err
-        except (RPCError, SessionError) as err:
-            error = error or (err, request.sample)
-    if error is not None:
-        err, sample = error
-        raise type(err)(f"sample {sample}: {err}") from err
 
 
 # --- validate ------------------------------------------------------------------------------

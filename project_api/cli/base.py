@@ -170,17 +170,49 @@ class Subcommand:
                 shutil.rmtree(work, ignore_errors=True)
 
 
+def add_retry_arguments(parser: argparse.ArgumentParser, unit: str = "sample") -> None:
+    """``--retries N`` and ``--no-retry``, the recovery from link faults every verb that drives
+    a device offers (:func:`retry_policy` reads them); ``unit`` is what is sent again."""
+    from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
+
+    retry = parser.add_mutually_exclusive_group()
+    retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
+                       help="recover from link faults (a lost or damaged frame, a reset "
+                            f"board, a dead emulator): reopen the session and send the {unit} "
+                            f"again, giving a {unit} up after N faults in a row without "
+                            f"progress (default {DEFAULT_RETRIES}; {RetryPolicy().describe()})")
+    retry.add_argument("--no-retry", action="store_true",
+                       help="end the run at the first link fault (microTVM's behaviour)")
+
+
+def retry_policy(args: argparse.Namespace) -> Any:
+    """The :class:`~project_api.micro.recovery.RetryPolicy` of ``--retries`` / ``--no-retry``."""
+    from project_api.micro.recovery import RetryPolicy
+
+    if args.no_retry:
+        return RetryPolicy.disabled()
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}: give 0 or more, or --no-retry")
+    return RetryPolicy(retries=args.retries)
+
+
 def run_and_time(session: Any, module: Any, inputs: Sequence[Any], number: int,
                  repeat: int) -> tuple[list[Any], Any]:
     """One inference of ``module`` (an :class:`project_api.mlf.ModuleInfo`) on the device of
     ``session`` with ``inputs``, then the device's timing of ``repeat`` x ``number`` runs:
-    ``(outputs, timing)``."""
-    model = session.model(module.name)
-    for i, value in enumerate(inputs):
-        model.set_input(i, value)
-    model.run()
-    outputs = [model.get_output(i) for i in range(len(module.outputs))]
-    return outputs, session.time(model, number=number, repeat=repeat)
+    ``(outputs, timing)``. The inference streams as one sample (so with recovery on,
+    ``Session(retry=...)``, it goes on where a link fault cut it, as ``validate`` does); the
+    timing is made again whole after a fault."""
+    import numpy as np
+
+    from project_api.micro.stream import stream_samples
+    from project_api.validate import TensorSpec
+
+    specs = [TensorSpec.from_tensor_info(t) for t in module.outputs]
+    session.recovery.begin_run(1)
+    outs, _ = stream_samples(session, module.name, [np.asarray(x)[None] for x in inputs], specs)
+    outputs = [o[0] for o in outs]
+    return outputs, session.time(session.model(module.name), number=number, repeat=repeat)
 
 
 def json_safe(value: Any) -> Any:

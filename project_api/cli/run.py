@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from project_api import extras
-from project_api.cli.base import Subcommand, UsageError, add_option_argument, run_and_time
+from project_api.cli.base import (
+    Subcommand,
+    UsageError,
+    add_option_argument,
+    add_retry_arguments,
+    retry_policy,
+    run_and_time,
+)
 from project_api.errors import ProjectError
 from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
 
@@ -192,6 +199,7 @@ examples:
                                  "timing measurement included (0: forever; default: the "
                                  "template's per-reply limit, and for timing a limit from one "
                                  "run measured first)")
+        add_retry_arguments(parser, "inference or the timing")
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED,
                             help=f"seed of the random inputs, >= 0 (default {DEFAULT_SEED})")
         parser.add_argument("--force", action="store_true",
@@ -277,8 +285,10 @@ examples:
 
         self.progress("opening a session with the device")
         with project.session(debug=self.verbosity > 1, timeout_sec=a.timeout,
-                             timeout_advice=self.timeout_advice) as session:
+                             timeout_advice=self.timeout_advice,
+                             retry=retry_policy(a)) as session:
             outputs, timing = run_and_time(session, module, inputs, a.number, a.repeat)
+            recovery = session.recovery.stats if session.recovery.enabled else None
 
         status = 0
         check_lines: list[str] = []
@@ -294,6 +304,7 @@ examples:
             "outputs": {t.name: o.tolist() for t, o in zip(module.outputs, outputs, strict=True)},
             "seconds_per_run": list(timing.results),
             "check": check_lines or None,
+            "recovery": recovery.to_json() if recovery is not None else None,
         }
 
         def text() -> str:
@@ -306,6 +317,8 @@ examples:
                 f"{timing.min * 1e6:.2f} us ({a.repeat} x {a.number} runs)"
             )
             lines += [f"  {c}" for c in check_lines]
+            if recovery is not None and recovery.fault_count:
+                lines.append(f"  link: {recovery.summary()}")
             if a.output:
                 lines.append(f"  outputs saved to {a.output}")
             return "\n".join(lines)
@@ -440,6 +453,7 @@ examples:
                                  "mlp: float32 MLP checked against numpy")
         parser.add_argument("--force", action="store_true",
                             help="replace --out even if an earlier demo did not write it")
+        add_retry_arguments(parser, "inference or the timing")
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, help="seed of weights and inputs (>= 0)")
 
     def invoke(self) -> int:

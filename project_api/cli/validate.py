@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from project_api import extras
-from project_api.cli.base import Subcommand, UsageError, add_option_argument
+from project_api.cli.base import (
+    Subcommand,
+    UsageError,
+    add_option_argument,
+    add_retry_arguments,
+    retry_policy,
+)
 from project_api.cli.run import _seconds
 from project_api.errors import ProjectError
 
@@ -123,17 +129,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                                  "reset before every sample; with this, carry it from one sample to "
                                  "the next instead (the samples are the successive steps of one "
                                  "stream)")
-        from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
-
-        retry = parser.add_mutually_exclusive_group()
-        retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
-                           help="recover from link faults (a lost or damaged frame, a reset "
-                                "board, a dead emulator): reopen the session and send the "
-                                f"sample again, giving a sample up after N faults in a row "
-                                f"without progress (default {DEFAULT_RETRIES}; "
-                                f"{RetryPolicy().describe()})")
-        retry.add_argument("--no-retry", action="store_true",
-                           help="end the run at the first link fault (microTVM's behaviour)")
+        add_retry_arguments(parser)
         parser.add_argument("--quantize", action="store_true",
                             help="quantize float data for an integer input with the input's "
                                  "scale and zero point (as TFLite does) before sending it")
@@ -339,14 +335,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
 
     def _retry(self) -> Any:
         """The recovery policy of ``--retries`` / ``--no-retry``."""
-        from project_api.micro.recovery import RetryPolicy
-
-        a = self.args
-        if a.no_retry:
-            return RetryPolicy.disabled()
-        if a.retries < 0:
-            raise UsageError(f"--retries {a.retries}: give 0 or more, or --no-retry")
-        return RetryPolicy(retries=a.retries)
+        return retry_policy(self.args)
 
     def _on_places(self, tflite: Path | None, thresholds: list[Any]) -> int:
         from project_api.farm import validate_on_places

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import statistics
 import struct
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from project_api.errors import RetriesExhaustedError, RPCError, SessionError
-from project_api.micro.recovery import Recovery, RetryPolicy
+from project_api.micro.recovery import NOISY_REOPEN_ATTEMPTS, Recovery, RetryPolicy
 from project_api.micro.rpc import (
     CPU,
     DataType,
@@ -69,6 +70,10 @@ EXECUTOR_FUNCTIONS = (
 
 #: The device global function that resets a model's state (crt/src/aot_executor).
 RESET_STATE_FUNCTION = "project_api.reset_state"
+
+#: The device global function that stores a host's mark and answers the one stored before, 0
+#: after a boot (crt/src/rpc_server): how a host tells whether the device kept its memory.
+BOOT_MARK_FUNCTION = "project_api.boot_mark"
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,11 @@ class Model:
         # (crt/src/aot_executor), so the handle and its DLTensor stay valid until close().
         self._inputs: dict[str | int, NDArray] = {}
         self._outputs: dict[int, NDArray] = {}
+
+    def function(self, name: str) -> FunctionHandle:
+        """The handle of executor function ``name`` (one of :data:`EXECUTOR_FUNCTIONS`), for
+        callers that pack their own requests (:func:`project_api.micro.stream.stream_samples`)."""
+        return self._functions[name]
 
     def _call(self, function: str, *args: Any, timeout_sec: float | None = None) -> Any:
         return self.session.rpc.call(
@@ -361,6 +371,18 @@ class Session:
         self.verify = verify
         #: True after a :meth:`reopen` that kept the device handles of the session before.
         self.same_boot = False
+        #: True after a :meth:`reopen` when the device is known to have kept its memory since
+        #: :meth:`ensure_boot_mark` (the mark came back): what was copied to it still holds.
+        self.memory_kept = False
+        #: The channel last started (or tried): what it heard tells a dead device from a
+        #: noisy link.
+        self._last_started: SessionChannel | None = None
+        #: The RPC client of the session before a reopen (what it learned of the device).
+        self._earlier_rpc: RPCClient | None = None
+        #: Marks sent to the device and not yet confirmed (None: its firmware keeps none).
+        self._marks: list[int] | None = []
+        self._mark_confirmed = False
+        self._rng = random.Random()
         #: Ids of the sessions this object ran on the link (a new one never reuses them).
         self._used_ids: set[int] = set()
 
@@ -399,10 +421,12 @@ class Session:
             channel.detect_loss = True
             if self.recovery.policy.quick_waits:
                 channel.waits = self.recovery.waits
+        self._last_started = channel
         channel.start(retry_sec, limit_sec)
         self._used_ids.add(channel.protocol.session_id)
         self._channel = channel
-        self._rpc = RPCClient(channel)
+        self._rpc = RPCClient(channel, block_sizer=self.recovery.block_bytes
+                              if self.recovery.enabled else None)
 
     def _drop_channel(self, keep_handles: bool = False) -> None:
         """Forget the channel (no cleanup: it may be out of step) and the device handles of it;
@@ -410,6 +434,8 @@ class Session:
         restart: they live as long as its boot) and only tensor views are forgotten (a device
         releases the tensors of an earlier session when a new one starts)."""
         channel = self._channel
+        if self._rpc is not None:
+            self._earlier_rpc = self._rpc
         self._channel, self._rpc = None, None
         if keep_handles:
             for model in self._models.values():
@@ -431,8 +457,9 @@ class Session:
                same_boot: bool = False) -> None:
         """Start a new session after a link fault; every :class:`Model` and handle of the old
         one is invalid (ask :meth:`model` again). New sessions are tried on the open link
-        (the policy's ``reopen_attempts``); when none starts, or ``restart`` is set (the link
-        closed), the transport itself is closed and opened again, up to ``restart_attempts``
+        (until ``reopen_attempts`` of them heard nothing from the device, or
+        :data:`~project_api.micro.recovery.NOISY_REOPEN_ATTEMPTS` failed on a garbled link);
+        when none starts, or ``restart`` is set (the link closed), the transport itself is closed and opened again, up to ``restart_attempts``
         times: the template's ``open_transport`` starts the emulator again, resets the board or
         reopens the serial port. :attr:`verify` runs after each reopen (a board that came back
         with other firmware is refused). Raises :class:`RetriesExhaustedError` when nothing
@@ -470,21 +497,75 @@ class Session:
                 except Exception as err:  # noqa: BLE001 - reported below if nothing works
                     last = err
                     continue
-            for _ in range(policy.reopen_attempts):
+            silent = noisy = 0
+            while silent < policy.reopen_attempts and noisy < NOISY_REOPEN_ATTEMPTS:
+                stats.reopens += 1
+                self._last_started = None
                 try:
-                    stats.reopens += 1
                     self._start_channel(retry_sec, None if restarting else limit_sec)
+                    self.same_boot = keep
+                    if keep and self._earlier_rpc is not None:
+                        self.rpc.learn_limits(self._earlier_rpc)
+                    self._check_memory()
+                    if self.verify is not None:
+                        self.verify(self)
                 except (SessionError, OSError) as err:
                     last = err
-                    self._drop_channel()
+                    if isinstance(err, RPCError):
+                        keep = False  # a kept handle refused: look everything up again
+                    # A device that answered, if garbled, is up behind a noisy link: only
+                    # silence counts towards reopening the link itself.
+                    heard = self._last_started is not None and self._last_started.bytes_received
+                    if heard:
+                        noisy += 1
+                    else:
+                        silent += 1
+                    self._drop_channel(keep_handles=keep)
                     continue
-                self.same_boot = keep
-                if self.verify is not None:
-                    self.verify(self)
                 return
         raise RetriesExhaustedError(
             f"{self.name}: no new session could be started after a link fault ({reason}); the "
             f"last attempt: {last}", stats) from last
+
+    def _check_memory(self) -> None:
+        """After a reopen: mark the device again and set :attr:`memory_kept`; a device whose
+        mark is gone restarted, so handles kept from before it are forgotten."""
+        self.memory_kept = False
+        if not (self._marks and self._mark_confirmed):
+            return
+        kept = self._mark_boot()
+        if not kept and self.same_boot:
+            _LOG.info("%s: the device restarted (its boot mark is gone); looking everything up "
+                      "again", self.name)
+            self.forget_handles()
+        self.memory_kept = bool(kept)
+
+    def ensure_boot_mark(self) -> None:
+        """Leave a mark on the device (``project_api.boot_mark``) unless one is in place, so
+        that after a link fault :meth:`reopen` can tell whether the device kept its memory
+        (:attr:`memory_kept`). Firmware without the function (TVM's own) keeps no mark; then
+        nothing is ever known to be kept."""
+        if self._marks is not None and not self._mark_confirmed:
+            self._mark_boot()
+
+    def _mark_boot(self) -> bool | None:
+        """Send a new mark; True when the device answered one of ours (it kept its memory
+        since), False when not, None when its firmware keeps no marks."""
+        if self._marks is None:
+            return None
+        try:
+            handle = self.get_function(BOOT_MARK_FUNCTION)
+        except SessionError as err:
+            if "no global function" not in str(err):
+                raise
+            self._marks = None
+            return None
+        mark = self._rng.getrandbits(62) | 1
+        self._marks.append(mark)  # before the call: its reply may be lost after it took
+        previous = self.rpc.call(handle, mark, what=BOOT_MARK_FUNCTION)
+        kept = self._mark_confirmed and previous in self._marks
+        self._marks, self._mark_confirmed = [mark], True
+        return kept
 
     def close(self) -> None:
         """Release the models, end the session and close the transport if the session opened it."""
@@ -614,15 +695,26 @@ class Session:
         (and without ``Session(timeout_sec=)``) one run is timed on the device first and the wait
         is TIMING_WAIT_FACTOR x that per-run time x the runs asked for, plus the usual per-reply
         wait; so a long measurement does not time out, and a hung device still does.
+
+        With recovery on (``Session(retry=...)``) a measurement cut by a link fault is made
+        again, whole, once the session is reopened; the figures are always of one complete
+        measurement.
         """
         _check_timing(number, repeat, min_repeat_ms)
         if timeout_sec is not None and not (timeout_sec >= 0 and math.isfinite(timeout_sec)):
             raise ValueError(f"timeout_sec must be None or >= 0 seconds; got {timeout_sec}")
-        wait = timeout_sec if timeout_sec is not None else self.timeout_sec
-        note = ""
-        if wait is None:
-            wait, note = self._timing_wait(model, number, repeat, min_repeat_ms)
-        return TimingResult(self._evaluate(model, number, repeat, min_repeat_ms, wait, note))
+        name = model.name
+
+        def measure() -> TimingResult:
+            # After a reopen the model may have new handles: ask for it again.
+            timed = self.model(name) if self.recovery.enabled else model
+            wait = timeout_sec if timeout_sec is not None else self.timeout_sec
+            note = ""
+            if wait is None:
+                wait, note = self._timing_wait(timed, number, repeat, min_repeat_ms)
+            return TimingResult(self._evaluate(timed, number, repeat, min_repeat_ms, wait, note))
+
+        return self.recovery.call(self, measure, f"timing model {name!r}")
 
     def _timing_wait(self, model: Model, number: int, repeat: int,
                      min_repeat_ms: int) -> tuple[float, str]:

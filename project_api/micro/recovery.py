@@ -27,11 +27,13 @@ import collections
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from project_api.errors import (
     IoTimeoutError,
+    ProjectAPIError,
     RetriesExhaustedError,
     SessionDesyncError,
     SessionLinkClosedError,
@@ -49,8 +51,12 @@ class Reopenable(Protocol):
 
 _LOG = logging.getLogger(__name__)
 
-#: Recoveries in a row that bring a sample none of its replies, after which it is given up.
-DEFAULT_RETRIES = 8
+T = TypeVar("T")
+
+#: Recoveries in a row that bring a sample none of its replies, after which it is given up. On
+#: a 1e-3 byte-error link the smallest request is lost about one time in five, so fewer would
+#: give up samples that only met noise.
+DEFAULT_RETRIES = 16
 #: Faults in a row while setting a run up (the handshake, the model's lookup and tensor views),
 #: before any sample was sent: counted apart from a sample's retries (setup is short and cheap
 #: to redo, and a noisy link may hit it several times in a row).
@@ -59,8 +65,11 @@ DEFAULT_SETUP_RETRIES = 32
 DEFAULT_RUN_RETRIES_PER_SAMPLE = 16
 #: ... and at least this many.
 MIN_RUN_RETRIES = 100
-#: New sessions tried on the open link before the link itself is reopened.
+#: New sessions tried on the open link, with no byte from the device, before the link itself
+#: is reopened (a device that says nothing is gone or stopped).
 DEFAULT_REOPEN_ATTEMPTS = 2
+#: ... and new sessions tried while the device answers, garbled by a noisy link.
+NOISY_REOPEN_ATTEMPTS = 16
 #: Times the link is reopened (emulator restarted, board reset) within one recovery.
 DEFAULT_RESTART_ATTEMPTS = 2
 #: A wait is never sized below this many seconds (scheduling noise of a loaded host).
@@ -157,6 +166,7 @@ class RecoveryStats:
     retries: int = 0  #: recoveries made (one per fault recovered from)
     retried_samples: set[int] = field(default_factory=set)
     failed_samples: dict[int, str] = field(default_factory=dict)  #: sample -> why, given up
+    resumed: int = 0  #: recoveries that went on mid-sample instead of sending it again whole
     reopens: int = 0  #: new sessions started on the open link
     restarts: int = 0  #: the link itself reopened (emulator started again, board reset)
     wait_seconds: float = 0.0  #: spent waiting for replies that were lost
@@ -177,6 +187,7 @@ class RecoveryStats:
         self.retried_samples |= {s + sample_offset for s in other.retried_samples}
         self.failed_samples.update({s + sample_offset: why
                                     for s, why in other.failed_samples.items()})
+        self.resumed += other.resumed
         self.reopens += other.reopens
         self.restarts += other.restarts
         self.wait_seconds += other.wait_seconds
@@ -185,6 +196,7 @@ class RecoveryStats:
     def to_json(self) -> dict[str, Any]:
         return {"faults": self.fault_count, "faults_by_kind": dict(self.faults),
                 "retries": self.retries, "samples_retried": len(self.retried_samples),
+                "resumed_mid_sample": self.resumed,
                 "samples_failed": {str(s): why for s, why in sorted(self.failed_samples.items())},
                 "sessions_reopened": self.reopens, "links_reopened": self.restarts,
                 "recovery_seconds": self.recovery_seconds}
@@ -255,11 +267,14 @@ class WaitEstimator:
         self._wire: dict[Any, int] = {}  # the wire bytes of each key's requests
         self._latency: _Smoothed | None = None
         self._per_byte: _Smoothed | None = None
+        #: Wire bytes of the requests answered so far, both ways (what crossed the link whole).
+        self.wire_bytes = 0
 
     def observe(self, key: Any, wire_bytes: int, seconds: float, computes: bool = False) -> None:
         """A reply for a request of ``key`` (``wire_bytes`` both ways) came ``seconds`` after
         its service began; ``computes`` marks a request whose time is not the link's alone."""
         seconds = max(0.0, seconds)
+        self.wire_bytes += wire_bytes
         entry = self._keys.get(key)
         if entry is None:
             self._keys[key] = _Smoothed(seconds)
@@ -336,16 +351,20 @@ MIN_BLOCK_BYTES = 128
 #: Bytes a copy request and its reply carry besides the data (packet headers, framing, the
 #: session header, the reply): what each extra block costs.
 BLOCK_OVERHEAD_BYTES = 130
-#: Wire bytes assumed clean before the first fault, so one early fault does not shrink blocks.
-_PRIOR_CLEAN_BYTES = 20_000
+#: Wire bytes a fault costs besides the block sent again: the device's notice, a new session's
+#: handshake and the boot mark, both ways.
+FAULT_OVERHEAD_BYTES = 256
+#: Wire bytes assumed clean before the first fault, so one early fault does not shrink blocks
+#: far.
+_PRIOR_CLEAN_BYTES = 4_000
 
 
-def best_block_bytes(fault_rate: float, seconds_per_byte: float, fault_cost_sec: float,
-                     largest: int) -> int:
-    """The copy block (bytes of data per request) with the least expected time per data byte
-    when each wire byte is hit with probability ``fault_rate`` and a hit costs
-    ``fault_cost_sec`` plus the block sent again: ``e^(p(B+h)) ((B+h) t + (1 - e^(-p(B+h))) C)
-    / B`` over B up to ``largest`` (h = :data:`BLOCK_OVERHEAD_BYTES`)."""
+def best_block_bytes(fault_rate: float, fault_cost_bytes: float, largest: int) -> int:
+    """The copy block (bytes of data per request) with the least expected wire bytes per data
+    byte when each wire byte is hit with probability ``fault_rate`` and a hit costs
+    ``fault_cost_bytes`` plus the block sent again: ``e^(p(B+h)) ((B+h) + (1 - e^(-p(B+h))) C)
+    / B`` over B up to ``largest`` (h = :data:`BLOCK_OVERHEAD_BYTES`). On a link whose time goes
+    by its bytes, that is also the least time."""
     if fault_rate <= 0 or largest <= MIN_BLOCK_BYTES:
         return largest
     best, best_cost = largest, math.inf
@@ -354,8 +373,7 @@ def best_block_bytes(fault_rate: float, seconds_per_byte: float, fault_cost_sec:
         wire = size + BLOCK_OVERHEAD_BYTES
         x = fault_rate * wire
         if x < 50:
-            cost = math.exp(x) * (wire * seconds_per_byte + (1 - math.exp(-x)) * fault_cost_sec)
-            cost /= size
+            cost = math.exp(x) * (wire + (1 - math.exp(-x)) * fault_cost_bytes) / size
             if cost < best_cost:
                 best, best_cost = size, cost
         if size <= MIN_BLOCK_BYTES:
@@ -374,8 +392,7 @@ class Recovery:
         self.waits = WaitEstimator(policy.wait_floor_sec, policy.wait_margin,
                                    min(policy.wait_floor_sec, DEFAULT_QUIET_SEC))
         self.budget = policy.run_budget(1)
-        #: Wire bytes sent and received so far, and link faults among them (for block sizes).
-        self.wire_bytes = 0
+        #: Link faults seen so far (timeouts and lost frames), for the fault rate.
         self.link_faults = 0
 
     @property
@@ -391,21 +408,27 @@ class Recovery:
 
     def fault_rate(self) -> float:
         """Link faults per wire byte seen so far (with a prior of clean bytes)."""
-        return self.link_faults / (self.wire_bytes + _PRIOR_CLEAN_BYTES)
+        return self.link_faults / (self.waits.wire_bytes + _PRIOR_CLEAN_BYTES)
 
     def block_bytes(self, largest: int) -> int:
-        """The copy block for the link as measured so far (:func:`best_block_bytes`)."""
-        per_byte = self.waits.seconds_per_byte
-        if not self.link_faults or per_byte is None:
+        """The copy block for the link as measured so far (:func:`best_block_bytes`): a fault
+        costs :data:`FAULT_OVERHEAD_BYTES` plus, once the link's speed is known, the bytes it
+        could have carried in the time recovering took."""
+        if not self.link_faults:
             return largest
-        cost = self.stats.recovery_seconds / max(1, self.stats.retries) or 0.1
-        return best_block_bytes(self.fault_rate(), per_byte, cost, largest)
+        cost = float(FAULT_OVERHEAD_BYTES)
+        per_byte = self.waits.seconds_per_byte
+        if per_byte:
+            cost += self.stats.recovery_seconds / max(1, self.stats.retries) / per_byte
+        return best_block_bytes(self.fault_rate(), cost, largest)
 
     def recover(self, session: Reopenable, err: BaseException, *, sample: int | None = None,
-                stuck: int = 1, wait_sec: float = 0.0, setup: int = 0) -> None:
+                stuck: int = 1, wait_sec: float = 0.0, setup: int = 0,
+                what: str | None = None) -> None:
         """Count ``err`` and reopen ``session``; re-raise ``err`` when it is no link fault or
-        recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` has failed
-        ``stuck`` times in a row past the policy's retries or the run's budget is used up.
+        recovery is off, and raise :class:`RetriesExhaustedError` when ``sample`` (or the step
+        ``what`` names, e.g. "timing") has failed ``stuck`` times in a row past the policy's
+        retries or the run's budget is used up.
 
         ``setup`` (> 0) says the fault came while the run was being set up (no sample sent):
         it is the count of such faults in a row, bounded by the policy's ``setup_retries``
@@ -421,7 +444,7 @@ class Recovery:
         stats.wait_seconds += wait_sec
         if kind in ("timeout", "lost frame"):
             self.link_faults += 1
-        where = f"sample {sample}" if sample is not None else "the call"
+        where = f"sample {sample}" if sample is not None else what or "the call"
         if setup:
             where = "setting up" + (f" sample {sample}" if sample is not None else "")
             if setup > self.policy.setup_retries:
@@ -430,12 +453,14 @@ class Recovery:
                 if sample is not None:
                     stats.failed_samples[sample] = reason
                 raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
-        elif sample is not None:
-            stats.retried_samples.add(sample)
+        elif sample is not None or what is not None:
+            if sample is not None:
+                stats.retried_samples.add(sample)
             if stuck > self.policy.retries:
                 reason = (f"{stuck} faults in a row without progress (--retries "
                           f"{self.policy.retries}); the last: {_first_line(err)}")
-                stats.failed_samples[sample] = reason
+                if sample is not None:
+                    stats.failed_samples[sample] = reason
                 raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
         if stats.retries >= self.budget:
             raise RetriesExhaustedError(
@@ -465,6 +490,32 @@ class Recovery:
         """A sample got a reply: waits go back to their measured size."""
         self.waits.scale = 1.0
 
+    def call(self, session: Reopenable, step: Callable[[], T], what: str) -> T:
+        """``step()``, called again after each link fault it meets once the session is
+        reopened (``step`` must start from scratch: look its model up again, send its inputs
+        again); ``what`` names it when it is given up. The call has a budget of its own (a
+        run of one sample's), so that a long-lived session never runs out of retries. Without
+        recovery, ``step()`` once."""
+        stuck = 0
+        budget = self.budget
+        self.budget = self.stats.retries + self.policy.run_budget(1)
+        try:
+            while True:
+                try:
+                    result = step()
+                except (ProjectAPIError, OSError) as err:
+                    kind = fault_kind(err)
+                    if not self.policy.enabled or kind is None:
+                        raise
+                    stuck += 1
+                    waited = getattr(session, "last_wait_sec", 0.0) if kind == "timeout" else 0.0
+                    self.recover(session, err, what=what, stuck=stuck, wait_sec=waited)
+                    continue
+                self.progress()
+                return result
+        finally:
+            self.budget = max(budget, self.stats.retries)
+
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
@@ -472,6 +523,7 @@ def _first_line(err: BaseException) -> str:
 
 
 __all__ = [
+    "NOISY_REOPEN_ATTEMPTS",
     "DEFAULT_RETRIES",
     "DEFAULT_RUN_RETRIES_PER_SAMPLE",
     "DEFAULT_SETUP_RETRIES",

@@ -448,10 +448,14 @@ class RPCClient:
     ``tvm.rpc.server.GetCRTMaxPacketSize``.
     """
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel,
+                 block_sizer: Callable[[int], int] | None = None) -> None:
         self.channel = channel
         self._max_packet: int | None | bool = False  # False: not asked yet; None: no limit
         self._receive_keywords = _keywords_of(channel.receive)
+        #: Cuts a copy's block (what fits the device's packets) smaller, e.g. on a noisy link
+        #: (:meth:`Recovery.block_bytes <project_api.micro.recovery.Recovery.block_bytes>`).
+        self.block_sizer = block_sizer
 
     def request(
         self,
@@ -562,6 +566,14 @@ class RPCClient:
             self._max_packet = size
         return self._max_packet  # type: ignore[return-value]
 
+    def learn_limits(self, earlier: RPCClient) -> None:
+        """Take the device's packet limit as ``earlier`` (a client of an earlier session with
+        the same firmware) learned it, sparing the call."""
+        if earlier._max_packet is not False and self._max_packet is False:
+            self._max_packet = earlier._max_packet
+            if earlier._max_packet is not None:
+                self.channel.set_max_payload_bytes(int(earlier._max_packet) + FRAME_OVERHEAD_BYTES)
+
     def _block_bytes(self, tensor: DLTensor) -> int | None:
         limit = self.max_packet_bytes
         if limit is None:
@@ -571,6 +583,8 @@ class RPCClient:
             raise SessionError(
                 f"the device's packet size ({limit} B) cannot carry a {tensor.ndim}-d tensor copy"
             )
+        if self.block_sizer is not None:
+            block = max(1, min(block, self.block_sizer(block)))
         return block
 
     @property

@@ -32,7 +32,13 @@ from project_api.errors import (
     SessionTimeoutError,
     TransportClosedError,
 )
-from project_api.micro.framing import DEFAULT_MAX_PAYLOAD_BYTES, Framer, Unframer
+from project_api.micro.framing import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    NOP_PREFIX,
+    Framer,
+    Unframer,
+    UnframerState,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -49,6 +55,12 @@ def network_note(transport: Any) -> str:
     return ""
 #: Device log frames (kLog) become INFO records on this logger, one per frame.
 DEVICE_LOG = logging.getLogger("project_api.device")
+
+#: How our C runtime's log message starts when it dropped a frame the line damaged
+#: (``TVM_CRT_DROPPED_FRAME_NOTICE`` in ``crt/include/tvm/runtime/crt/microtvm_rpc_server.h``).
+#: It comes before anything after the damaged frame is answered, so while a reply is owed it
+#: says that reply will not come.
+DROPPED_FRAME_NOTICE = b"dropped a damaged frame"
 
 SESSION_VERSION = 0x01
 INVALID_NONCE = 0
@@ -78,6 +90,10 @@ def reads_may_wait_for_n(transport: Any) -> bool:
         transport = transport.child
     return isinstance(transport, ProjectTransport) and transport.endpoint is None
 
+
+#: A frame from the device that stops mid-way for this long lost a byte on the link (a device
+#: writes a frame in one go; USB serial adapters hold bytes back for up to 16 ms).
+MID_FRAME_SILENCE_SEC = 0.1
 
 #: Copy requests kept in flight over a FIFO endpoint (see :func:`pipeline_depth_for`).
 FIFO_PIPELINE_DEPTH = 4
@@ -389,6 +405,11 @@ class SessionChannel:
         self.waits: Any = None
         #: Seconds the last failed wait lasted (what a lost reply cost before it was noticed).
         self.last_wait_sec = 0.0
+        #: Requests the device said it dropped (:data:`DROPPED_FRAME_NOTICE`).
+        self.device_drops = 0
+        #: Bytes read from the device over this channel (a device that sends nothing is gone
+        #: or stopped; one whose bytes arrive garbled is only behind a noisy link).
+        self.bytes_received = 0
 
     @property
     def established(self) -> bool:
@@ -461,6 +482,7 @@ class SessionChannel:
             raise self._link_closed("waiting for the device", err) from err
         if data:
             self._last_byte_at = time.monotonic()
+            self.bytes_received += len(data)
         for event in self.protocol.receive(data):
             self._handle(event)
         self._flush()
@@ -481,6 +503,15 @@ class SessionChannel:
 
     def _handle(self, event: SessionEvent) -> None:
         if event.kind == EventKind.LOG:
+            if (self.detect_loss and event.data.startswith(DROPPED_FRAME_NOTICE) and self._pending
+                    and self.protocol.state == SessionState.SESSION_ESTABLISHED):
+                self.device_drops += 1
+                self._lose_step("the device dropped a request frame the line had damaged")
+                raise SessionDesyncError(
+                    f"{self.name}: the device dropped a request frame the line had damaged "
+                    f"({event.data.decode('ascii', errors='replace')}) while "
+                    f"{len(self._pending)} repl{'y was' if len(self._pending) == 1 else 'ies were'}"
+                    " owed; the replies that follow would answer other requests")
             text = event.data.rstrip(b"\0").decode("utf-8", errors="replace")
             DEVICE_LOG.info("%s", text, extra={"session_name": self.name})
         elif event.kind == EventKind.NORMAL:
@@ -581,12 +612,18 @@ class SessionChannel:
             self._out_of_sync_reason = reason
 
     def send(self, packet: bytes) -> None:
-        """Send one RPC packet (with its u64 length prefix) as one normal message."""
+        """Send one RPC packet (with its u64 length prefix) as one normal message.
+
+        With :attr:`detect_loss` a nop byte (``FE``, which a receiver between frames discards)
+        follows each frame: a frame that lost a byte on the line then ends at once, with a CRC
+        that fails, instead of waiting for the start of the next frame (our C runtime tells
+        the host of such a frame at once; see :data:`DROPPED_FRAME_NOTICE`)."""
         self._check_usable()
+        trailer = NOP_PREFIX if self.detect_loss else b""
         if len(packet) < STREAM_MESSAGE_BYTES:
             self.protocol.send_message(MessageType.NORMAL, packet)
             self._pending.append(_Pending.of(packet))
-            self._flush()
+            self._write(self.protocol.take_output() + trailer)
             self._pending[-1].sent_at = time.monotonic()
             return
         self._pending.append(_Pending.of(packet))
@@ -595,6 +632,8 @@ class SessionChannel:
                 MessageType.NORMAL, packet, STREAM_PIECE_BYTES
             ):
                 self._write(piece)
+            if trailer:
+                self._write(trailer)
         except KeyboardInterrupt:
             self._lose_step("a request was interrupted while being sent")
             self.protocol.framer.reset()
@@ -626,6 +665,15 @@ class SessionChannel:
         if limit is None:
             return None
         return max(request.sent_at, self._last_reply_at) + limit, limit
+
+    def _stalled_at(self) -> float | None:
+        """With :attr:`detect_loss`, while a reply is owed and a frame from the device is half
+        received: when its silence means a byte of it was lost (a device writes a frame in one
+        go); else None."""
+        if not (self.detect_loss and self._pending) or (
+                self.protocol.unframer.state == UnframerState.FIND_PACKET_START):
+            return None
+        return self._last_byte_at + MID_FRAME_SILENCE_SEC
 
     def lose_step(self, reason: str) -> None:
         """Mark the channel out of step (e.g. a reply that does not fit its request): every
@@ -671,8 +719,27 @@ class SessionChannel:
                       f"at least {self.waits.floor_sec:g}s: a lost reply is noticed quickly")
         waiting_for = what or "a reply"
         while not self._inbox:
-            remaining = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = None if deadline is None else deadline - now
             try:
+                stalled = self._stalled_at()
+                if stalled is not None and stalled <= now:
+                    self._pump_now()
+                    if self._stalled_at() is not None and self._stalled_at() <= time.monotonic():
+                        self.last_wait_sec = time.monotonic() - began
+                        self._lose_step("a frame from the device stopped mid-way")
+                        raise SessionDesyncError(
+                            f"{self.name}: a frame from the device stopped mid-way (no byte "
+                            f"for {MID_FRAME_SILENCE_SEC:g}s): a byte of it was lost on the "
+                            f"link, so {waiting_for} will not come whole")
+                    continue
+                if stalled is not None and (remaining is None or stalled - now < remaining):
+                    remaining = max(0.0, stalled - now)
+                    try:
+                        self._pump(remaining)
+                    except IoTimeoutError:
+                        pass
+                    continue
                 if remaining is not None and remaining <= 0:
                     # Past the limit: first take what the transport already holds (a host
                     # that was not scheduled for a while has not read it yet).
