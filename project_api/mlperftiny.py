@@ -1079,8 +1079,7 @@ class LinkRecovery:
             start = 0
         elif 0 < start < n:
             self.resumed_loads += 1
-            if hasattr(self.stats, "resumed"):
-                self.stats.resumed += 1
+            self.stats.resumed += 1
         st.acked = start
         for off in range(start, n, DB_CHUNK_BYTES):
             chunk = data[off:off + DB_CHUNK_BYTES]
@@ -1251,7 +1250,8 @@ class _Outcome:
     """What recovery did in a run (the fields each report declares last: ``recovery``, the
     counters, None when recovery was off; ``failed``, the samples (windows) given up and left
     out of the figures; ``stopped``, why the run stopped before its end; ``requested``, the
-    samples (windows) asked for; ``resumed_loads``, loads resumed mid-way after a fault)."""
+    samples (windows) asked for; ``resumed_loads``, loads resumed mid-way after a fault, as
+    ``recovery.resumed`` counts them)."""
 
     recovery: RecoveryStats | None
     failed: list[FailedSample]
@@ -1266,8 +1266,7 @@ class _Outcome:
 
     def recovery_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "recovery": None if self.recovery is None else {
-                **self.recovery.to_json(), "resumed_loads": self.resumed_loads},
+            "recovery": None if self.recovery is None else self.recovery.to_json(),
             "samples_requested": self.requested,
             "samples_failed": [f.to_json() for f in self.failed],
             "stopped": self.stopped, "ok": self.ok}
