@@ -15,9 +15,13 @@ import logging
 
 import numpy as np
 
+from project_api.errors import IoTimeoutError
+from project_api.micro.framing import Unframer
 from project_api.transport import Transport, WrappedTransport
 
 _LOG = logging.getLogger(__name__)
+
+_START_SESSION_INIT = 0x00  #: the session message type of a handshake's first frame
 
 
 class Direction(enum.Enum):
@@ -77,6 +81,11 @@ class FaultProxy(WrappedTransport):
         self._gap = {d: self._next_gap() for d in Direction}
         #: Faults injected since the last :meth:`take_recent` call.
         self._recent = 0
+        #: :meth:`hold_next_reply`: None, "armed", "holding" or "release".
+        self._hold: str | None = None
+        self._sent = Unframer()
+        self.held = b""  #: device bytes held back
+        self.released = b""  #: what was handed out late
 
     def _next_gap(self) -> int:
         return int(self._rng.geometric(self.rate)) - 1
@@ -114,12 +123,35 @@ class FaultProxy(WrappedTransport):
         out += data[pos:]
         return bytes(out)
 
+    def hold_next_reply(self) -> None:
+        """Hold back the device's bytes from the next read on until the host starts a new
+        session (it writes a StartSessionInit); then hand them out before anything newer: a
+        reply that arrives late, after its session was given up."""
+        self._hold = "armed"
+
     # --- Transport ------------------------------------------------------------------------
 
     def write(self, data: bytes, timeout_sec: float | None) -> None:
+        if self._hold == "holding":
+            for payload in self._sent.feed(bytes(data)):
+                if len(payload) >= 3 and payload[2] == _START_SESSION_INIT:
+                    self._hold = "release"  # the old session was given up
         self.child.write(self.corrupt(bytes(data), Direction.TO_DEVICE), timeout_sec)
 
     def read(self, n: int, timeout_sec: float | None) -> bytes:
         # A read that lost every byte it got returns b"", which the session treats as
         # "nothing yet" and reads again within its own deadline.
+        if self._hold in ("armed", "holding"):
+            try:
+                data = self.child.read(n, min(timeout_sec or 0.05, 0.05))
+            except IoTimeoutError:
+                data = b""
+            if data:
+                self._hold = "holding"
+                self.held += data
+            return b""
+        if self._hold == "release":
+            self._hold = None
+            self.released = self.held
+            return self.corrupt(self.held, Direction.FROM_DEVICE)
         return self.corrupt(self.child.read(n, timeout_sec), Direction.FROM_DEVICE)

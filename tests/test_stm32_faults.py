@@ -336,3 +336,42 @@ def test_qemu_killed_mid_validate_run_completes(hello_world) -> None:
     stats = report.recovery
     assert stats is not None and stats.restarts >= 1 and not stats.failed_samples
     assert not transport.killed & qemu_pids()
+
+
+def test_late_reply_of_an_abandoned_session_is_not_taken_on_qemu(hello_world) -> None:
+    """The protocol has no request ids. Through the fault proxy at 1e-4, the device's bytes
+    are held back once, mid-run, until the host has given up on that session and started a new
+    one; then the old bytes (a whole reply of the old session among them) arrive first. They
+    carry the old session id, so nothing of them is taken: every sample is answered once, equal
+    to TFLite Micro's, and the held reply shows up as one fault."""
+    from project_api.micro.framing import Unframer
+
+    n = 120
+    project, info, data, want = _hello_plan(hello_world, n, SEED + 2)
+    proxy = FaultProxy(project.transport(), BYTE_ERROR_RATE, SEED + 2)
+    proxy.enabled = False
+    proxy.open()
+    proxy.enabled = True
+    done = [0]
+
+    def progress(label: str, total: int):
+        def advance(k: int) -> None:
+            done[0] += k
+            if done[0] == n // 2:
+                proxy.hold_next_reply()
+        return advance if label == "device" else None
+
+    try:
+        with Session(proxy, timeout_sec=REPLY_WAIT_SEC, retry=RetryPolicy()) as session:
+            report = validate(session, data, module=info, number=0, progress=progress)
+            ids = set(session._used_ids)
+            final = session._channel.protocol.session_id
+    finally:
+        proxy.close()
+    late = [p for p in Unframer().feed(proxy.released) if len(p) >= 3 and p[2] == 0x10]
+    assert late, "no reply of the old session arrived late"
+    late_ids = {int.from_bytes(p[:2], "little") for p in late}
+    assert late_ids <= ids and final not in late_ids and len(ids) >= 2
+    assert done[0] == n
+    np.testing.assert_array_equal(report.outputs[0].reshape(want.shape), want)
+    assert report.recovery is not None and report.recovery.fault_count >= 1
