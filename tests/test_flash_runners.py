@@ -10,6 +10,7 @@ import os
 import struct
 import sys
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -292,6 +293,100 @@ def test_pyocd_verify_mismatch_and_probe_errors(image: Path) -> None:
         flash.PyOcdRunner().flash(image, F429, None, lambda f: None)
 
 
+# --- reset through the probe (open_transport, before reopening a board's link) ------------------
+
+
+@pytest.mark.parametrize("version, serial_number, serial_args", [
+    ("Open On-Chip Debugger 0.12.0", "066DFF495351", ["-c", "adapter serial 066DFF495351"]),
+    ("Open On-Chip Debugger 0.10.0", "066DFF495351", ["-c", "hla_serial 066DFF495351"]),
+    ("Open On-Chip Debugger 0.12.0", None, []),
+])
+def test_openocd_reset_golden_argv(stand_in, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   version: str, serial_number: str | None,
+                                   serial_args: list[str]) -> None:
+    """The board's scripts, then init, reset run, shutdown: nothing is written."""
+    monkeypatch.setenv("STAND_IN_VERSION", version)
+    log = tmp_path / "build" / flash.RESET_LOG
+    flash.OpenOcdRunner().reset(F429, serial_number, log)
+    openocd = str(stand_in.bin_dir / "openocd")
+    assert stand_in() == [
+        [openocd, "--version"],
+        [openocd, "-f", "interface/stlink.cfg", *serial_args, "-f", "target/stm32f4x.cfg",
+         "-c", "init", "-c", "reset run", "-c", "shutdown"],
+    ]
+    assert log.read_text().startswith(f"$ {openocd} -f interface/stlink.cfg ")
+
+
+@pytest.mark.parametrize("serial_number, connect", [
+    ("066DFF495351", ["port=SWD", "sn=066DFF495351"]),
+    (None, ["port=SWD"]),
+])
+def test_cubeprogrammer_reset_golden_argv(stand_in, serial_number: str | None,
+                                          connect: list[str]) -> None:
+    flash.CubeProgrammerRunner().reset(F429, serial_number)  # no log file: only log records
+    cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
+    assert stand_in() == [[cli, "--connect", *connect, "-rst"]]
+
+
+def test_reset_failure_is_one_line_naming_the_step(stand_in, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_STATUS", "1")
+    monkeypatch.setenv("STAND_IN_OUTPUT", "Error: open failed\nin procedure 'init'")
+    log = tmp_path / flash.RESET_LOG
+    with pytest.raises(FlashError) as info:
+        flash.OpenOcdRunner().reset(F429, None, log)
+    assert str(info.value) == f"reset failed (openocd): Error: open failed; full log: {log}"
+    monkeypatch.setenv("STAND_IN_OUTPUT", "ST-LINK error (DEV_USB_COMM_ERR)")
+    with pytest.raises(FlashError) as info:
+        flash.CubeProgrammerRunner().reset(F429, "0670FF")
+    assert str(info.value) == "reset failed (stm32cubeprogrammer): ST-LINK error " \
+                              "(DEV_USB_COMM_ERR)"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(MissingProgramError, match="'openocd' is not installed"):
+        flash.OpenOcdRunner().reset(F429, None)
+
+
+def test_pyocd_reset_golden_calls() -> None:
+    """A session on the probe and target.reset(), as 'pyocd reset' does; nothing programmed,
+    nothing read back."""
+    probe = fake_probe("066DFF495351848777254629")
+    with PyOcdMocks([probe]) as m:
+        flash.PyOcdRunner().reset(F429, "066DFF495351")
+    m.list_mock.assert_called_once_with(blocking=False, unique_id="066DFF495351",
+                                        print_wait_message=False)
+    m.session_cls.assert_called_once_with(probe, options={"target_override": "stm32f429xi"})
+    m.session.target.reset.assert_called_once_with()
+    m.programmer_cls.assert_not_called()
+    m.session.target.read_memory_block8.assert_not_called()
+    assert [c[0] for c in m.session.mock_calls if c[0] in ("__enter__", "__exit__")] == \
+        ["__enter__", "__exit__"]
+
+
+def test_pyocd_reset_errors(tmp_path: Path) -> None:
+    with PyOcdMocks([]) as m, pytest.raises(FlashError) as info:
+        flash.PyOcdRunner().reset(F429, None)
+    assert str(info.value) == ("no debug probe found; connect the board's ST-LINK by USB "
+                               "('pyocd list' shows the probes)")
+    m.session_cls.assert_not_called()
+    with PyOcdMocks([fake_probe("0670FF")]) as m, pytest.raises(FlashError) as info:
+        m.session.__enter__.side_effect = OSError(16, "busy")  # libusb: the probe is held
+        flash.PyOcdRunner().reset(F429, None)
+    assert str(info.value) == ("reset failed (pyocd): [Errno 16] busy; check the probe's USB "
+                               "cable and that no other debugger holds it")
+    pack = tmp_path / "Keil.STM32L4xx_DFP.2.6.1.pack"
+    pack.write_bytes(b"PK")
+    with PyOcdMocks([fake_probe("0670FF")]) as m:
+        flash.PyOcdRunner({"pyocd_pack": str(pack)}).reset(L4R5, None)
+    m.session_cls.assert_called_once_with(
+        m.list_mock.return_value[0], options={"target_override": "stm32l4r5zitx",
+                                              "pack": str(pack)})
+
+
+def test_qemu_runner_has_nothing_to_reset(stand_in) -> None:
+    flash.QemuRunner().reset(QEMU, None)
+    assert stand_in() == []
+
+
 # --- QEMU, choice of runner, progress ---------------------------------------------------------------
 
 
@@ -419,3 +514,104 @@ def test_cli_flash_with_runner_options(stand_in, tmp_path: Path, models_dir: Pat
     assert out.stderr.strip().splitlines()[-1].endswith(
         "flash_runner=qemu cannot flash a real board (nucleo_f429zi); use flash_runner=pyocd")
 
+
+
+# --- through the stm32 server: a reopen resets a real board first ------------------------------
+
+NUCLEO_SN = "0670FF495351848777254629"
+
+
+def _nucleo(tmp_path: Path, events: list[str]) -> tuple[Any, Any]:
+    """The stm32 server on a nucleo_f429zi project, and comports() patched to list its ST-LINK's
+    virtual COM port as ``loop://`` (a pyserial URL the UART opens), recording each lookup."""
+    from helpers.serial_ports import ST, port
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    handler = stm32_handler(tmp_path, "nucleo_f429zi")
+    listed = port("loop://", *ST, NUCLEO_SN, "STM32 STLink")
+
+    def comports() -> list[Any]:
+        events.append("port lookup")
+        return [listed]
+    return handler, mock.patch("serial.tools.list_ports.comports", side_effect=comports)
+
+
+def test_server_reopen_resets_the_real_board_once(tmp_path: Path) -> None:
+    """Issue 21: the first open_transport of a server resets nothing; the next one (the client's
+    recovery: close_transport, open_transport) resets the board through pyOCD, after the old
+    link is closed and before the port is looked up and opened again."""
+    events: list[str] = []
+    handler, ports = _nucleo(tmp_path, events)
+    with ports, PyOcdMocks([fake_probe(NUCLEO_SN)]) as m:
+        m.session.target.reset.side_effect = lambda: events.append("reset")
+        reply = handler.open_transport({})
+        assert reply["endpoint"] == {"type": "serial", "port": "loop://", "baudrate": 115200}
+        assert events == ["port lookup"]
+        m.session_cls.assert_not_called()
+        handler.close_transport()
+        handler.open_transport({})
+        assert events == ["port lookup", "reset", "port lookup"]
+        m.session.target.reset.assert_called_once_with()
+        m.session_cls.assert_called_once_with(m.list_mock.return_value[0],
+                                              options={"target_override": "stm32f429xi"})
+        m.programmer_cls.assert_not_called()
+        handler.close_transport()
+    assert events.count("reset") == 1
+
+
+def test_server_reset_takes_the_runner_options_of_open_transport(stand_in,
+                                                                 tmp_path: Path) -> None:
+    """flash_runner and serial_number given to open_transport pick the tool and the probe of the
+    reset; its output goes to build/reset.log."""
+    events: list[str] = []
+    handler, ports = _nucleo(tmp_path, events)
+    openocd = str(stand_in.bin_dir / "openocd")
+    cli = str(stand_in.bin_dir / "STM32_Programmer_CLI")
+    with ports:
+        handler.open_transport({"flash_runner": "openocd", "serial_number": "0670FF"})
+        assert stand_in() == []
+        handler.open_transport({"flash_runner": "openocd", "serial_number": "0670FF"})
+        assert stand_in()[1:] == [[openocd, "-f", "interface/stlink.cfg", "-c",
+                                   "adapter serial 0670FF", "-f", "target/stm32f4x.cfg", "-c",
+                                   "init", "-c", "reset run", "-c", "shutdown"]]
+        assert (tmp_path / "build" / flash.RESET_LOG).read_text().startswith(f"$ {openocd} ")
+        handler.close_transport()
+        handler.open_transport({"flash_runner": "stm32cubeprogrammer"})
+        assert stand_in()[-1] == [cli, "--connect", "port=SWD", "-rst"]
+        handler.close_transport()
+
+
+def test_server_failed_reset_is_one_warning_and_the_link_opens(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    events: list[str] = []
+    handler, ports = _nucleo(tmp_path, events)
+    with ports, PyOcdMocks([]), caplog.at_level("WARNING"):
+        handler.open_transport({})
+        handler.close_transport()
+        reply = handler.open_transport({})
+        handler.close_transport()
+    assert reply["endpoint"]["port"] == "loop://"
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["open_transport: could not reset the board before reopening its link "
+                        "(no debug probe found; connect the board's ST-LINK by USB ('pyocd "
+                        "list' shows the probes)); opening it anyway"]
+    assert events == ["port lookup", "port lookup"]
+
+
+def test_server_resets_no_emulated_board_and_no_remote_link(tmp_path: Path) -> None:
+    """QEMU restarts from the image with its link; a serial_url or a labgrid place has no local
+    probe: no probe is even looked for."""
+    events: list[str] = []
+    handler, ports = _nucleo(tmp_path / "nucleo", events)
+    values = handler.options_for("open_transport", {})
+    with ports, PyOcdMocks([fake_probe(NUCLEO_SN)]) as m:
+        for _ in range(2):
+            handler.open_transport({"serial_url": "loop://"})
+        handler.close_transport()
+        handler.do_reset({**values, "labgrid_place": "nucleo-1"})
+        (tmp_path / "qemu").mkdir()
+        emulated = stm32_handler(tmp_path / "qemu", "qemu_netduinoplus2")
+        emulated.do_reset(emulated.options_for("open_transport", {}))
+        m.list_mock.assert_not_called()
+        m.session_cls.assert_not_called()
+    assert events == []

@@ -260,3 +260,73 @@ def test_templates_take_the_common_options_from_the_library() -> None:
         for kind in handler.PROJECT_TYPES.values():
             for src in kind.sources:
                 assert (paths.template_dir(name) / src).is_file(), f"{name}: {src}"
+
+
+# --- reopening a link: the board is reset first (issue 21) -------------------------------------
+
+
+class _Resetting(TemplateHandler):
+    """A template whose link is a loop and whose do_reset counts (or fails, when told to)."""
+
+    PLATFORM_NAME = "resetting"
+    OPTIONS = [option("fail_reset", "bool", default=False, optional=["open_transport"],
+                      help="Make do_reset fail."),
+               option("port", "str", default="loop://", optional=["open_transport"],
+                      help="The link's pyserial URL.")]
+
+    def __init__(self, project_dir: Path) -> None:
+        super().__init__(project_dir)
+        self.events: list[str] = []
+
+    def do_reset(self, values: dict) -> None:
+        self.events.append("reset")
+        if values["fail_reset"]:
+            raise ServerError(message="the probe is held by another debugger")
+
+    def do_open_transport(self, values: dict) -> Link:
+        from project_api.template import uart_link
+
+        self.events.append("open")
+        return uart_link(values["port"], 115200)
+
+
+def test_open_transport_resets_before_every_reopen_not_the_first(tmp_path: Path) -> None:
+    (tmp_path / "model.tar").write_bytes(b"")
+    handler = _Resetting(tmp_path)
+    handler.open_transport({})
+    assert handler.events == ["open"]
+    handler.close_transport()
+    handler.open_transport({})
+    assert handler.events == ["open", "reset", "open"]
+    handler.open_transport({})  # the link it holds is closed first: a reopen too
+    assert handler.events == ["open", "reset", "open", "reset", "open"]
+    handler.close_transport()
+    assert TemplateHandler.do_reset(handler, {}) is None  # the default does nothing
+
+
+def test_a_first_open_that_failed_opened_nothing_to_reset(tmp_path: Path) -> None:
+    """Only a link this server opened counts: after a first open whose link did not open,
+    the next open resets nothing."""
+    (tmp_path / "model.tar").write_bytes(b"")
+    handler = _Resetting(tmp_path)
+    with pytest.raises(ServerError, match="cannot open"):
+        handler.open_transport({"port": str(tmp_path / "ttyACM9")})
+    handler.open_transport({})
+    assert handler.events == ["open", "open"]
+    handler.close_transport()
+
+
+def test_a_failed_reset_is_one_warning_and_the_link_opens(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "model.tar").write_bytes(b"")
+    handler = _Resetting(tmp_path)
+    handler.open_transport({})
+    handler.close_transport()
+    with caplog.at_level("WARNING"):
+        reply = handler.open_transport({"fail_reset": True})
+    assert reply["endpoint"] == {"type": "serial", "port": "loop://", "baudrate": 115200}
+    assert handler.events == ["open", "reset", "open"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "open_transport: could not reset the board before reopening its link (the probe is "
+        "held by another debugger); opening it anyway"]
+    handler.close_transport()

@@ -22,6 +22,20 @@ dependency), :class:`OpenOcdRunner` and :class:`CubeProgrammerRunner` (when inst
 ``open_transport`` starts loads it); :func:`check_firmware` checks an image against the board
 before any runner gets it. Every runner on hardware programs, verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
 that is absent or ambiguous raises a one-line FlashError listing the candidates.
+
+:meth:`FlashRunner.reset` restarts the firmware already on a board through the same probe,
+writing nothing (a template's ``open_transport`` does it before it opens the link to a board
+that went away)::
+
+    runner.reset({"name": name, **board}, values["serial_number"], build / RESET_LOG)
+
+pyOCD opens a session on the probe and calls ``target.reset()`` (what ``pyocd reset`` does);
+OpenOCD runs ``-c init -c "reset run" -c shutdown`` after the board's scripts (the OpenOCD User's
+Guide, "General Commands": ``init`` ends the configuration stage, ``reset run`` resets and lets
+the target run, ``shutdown`` exits; Zephyr's openocd runner ends its flash the same way);
+STM32CubeProgrammer runs ``--connect port=SWD [sn=SN] -rst`` (UM2237: ``-rst``, reset system);
+the QEMU runner has nothing to reset (the emulator that ``open_transport`` starts boots the
+image afresh).
 """
 
 from __future__ import annotations
@@ -51,6 +65,8 @@ Progress = Callable[[float], None]
 
 #: Where a runner's tool output goes, beside the image (``build/flash.log``).
 FLASH_LOG = "flash.log"
+#: Where a reset's tool output goes (``build/reset.log``, in the folder the template gives).
+RESET_LOG = "reset.log"
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,13 @@ class FlashRunner(abc.ABC):
               progress: Progress) -> None:
         """Write ``image`` (an ELF file) to ``board``, verify it and start it."""
 
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        """Restart the firmware on ``board`` through the probe ``serial_number`` picks (None:
+        the only one), writing nothing; the tool's output goes to ``log_path`` when given.
+        FlashError (MissingProgramError) when it cannot; this base cannot reset at all."""
+        raise FlashError(f"flash_runner={self.NAME} cannot reset a board")
+
     def output(self, argv: Sequence[str]) -> str:
         """What ``argv`` prints (stdout and stderr), for queries such as ``--version``."""
         _LOG.debug("%s: %s", self.NAME, shlex.join(argv))
@@ -107,26 +130,33 @@ class FlashRunner(abc.ABC):
                               stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
         return proc.stdout
 
-    def check_call(self, argv: Sequence[str], log_path: Path, cwd: Path | None = None) -> None:
-        """Run ``argv`` (in ``cwd``) with its output in ``log_path``; FlashError naming its first
-        error line."""
+    def check_call(self, argv: Sequence[str], log_path: Path | None, cwd: Path | None = None,
+                   step: str = "flash") -> None:
+        """Run ``argv`` (in ``cwd``) with its output in ``log_path`` (None: only in the log
+        records); FlashError naming ``step`` and its first error line."""
         _LOG.info("%s: %s", self.NAME, shlex.join(argv))
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w", encoding="utf-8", errors="replace") as log:
-            log.write(f"$ {shlex.join(argv)}\n")
-            log.flush()
+        with contextlib.ExitStack() as stack:
+            log = None
+            if log_path is not None:
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = stack.enter_context(open(log_path, "w", encoding="utf-8",
+                                               errors="replace"))
+                log.write(f"$ {shlex.join(argv)}\n")
+                log.flush()
             proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, errors="replace",
                                   check=False, cwd=cwd)
-            log.write(proc.stdout)
+            if log is not None:
+                log.write(proc.stdout)
         for line in proc.stdout.splitlines():
             _LOG.info("%s: %s", self.NAME, line.rstrip())
         if proc.returncode != 0:
             cause = next((line.strip() for line in proc.stdout.splitlines()
                           if re.search(r"\berror\b", line, re.I)),
                          f"{Path(argv[0]).name} exited with status {proc.returncode}")
-            raise FlashError(f"flash failed ({self.NAME}): {cause}; full log: {log_path}",
-                             log=str(log_path))
+            where = f"; full log: {log_path}" if log_path is not None else ""
+            raise FlashError(f"{step} failed ({self.NAME}): {cause}{where}",
+                             **({"log": str(log_path)} if log_path is not None else {}))
 
 
 def check_firmware(image: Path, board: Mapping[str, Any]) -> bytes:
@@ -204,15 +234,12 @@ class PyOcdRunner(FlashRunner):
               progress: Progress) -> None:
         self.require()
         from pyocd.core.exceptions import Error as PyOcdError
-        from pyocd.core.helpers import ConnectHelper
         from pyocd.core.session import Session
         from pyocd.flash.file_programmer import FileProgrammer
 
         options = self.session_options(board)
         segments = load_segments(image, board.get("memory", {}).get("flash"))
-        probes = ConnectHelper.get_all_connected_probes(
-            blocking=False, unique_id=serial_number, print_wait_message=False)
-        probe = _one_probe(probes, serial_number, board.get("probe", "debug probe"))
+        probe = self.probe(board, serial_number)
         _LOG.info("pyocd: %s (%s), target %s", probe.description, probe.unique_id,
                   options["target_override"])
         try:
@@ -226,6 +253,33 @@ class PyOcdRunner(FlashRunner):
                 session.target.reset()
         except (PyOcdError, OSError) as exc:  # OSError: libusb's (pyusb's USBError is one)
             raise FlashError(f"flash failed (pyocd): {exc}; check the probe's USB cable and "
+                             "that no other debugger holds it") from None
+
+    def probe(self, board: Mapping[str, Any], serial_number: str | None) -> Any:
+        """The one debug probe ``serial_number`` picks (None: the only one attached)."""
+        from pyocd.core.helpers import ConnectHelper
+
+        probes = ConnectHelper.get_all_connected_probes(
+            blocking=False, unique_id=serial_number, print_wait_message=False)
+        return _one_probe(probes, serial_number, board.get("probe", "debug probe"))
+
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        """A session on the probe and ``target.reset()``, as ``pyocd reset`` does (the target
+        runs after it, and the session resumes it on disconnect)."""
+        self.require()
+        from pyocd.core.exceptions import Error as PyOcdError
+        from pyocd.core.session import Session
+
+        options = self.session_options(board)
+        probe = self.probe(board, serial_number)
+        _LOG.info("pyocd: resetting %s through %s (%s)", board.get("name"), probe.description,
+                  probe.unique_id)
+        try:
+            with Session(probe, options=options) as session:
+                session.target.reset()
+        except (PyOcdError, OSError) as exc:
+            raise FlashError(f"reset failed (pyocd): {exc}; check the probe's USB cable and "
                              "that no other debugger holds it") from None
 
 
@@ -274,6 +328,14 @@ class OpenOcdRunner(FlashRunner):
         procedure passes its file name to ``eval`` again, so it gets the image's bare name and
         the serial number, both checked by :func:`~project_api.template.quoting.tcl_word`:
         the project's path, whatever it holds, never reaches Tcl."""
+        name = tcl_word(image.name, "the image's file name")
+        return self.board_args(program, board, serial_number, version) + [
+            "-c", f"program {{{name}}} verify reset exit"]
+
+    def board_args(self, program: str, board: Mapping[str, Any], serial_number: str | None,
+                   version: tuple[int, ...]) -> list[str]:
+        """``openocd -f <interface> [-c "adapter serial SN"] -f <target>``: the probe and the
+        chip, before any command."""
         missing = [key for key in ("openocd_interface", "openocd_target") if not board.get(key)]
         if missing:
             raise FlashError(f"board {board.get('name')} has no {' or '.join(missing)}; add "
@@ -282,9 +344,21 @@ class OpenOcdRunner(FlashRunner):
         if serial_number:
             word = "adapter serial" if version >= (0, 11) else "hla_serial"
             argv += ["-c", f"{word} {tcl_word(serial_number, 'serial_number')}"]
-        name = tcl_word(image.name, "the image's file name")
-        return argv + ["-f", str(board["openocd_target"]), "-c",
-                       f"program {{{name}}} verify reset exit"]
+        return argv + ["-f", str(board["openocd_target"])]
+
+    def reset_argv(self, program: str, board: Mapping[str, Any], serial_number: str | None,
+                   version: tuple[int, ...]) -> list[str]:
+        """The board's scripts, then ``init`` (the end of the configuration stage), ``reset
+        run`` (reset, and let the target run) and ``shutdown`` (the OpenOCD User's Guide,
+        "General Commands")."""
+        return self.board_args(program, board, serial_number, version) + [
+            "-c", "init", "-c", "reset run", "-c", "shutdown"]
+
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        program = self.require()
+        argv = self.reset_argv(program, board, serial_number, self.version(program))
+        self.check_call(argv, log_path, step="reset")
 
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
@@ -304,9 +378,18 @@ class CubeProgrammerRunner(FlashRunner):
     INSTALL_HINT = ("install STM32CubeProgrammer or STM32CubeCLT from st.com and put its bin/ "
                     "folder on PATH")
 
+    @staticmethod
+    def connect(program: str, serial_number: str | None) -> list[str]:
+        """``STM32_Programmer_CLI --connect port=SWD [sn=SN]``: the ST-LINK, over SWD."""
+        return [program, "--connect", "port=SWD",
+                *([f"sn={serial_number}"] if serial_number else [])]
+
     def argv(self, program: str, image: Path, serial_number: str | None) -> list[str]:
-        connect = ["port=SWD"] + ([f"sn={serial_number}"] if serial_number else [])
-        return [program, "--connect", *connect, "--write", str(image), "--verify", "-rst"]
+        return [*self.connect(program, serial_number), "--write", str(image), "--verify", "-rst"]
+
+    def reset_argv(self, program: str, serial_number: str | None) -> list[str]:
+        """Connect and ``-rst`` (UM2237, STM32CubeProgrammer's manual: reset system)."""
+        return [*self.connect(program, serial_number), "-rst"]
 
     def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
               progress: Progress) -> None:
@@ -314,6 +397,10 @@ class CubeProgrammerRunner(FlashRunner):
         progress(0.0)
         self.check_call(argv, image.parent / FLASH_LOG)
         progress(1.0)
+
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        self.check_call(self.reset_argv(self.require(), serial_number), log_path, step="reset")
 
 
 class QemuRunner(FlashRunner):
@@ -329,6 +416,11 @@ class QemuRunner(FlashRunner):
         _LOG.info("qemu: %s (%d bytes, sha256 %s) is ready for %s", image.name, len(data),
                   hashlib.sha256(data).hexdigest()[:16], board.get("name"))
         progress(1.0)
+
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        """Nothing to reset: the emulator ``open_transport`` starts boots the image afresh."""
+        _LOG.debug("qemu: %s restarts with its emulator", board.get("name"))
 
 
 #: Every runner by name (the choices of a template's ``flash_runner`` option).

@@ -29,7 +29,10 @@ saved ones once (:meth:`TemplateHandler.options_for`) and hand the values to the
 ``open_transport`` refuses a project type without a link at once, closes the link it holds,
 and opens, replies with and serves the :class:`~project_api.template.link.Link` the hook builds.
 The hook may run again after the device went away: it builds the link from the options and
-the project alone.
+the project alone. Before such a reopen (any ``open_transport`` after one of this server
+opened a link) the base calls :meth:`TemplateHandler.do_reset`, which does nothing unless the
+template resets its board there (the stm32 template: a real board through its flash runner's
+probe); a reset that fails is one warning, and the link is opened anyway.
 """
 
 from __future__ import annotations
@@ -45,7 +48,12 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from project_api import server
-from project_api.errors import BuildError, ServerError, TransportClosedError
+from project_api.errors import (
+    BuildError,
+    ServerError,
+    TemplateStepError,
+    TransportClosedError,
+)
 from project_api.template import project_types
 from project_api.template.link import Link
 from project_api.template.new_project import NewProject
@@ -100,6 +108,8 @@ class TemplateHandler(server.ProjectAPIHandler):
         self.project_dir = Path(project_dir) if project_dir is not None else script.parent
         self._script = script
         self._link: Link | None = None
+        #: Links this server opened; while it is 0, open_transport resets nothing.
+        self.links_opened = 0
         atexit.register(self.close_transport)
 
     @property
@@ -272,6 +282,8 @@ class TemplateHandler(server.ProjectAPIHandler):
             raise ServerError(message="open_transport: " + project_types.no_link(
                 str(self.project_dir), values["project_type"], self.PROJECT_TYPES))
         self.close_transport()
+        if self.links_opened:  # a reopen: the device may have gone away
+            self._reset_device(values)
         link = self.do_open_transport(values)
         try:
             link.open()
@@ -279,7 +291,16 @@ class TemplateHandler(server.ProjectAPIHandler):
             link.close()
             raise
         self._link = link
+        self.links_opened += 1
         return link.reply()
+
+    def _reset_device(self, values: dict[str, Any]) -> None:
+        """:meth:`do_reset`; what it raises is one warning (the link is opened anyway)."""
+        try:
+            self.do_reset(values)
+        except Exception as exc:  # noqa: BLE001 - a reset is a help, never a reason to stop
+            _LOG.warning("open_transport: could not reset the board before reopening its link "
+                         "(%s); opening it anyway", _one_line(exc))
 
     def do_build(self, values: dict[str, Any]) -> None:
         """Build the generated project with the checked ``values``."""
@@ -288,6 +309,13 @@ class TemplateHandler(server.ProjectAPIHandler):
     def do_flash(self, values: dict[str, Any]) -> None:
         """Put the built firmware on the device."""
         raise NotImplementedError(f"{type(self).__name__} must implement do_flash()")
+
+    def do_reset(self, values: dict[str, Any]) -> None:
+        """Restart the device before ``open_transport`` opens its link again: called, once the
+        old link is closed, by every open_transport after this server opened a link (never by
+        its first). A template with a way to reset its board (a debug probe) does it here. The default does
+        nothing (an emulator or a device program starts afresh with the link; a remote link
+        has no local probe). What it raises is logged as one warning."""
 
     def do_open_transport(self, values: dict[str, Any]) -> Link:
         """The link to the device: a :class:`~project_api.template.link.Link`, built from
@@ -321,3 +349,14 @@ class TemplateHandler(server.ProjectAPIHandler):
             _LOG.info("transport closed: the device stopped reading")
             self.close_transport()
             raise
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's one-line reason: a step error's detail, a server error's message, else the
+    first line of its text."""
+    if isinstance(exc, TemplateStepError) and exc.detail:
+        return exc.detail
+    if isinstance(exc, ServerError):
+        return exc.message
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -7,7 +7,8 @@ renders ``board.h``, the linker script and the Makefile; every build ends with a
 (``build/memory.txt``) and a firmware that does not fit fails in one line saying by how much;
 emulated boards are "flashed" by recording the image and run under QEMU (template.qemu), whose
 UART our client reaches through a FIFO endpoint. Real boards are flashed by a runner of
-template.flash (pyOCD by default) and reached on their ST-LINK's serial port (template.serial_ports).
+template.flash (pyOCD by default) and reached on their ST-LINK's serial port (template.serial_ports);
+when the link is opened again after the board went away, the same runner resets it first.
 """
 
 from __future__ import annotations
@@ -113,9 +114,11 @@ class Handler(TemplateHandler):
         common("warning_as_error"),
         common("compile_definitions"),
         common("verbose"),
-        option("flash_runner", "str", choices=list(flash_runners.RUNNERS), optional=["flash"],
-               help="Flash tool (default: pyocd on hardware, qemu on emulated boards)."),
-        option("pyocd_pack", "str", optional=["flash"],
+        option("flash_runner", "str", choices=list(flash_runners.RUNNERS),
+               optional=["flash", "open_transport"],
+               help="Flash tool (default: pyocd on hardware, qemu on emulated boards); "
+                    "open_transport resets a real board through it before reopening its link."),
+        option("pyocd_pack", "str", optional=["flash", "open_transport"],
                help="CMSIS pack (.pack) for a pyOCD target that is not built in."),
         common("serial_number"),
         common("serial_port"),
@@ -207,6 +210,19 @@ class Handler(TemplateHandler):
         flash_runners.check_firmware(elf, board)
         with flash_runners.progress_report(f"flash {name} ({runner.NAME})") as progress:
             runner.flash(elf, board, remote.probe_id(values) or values["serial_number"], progress)
+
+    def do_reset(self, values: dict) -> None:
+        """Before a reopen: a real board on a local probe is reset through its flash runner
+        (``-o flash_runner``, pyOCD by default; the probe ``-o serial_number`` picks). An
+        emulated board restarts with QEMU, and a serial_url or labgrid place has no local
+        probe: nothing to do for them."""
+        name, board = self.board(values)
+        if board["emulated"] or values["serial_url"] or values["labgrid_place"]:
+            return
+        runner = flash_runners.runner_for(values["flash_runner"], board, values)
+        _LOG.info("resetting %s (%s) before reopening its link", name, runner.NAME)
+        runner.reset(board, values["serial_number"],
+                     self.project_dir / "build" / flash_runners.RESET_LOG)
 
     def do_open_transport(self, values: dict) -> Link:
         name, board = self.board(values)
