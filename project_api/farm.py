@@ -38,6 +38,12 @@ import numpy as np
 
 from project_api.errors import ProjectAPIError, ProjectError
 from project_api.micro.recovery import RecoveryStats, RetryPolicy
+from project_api.project import (
+    BuildHashMismatchError,
+    check_build_hash,
+    device_build_hash,
+    project_build_hash,
+)
 from project_api.validate import (
     ValidationError,
     ValidationPlan,
@@ -49,25 +55,6 @@ from project_api.validate import (
 __all__ = ["PlaceRun", "ShardedReport", "device_build_hash", "validate_on_places"]
 
 _LOG = logging.getLogger(__name__)
-
-#: The device global function that answers the firmware's build hash.
-BUILD_HASH_FUNCTION = "project_api.build_hash"
-
-
-def device_build_hash(session: Any) -> str | None:
-    """The build hash the device of ``session`` reports (hex, as in ``build_hash.txt``), or
-    None when its firmware has no ``project_api.build_hash`` (generated before build hashes)."""
-    from project_api.errors import SessionError
-    from project_api.template.glue import BUILD_HASH_DIGITS
-
-    try:
-        value = session.call(BUILD_HASH_FUNCTION)
-    except SessionError as err:
-        if "no global function" in str(err):
-            return None
-        raise
-    return f"{int(value):0{BUILD_HASH_DIGITS}x}"
-
 
 @dataclass
 class PlaceRun:
@@ -225,7 +212,7 @@ def _project_build_hash(project_dir: Path) -> str:
     """The build hash the project's firmware reports (every place must report it)."""
     from project_api.template import glue
 
-    want = glue.read_build_hash(project_dir)
+    want = project_build_hash(project_dir)
     if want is None:
         raise ProjectError(f"{project_dir} has no {glue.BUILD_HASH_FILE}; regenerate the project "
                            "so that its firmware reports a build hash")
@@ -331,11 +318,14 @@ def _run_place(run: PlaceRun, project_dir: Path, options: dict[str, Any], shard:
 
     try:
         def verify(session: Any) -> None:
-            """After the session opens and after every reopen: the board's firmware."""
-            run.build_hash = device_build_hash(session)
-            if run.build_hash != shard.want_hash:
-                raise _Refused(f"its firmware reports build hash {run.build_hash or 'none'}, "
-                               f"the project's is {shard.want_hash}; flash the project onto it")
+            """After the session opens and after every reopen: the board's firmware (one that
+            reports no build hash is refused too: a place may hold anything)."""
+            try:
+                run.build_hash = check_build_hash(session, shard.want_hash, require=True,
+                                                  subject="its firmware")
+            except BuildHashMismatchError as err:
+                run.build_hash = err.reported
+                raise _Refused(str(err)) from None
 
         with GeneratedProject.from_directory(project_dir, options) as project, \
                 project.session(**shard.session_options, verify=verify) as session:

@@ -37,7 +37,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -527,6 +527,60 @@ def load_project_options(project: str | os.PathLike[str]) -> dict[str, Any]:
     return template_options.load_options(Path(project), error=ProjectError)
 
 
+# --- the build hash: which firmware the device runs ----------------------------------------------
+
+#: The device global function that answers the firmware's build hash.
+BUILD_HASH_FUNCTION = "project_api.build_hash"
+
+
+class BuildHashMismatchError(ProjectError):
+    """The device runs other firmware than the project's: the build hash it reports
+    (``reported``; None when its firmware reports none) is not the project's (``expected``)."""
+
+    def __init__(self, message: str, reported: str | None, expected: str) -> None:
+        super().__init__(message)
+        self.reported = reported
+        self.expected = expected
+
+
+def project_build_hash(project_dir: str | os.PathLike[str]) -> str | None:
+    """The build hash a generated project's firmware reports (its ``build_hash.txt``), or None
+    for a project without one."""
+    from project_api.template import glue
+
+    return glue.read_build_hash(Path(project_dir))
+
+
+def device_build_hash(session: Any) -> str | None:
+    """The build hash the device of ``session`` (a :class:`project_api.micro.Session`) reports
+    (hex, as in ``build_hash.txt``), or None when its firmware has no ``project_api.build_hash``
+    (generated before build hashes, or by another tool)."""
+    from project_api.errors import SessionError
+    from project_api.template.glue import BUILD_HASH_DIGITS
+
+    try:
+        value = session.call(BUILD_HASH_FUNCTION)
+    except SessionError as err:
+        if "no global function" in str(err):
+            return None
+        raise
+    return f"{int(value):0{BUILD_HASH_DIGITS}x}"
+
+
+def check_build_hash(session: Any, expected: str, *, require: bool = False,
+                     subject: str = "the device's firmware",
+                     fix: str = "flash the project onto it") -> str | None:
+    """The device's build hash (:func:`device_build_hash`) when it is ``expected``, or None
+    when its firmware reports none and ``require`` is false; else BuildHashMismatchError, one
+    line naming both hashes and ``fix`` (``subject`` is what reports the hash)."""
+    reported = device_build_hash(session)
+    if reported == expected or (reported is None and not require):
+        return reported
+    raise BuildHashMismatchError(
+        f"{subject} reports build hash {reported or 'none'}, the project's is {expected}; {fix}",
+        reported, expected)
+
+
 class GeneratedProject(_ServerOwner):
     """A generated project's server: build, flash and open the device transport."""
 
@@ -652,11 +706,33 @@ class GeneratedProject(_ServerOwner):
 
     def session(self, *, debug: bool = False, **kwargs: Any) -> Any:
         """A :class:`project_api.micro.Session` over :meth:`transport` (use it with ``with``);
-        ProjectError at once when the project's firmware has no RPC server."""
+        ProjectError at once when the project's firmware has no RPC server. ``kwargs`` go to
+        the Session; without a ``verify`` of the caller's (``verify=None``: no check) it checks
+        the firmware's build hash at open and after every reopen (:meth:`build_hash_check`)."""
         from project_api.micro import Session
 
         self.require_link("rpc")
+        if "verify" not in kwargs:
+            kwargs["verify"] = self.build_hash_check()
         return Session(self.transport(debug=debug), **kwargs)
+
+    def build_hash_check(self) -> Callable[[Any], None] | None:
+        """A session's ``verify`` that refuses a device whose firmware reports another build
+        hash than the project's ``build_hash.txt`` (:class:`BuildHashMismatchError`, naming
+        both and the fix); a firmware that reports none is accepted. None when the project has
+        no build hash (or no directory): nothing to check."""
+        if self.directory is None:
+            return None
+        expected = project_build_hash(self.directory)
+        if expected is None:
+            return None
+        name = self.directory
+        fix = (f"flash the project onto it ('project-api build {name}', then 'project-api "
+               f"flash {name}')")
+
+        def verify(session: Any) -> None:
+            check_build_hash(session, expected, fix=fix)
+        return verify
 
     def require_link(self, link: str) -> None:
         """ProjectError, before anything starts, when this project's ``project_type`` does not
