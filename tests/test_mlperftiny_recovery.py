@@ -107,10 +107,11 @@ class _Tap(WrappedTransport):
         """(N, lap difference) of every ``infer N W`` the device ran, from its own bytes."""
         lines = bytes(self.received).decode("ascii").split("\r\n")
         found = set()
-        for i, line in enumerate(lines):
-            if (m := re.fullmatch(r"m-infer-start-(\d+)", line)) and i + 2 < len(lines):
-                a, b = (int(lines[i + k][len("m-lap-us-"):]) for k in (1, 2))
-                found.add((int(m.group(1)), b - a))
+        for i, line in enumerate(lines[:-2]):
+            m = re.fullmatch(r"m-infer-start-(\d+)", line)
+            laps = [re.fullmatch(r"m-lap-us-(\d+)", lines[i + k]) for k in (1, 2)]
+            if m and all(laps):  # (a window cut by the device's restart has no second lap)
+                found.add((int(m.group(1)), int(laps[1].group(1)) - int(laps[0].group(1))))
         return found
 
 
@@ -576,9 +577,9 @@ def test_a_damaged_lap_digit_is_caught(host_kws: Path, data, delta: int) -> None
             transport.close()
     assert transport.shifted
     assert report.ok and report.recovery is not None
-    # (a loaded host may add one of its own: a window whose device time around the timed runs
-    # grew by a scheduling stall is refused too, and run again)
-    assert set(report.recovery.faults) == {"implausible laps"}
+    # (a loaded host may add faults of its own: a window whose device time around the timed
+    # runs grew by a scheduling stall is refused too, a late reply is waited for)
+    assert report.recovery.faults["implausible laps"] >= 1
     ran = tap.windows()
     assert all((w.iterations, w.elapsed_us) in ran for w in report.windows)
 
