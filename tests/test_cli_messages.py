@@ -216,19 +216,21 @@ def test_validate_recovers_from_a_hung_device(built, tmp_path, capsys, monkeypat
 
 
 def test_run_timeout_advice_names_runs_flag(built, capsys, monkeypatch) -> None:
+    """Without recovery (``--no-retry``) a device that stops answering ends the run with the
+    limit named as run's flag."""
     from project_api.micro import api
 
     stop = _StopDevice(built["kws"])
-    set_input = api.Model.set_input
+    model = api.Session.model
 
-    def stop_after_set_input(self, *args: Any, **kwargs: Any) -> Any:
-        result = set_input(self, *args, **kwargs)
+    def stop_after_the_lookup(self, *args: Any, **kwargs: Any) -> Any:
+        result = model(self, *args, **kwargs)
         stop()
         return result
 
-    monkeypatch.setattr(api.Model, "set_input", stop_after_set_input)
+    monkeypatch.setattr(api.Session, "model", stop_after_the_lookup)
     try:
-        status = main(["run", str(built["kws"]), "--timeout", "1", "-q"])
+        status = main(["run", str(built["kws"]), "--timeout", "1", "--no-retry", "-q"])
     finally:
         stop.release()
     err = capsys.readouterr().err
