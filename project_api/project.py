@@ -708,7 +708,8 @@ class GeneratedProject(_ServerOwner):
         """A :class:`project_api.micro.Session` over :meth:`transport` (use it with ``with``);
         ProjectError at once when the project's firmware has no RPC server. ``kwargs`` go to
         the Session; without a ``verify`` of the caller's (``verify=None``: no check) it checks
-        the firmware's build hash at open and after every reopen (:meth:`build_hash_check`)."""
+        the firmware's build hash at open and after every reopen on a device that may have
+        restarted (:meth:`build_hash_check`)."""
         from project_api.micro import Session
 
         self.require_link("rpc")

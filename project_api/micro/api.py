@@ -337,9 +337,10 @@ class Session:
     sized from measured times (a lost reply is noticed in about the time the request takes), a
     frame damaged while a reply is owed is reported at once, and :attr:`recovery` counts faults
     and reopens the session (:meth:`reopen`) for the runners that retry a sample
-    (:func:`project_api.validate.stream_samples`, :meth:`time`). Without it a fault is only
+    (:func:`project_api.micro.stream.stream_samples`, :meth:`time`). Without it a fault is only
     reported, as microTVM did. ``verify`` is called with the session after it opens and after
-    every reopen (e.g. to check the firmware's build hash); what it raises ends the run.
+    every reopen on a device that may have restarted (e.g. to check the firmware's build hash);
+    what it raises ends the run.
     """
 
     def __init__(
@@ -461,8 +462,9 @@ class Session:
         :data:`~project_api.micro.recovery.NOISY_REOPEN_ATTEMPTS` failed on a garbled link);
         when none starts, or ``restart`` is set (the link closed), the transport itself is closed and opened again, up to ``restart_attempts``
         times: the template's ``open_transport`` starts the emulator again, resets the board or
-        reopens the serial port. :attr:`verify` runs after each reopen (a board that came back
-        with other firmware is refused). Raises :class:`RetriesExhaustedError` when nothing
+        reopens the serial port. :attr:`verify` runs after each reopen unless the device is known
+        to have kept its memory since it last ran (a board that came back with other firmware is
+        refused). Raises :class:`RetriesExhaustedError` when nothing
         worked.
 
         ``same_boot`` says the device did not restart (a reply was lost or damaged): the
@@ -507,7 +509,9 @@ class Session:
                     if keep and self._earlier_rpc is not None:
                         self.rpc.learn_limits(self._earlier_rpc)
                     self._check_memory()
-                    if self.verify is not None:
+                    # A device that kept its memory (our mark came back) did not restart,
+                    # so it runs the firmware checked before.
+                    if self.verify is not None and not self.memory_kept:
                         self.verify(self)
                 except (SessionError, OSError) as err:
                     last = err
