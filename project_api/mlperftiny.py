@@ -56,9 +56,9 @@ command:
   command's), times the policy's margin, at least its floor, and only once the link has been
   quiet; ``--timeout`` (and for ``infer`` the limit sized from the device time it asks for)
   stays the ceiling. An ``infer`` reply that began and then outlasts its wait (a host busier
-  than measured) is waited for by the sync, up to that limit, and taken when the rest comes
-  whole (a "late reply"); a sync after any fault in an ``infer`` waits as long for a device
-  still computing, so a busy device is never taken for a dead one and restarted.
+  than measured) is waited for by the sync as long again, and taken when the rest comes whole
+  (a "late reply", whose time the waits learn); a sync after any fault in an ``infer`` also
+  waits that long for a device still computing before it takes silence for a dead device.
 
 **Progress** of a sample is how far it got: (window, stage, bytes acknowledged by the device in
 the current load plus bytes verified by ``db print``), the stages being the load, the ``infer``
@@ -856,9 +856,11 @@ class LinkRecovery:
                                                      / max(device_sec, 1e-9)))
         limit = self._infer_limit(runs)
         sent = time.monotonic()
-        # A sync after a fault in this command waits for a device still computing, up to the
-        # command's own limit, rather than take its silence for a dead device.
-        self._busy_until = sent + ceiling
+        # A sync after a fault in this command waits for a device still computing (as long
+        # as the command's quick wait; --timeout before anything was measured), rather than
+        # take its silence for a dead device.
+        patience = limit if limit is not None else self.device.timeout_sec
+        self._busy_until = sent + patience
         # m-warmup-start-W comes before any inference: its wait is a short command's.
         first = self._limit(("first line",), 40)
         try:
@@ -868,6 +870,7 @@ class LinkRecovery:
         except DeviceTimeoutError as err:
             if isinstance(err, LinkClosedError) or not self.device.partial:
                 raise
+            self._busy_until = time.monotonic() + patience  # one more wait as long
             res = self._late_reply(iterations, warmups, err)
             took = time.monotonic() - sent
         self._busy_until = 0.0
