@@ -24,7 +24,7 @@ command:
   spoils it rather than letting it run) and asks for a word no firmware knows; everything the
   device printed before its ``e-[Unknown command: <nonce>]`` is dropped, so the next reply is the
   next command's. A device silent through :attr:`~RetryPolicy.reopen_attempts` syncs (or garbled
-  through 16) gets its link reopened (close and open: the template's ``open_transport`` starts
+  through :data:`NOISY_SYNC_ATTEMPTS`) gets its link reopened (close and open: the template's ``open_transport`` starts
   the emulator or the device process again, or reopens the port), up to
   :attr:`~RetryPolicy.restart_attempts` times; start-up lines seen on the way, or a reopen, mean
   the device lost its memory: the sample starts again;
@@ -102,6 +102,7 @@ from project_api.errors import IoTimeoutError, ProjectAPIError, TransportClosedE
 from project_api.micro.recovery import (
     DEFAULT_QUIET_SEC,
     MAX_WAIT_RAISES,
+    NOISY_REOPEN_ATTEMPTS,
     UNRAISED_TIMEOUTS,
     RecoveryStats,
     RetryPolicy,
@@ -137,8 +138,9 @@ LAP_SLACK_SEC = 0.05
 #: ``infer 1 0`` probes before a window when recovery is on (the longest counts: a probe whose
 #: lap lost a high digit cannot make a window hours long).
 PROBES = 2
-#: Syncs tried while the device answers, garbled, before its link is reopened.
-NOISY_SYNC_ATTEMPTS = 16
+#: Syncs tried while the device answers, garbled, before its link is reopened (as many as
+#: validate's sessions).
+NOISY_SYNC_ATTEMPTS = NOISY_REOPEN_ATTEMPTS
 #: Lines a device prints when it starts: seen while resyncing, they mean it lost its memory.
 BOOT_LINES = ("m-timestamp-mode-performance", "m-init-done")
 
@@ -874,9 +876,7 @@ class LinkRecovery:
             res = self._late_reply(iterations, warmups, err)
             took = time.monotonic() - sent
         self._busy_until = 0.0
-        if self.waits is not None:
-            self._observe(("infer", iterations, warmups), f"infer {iterations} {warmups}",
-                          [], computes=True)
+        if self.waits is not None:  # (infer's waits are its own: see _infer_limit)
             each = max(0.0, took - (self.waits.latency or 0.0)) / max(1, runs)
             if self._wall_per_inference is None or runs >= self._wall_per_inference[0]:
                 self._wall_per_inference = (runs, each)
@@ -1783,7 +1783,8 @@ def recovery_notes(report: PerformanceReport | AccuracyReport) -> list[str]:
     if report.stopped is not None:
         run = len(report.windows) if isinstance(report, PerformanceReport) else report.samples
         left = report.requested - run - len(report.failed)
-        out.append(f"The run stopped early; {left} {what}{'s' if left != 1 else ''} not run.")
+        out.append(f"The run stopped early, {left} {what}{'s' if left != 1 else ''} not run: "
+                   f"{report.stopped}")
     return out
 
 
