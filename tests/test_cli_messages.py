@@ -252,7 +252,7 @@ def test_mlperftiny_timeout_advice_names_its_flag(built, tmp_path, capsys, monke
     monkeypatch.setattr(mt.Device, "load", stop_before_loading)
     try:
         status = main(["mlperftiny", str(built["mlperf"]), "--mode", "accuracy", "--data",
-                       str(data), "--timeout", "1", "-q"])
+                       str(data), "--timeout", "1", "--no-retry", "-q"])
     finally:
         stop.release()
     err = capsys.readouterr().err

@@ -460,8 +460,8 @@ def _pipelined(rpc: RPCClient, requests: Iterator[_Request], depth: int,
     sample's input copies while an earlier sample's input copies are unanswered, its run while
     an earlier sample's outputs are. (A fault on a run itself, a short request, may still send
     its sample again whole: holding the next inputs back until each run is answered would cost
-    every sample the run's time.) On QEMU's UART this order is also the faster one: 11.9
-    samples/s of micro_speech against 8.9 with the next sample's inputs sent at once.
+    every sample the run's time.) On QEMU's UART this order is also the faster one (with the
+    next sample's inputs sent at once, micro_speech streamed about a quarter slower).
 
     As in ``RPCClient.copy_to_remote``: an error reply stops sending, the replies still owed
     are read so the next request meets its own reply, then the first error is raised, prefixed
