@@ -135,15 +135,12 @@ def _proxied(project: GeneratedProject, rate: float, seed: int) -> tuple[Any, Fa
     """The project's device link, open, behind a fault proxy of ``rate`` (none at 0); the
     emulator's start-up is not under test."""
     transport = project.transport()
-    proxy = FaultProxy(transport, rate, seed) if rate > 0 else None
-    link = proxy if proxy is not None else transport
-    if proxy is not None:
-        proxy.enabled = False
-    link.open()
-    link.is_open = True
-    if proxy is not None:
-        proxy.enabled = True
-    return link, proxy
+    if rate <= 0:
+        transport.open()
+        transport.is_open = True
+        return transport, None
+    proxy = FaultProxy.opened(transport, rate, seed)
+    return proxy, proxy
 
 
 def _side_by_side(jobs: list[Callable[[], Run]]) -> list[Run]:

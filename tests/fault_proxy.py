@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import os
+import signal
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -87,6 +90,16 @@ class FaultProxy(WrappedTransport):
         self.held = b""  #: device bytes held back
         self.released = b""  #: what was handed out late
 
+    @classmethod
+    def opened(cls, child: Transport, rate: float, seed: int) -> FaultProxy:
+        """A proxy over ``child``, opened without faults (the device's start-up, its ready
+        banner, is not under test), then injecting them."""
+        proxy = cls(child, rate, seed)
+        proxy.enabled = False
+        proxy.open()
+        proxy.enabled = True
+        return proxy
+
     def _next_gap(self) -> int:
         return int(self._rng.geometric(self.rate)) - 1
 
@@ -155,3 +168,24 @@ class FaultProxy(WrappedTransport):
             self.released = self.held
             return self.corrupt(self.held, Direction.FROM_DEVICE)
         return self.corrupt(self.child.read(n, timeout_sec), Direction.FROM_DEVICE)
+
+
+class KillAfter(WrappedTransport):
+    """SIGKILLs the processes ``victims()`` names (the device process, the emulator) just before
+    the ``after``-th write through it, once: a device that dies mid-run. :attr:`killed` holds
+    their ids."""
+
+    def __init__(self, child: Transport, victims: Callable[[], Iterable[int]],
+                 after: int) -> None:
+        super().__init__(child)
+        self.victims, self.after = victims, after
+        self.writes = 0
+        self.killed: set[int] = set()
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        self.writes += 1
+        if self.writes == self.after and not self.killed:
+            self.killed = set(self.victims())
+            for pid in self.killed:
+                os.kill(pid, signal.SIGKILL)
+        self.child.write(data, timeout_sec)

@@ -395,6 +395,17 @@ def generate_host_project(mlf_path: str | Path, project_dir: str | Path, templat
     return generate_project(template, mlf_path, project_dir, options, build=build)
 
 
+def add_host_project(tmp: Path, shape: tuple[int, ...], dtype: str = "int8"):
+    """A built host-template project of an element-wise ``a + b`` model of ``shape`` (in ``tmp``)
+    and the model's :class:`~project_api.mlf.ModuleInfo`: the device of the link tests."""
+    from project_api import mlf
+
+    path = add_mlf(Path(tmp) / "add.tar", dtype=dtype, shape=shape)
+    with mlf.open_mlf(path) as library:
+        info = library.module(None)
+    return generate_host_project(path, Path(tmp) / "prj"), info
+
+
 def device_pids(binary: str | Path) -> list[int]:
     """Ids of the running processes whose executable is ``binary`` (Linux /proc)."""
     want = str(Path(binary).resolve())

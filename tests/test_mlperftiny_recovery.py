@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import require_tool
-from fault_proxy import Direction, FaultProxy
+from fault_proxy import Direction, FaultProxy, KillAfter
 from helpers.mlperftiny_transcript import Transcript
 from mlf_kernels import device_pids
 
@@ -407,7 +405,8 @@ def test_device_killed_mid_run_reopens_the_link_and_completes(host_kws: Path, da
     n = 12
     binary = host_kws / "build" / "main"
     with GeneratedProject.from_directory(host_kws) as project:
-        device, transport, _ = _open(project, wrap=lambda t: _KillAfter(t, binary, 100))
+        device, transport, _ = _open(
+            project, wrap=lambda t: KillAfter(t, lambda: device_pids(binary), 100))
         try:
             report = mt.accuracy(device, _samples(xs, labels, n))
         finally:
@@ -420,32 +419,13 @@ def test_device_killed_mid_run_reopens_the_link_and_completes(host_kws: Path, da
     assert not device_pids(binary)
 
 
-class _KillAfter(WrappedTransport):
-    """SIGKILLs the device process (``binary``) before the ``after``-th write, once."""
-
-    def __init__(self, child: Transport, binary: Path, after: int) -> None:
-        super().__init__(child)
-        self.binary, self.after = binary, after
-        self.writes = 0
-        self.killed: list[int] = []
-
-    def write(self, data: bytes, timeout_sec: float | None) -> None:
-        self.writes += 1
-        if self.writes == self.after and not self.killed:
-            self.killed = device_pids(self.binary)
-            for pid in self.killed:
-                os.kill(pid, signal.SIGKILL)
-        self.child.write(data, timeout_sec)
-
-
 @pytest.fixture(scope="module")
 def stateful(tmp_path_factory: pytest.TempPathFactory):
     """A streaming model (y = 0.5 * state + x; the state a resource variable) on the host
     template, 60 inputs, and TFLite Micro's scores from a fresh interpreter per sample and from
     one interpreter over them all."""
-    from helpers.state_models import accumulate, model, streams
+    from helpers.state_models import accumulate, mlperftiny_scores, model, streams
 
-    from project_api.emit import read_tflite
     from project_api.emit.reference import run_tflm_sequence
 
     root = tmp_path_factory.mktemp("stateful")
@@ -453,15 +433,9 @@ def stateful(tmp_path_factory: pytest.TempPathFactory):
     tar = emit(model_bytes, root / "m.tar", name="default")
     prj = _build(tar, root / "prj", mlperftiny_model="kws01")
     runs = streams(model_bytes, 60, 3)
-    out = read_tflite(model_bytes).tensor(read_tflite(model_bytes).outputs[0])
-    scale, zp = np.float32(out.quant.scale[0]), out.quant.zero_point[0]
-
-    def scores(outs: list[np.ndarray]) -> list[list[float]]:
-        return [[float(f"{float(v):.3f}") for v in (scale * (o.reshape(-1).astype(np.int32) - zp)
-                                                    .astype(np.float32))] for o in outs]
-
-    fresh = scores([run_tflm_sequence(model_bytes, [r])[0][0] for r in runs])
-    carried = scores([o[0] for o in run_tflm_sequence(model_bytes, runs)])
+    fresh = mlperftiny_scores(model_bytes, [run_tflm_sequence(model_bytes, [r])[0][0]
+                                            for r in runs])
+    carried = mlperftiny_scores(model_bytes, [o[0] for o in run_tflm_sequence(model_bytes, runs)])
     assert fresh != carried
     samples = [mt.Sample(f"step {i}", 0, [np.ascontiguousarray(r[0]).tobytes()])
                for i, r in enumerate(runs)]

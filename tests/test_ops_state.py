@@ -23,6 +23,7 @@ from helpers.state_models import (
     accumulate,
     case_of,
     leaky,
+    mlperftiny_scores,
     model,
     state_quant,
     streams,
@@ -414,15 +415,9 @@ def test_mlperftiny_resets_state_between_samples_and_says_so(tmp_path):
     runs = streams(model_bytes, 5, 3)
     np.savez(tmp_path / "d.npz", x=np.stack([r[0] for r in runs]), y=np.zeros(5, np.int64))
     samples = mt.load_dataset(tmp_path / "d.npz", facts)
-    out = read_tflite(model_bytes).tensor(read_tflite(model_bytes).outputs[0])
-    scale, zp = np.float32(out.quant.scale[0]), out.quant.zero_point[0]
-
-    def scores(outs: list[np.ndarray]) -> list[list[float]]:
-        return [[float(f"{float(v):.3f}") for v in (scale * (o.reshape(-1).astype(np.int32) - zp)
-                                                    .astype(np.float32))] for o in outs]
-
-    fresh = scores([run_tflm_sequence(model_bytes, [r])[0][0] for r in runs])
-    carried = scores([o[0] for o in run_tflm_sequence(model_bytes, runs)])
+    fresh = mlperftiny_scores(model_bytes, [run_tflm_sequence(model_bytes, [r])[0][0]
+                                            for r in runs])
+    carried = mlperftiny_scores(model_bytes, [o[0] for o in run_tflm_sequence(model_bytes, runs)])
     assert fresh != carried
     with GeneratedProject.from_directory(prj) as project:
         transport = project.transport()

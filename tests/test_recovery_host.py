@@ -4,17 +4,12 @@ sample answered once and right (checked against numpy), and every fault counted.
 
 from __future__ import annotations
 
-import os
-import signal
-from pathlib import Path
-
 import numpy as np
 import pytest
 from conftest import require_tool
-from fault_proxy import Direction, FaultProxy
-from mlf_kernels import add_mlf, device_pids, generate_host_project
+from fault_proxy import Direction, FaultProxy, KillAfter
+from mlf_kernels import add_host_project, device_pids
 
-from project_api import mlf
 from project_api.errors import (
     IoTimeoutError,
     RetriesExhaustedError,
@@ -39,11 +34,7 @@ RATE = 1e-4
 def add_project(tmp_path_factory: pytest.TempPathFactory):
     require_tool("make")
     require_tool("cc")
-    tmp = tmp_path_factory.mktemp("recovery")
-    path = add_mlf(tmp / "add.tar", dtype="int8", shape=SHAPE)
-    with mlf.open_mlf(path) as library:
-        info = library.module(None)
-    project = generate_host_project(path, tmp / "prj")
+    project, info = add_host_project(tmp_path_factory.mktemp("recovery"), SHAPE)
     yield project, info
     project.close()
 
@@ -53,14 +44,6 @@ def _data(n: int, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarra
     a = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
     b = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
     return {"a": a, "b": b}, {"output": (a + b).astype(np.int8)}
-
-
-def _proxy(project, rate: float, seed: int) -> FaultProxy:
-    proxy = FaultProxy(project.transport(), rate, seed)
-    proxy.enabled = False  # the device's start-up is not under test
-    proxy.open()
-    proxy.enabled = True
-    return proxy
 
 
 def _check(report, want: dict[str, np.ndarray], n: int) -> None:
@@ -74,7 +57,7 @@ def test_validate_through_a_lossy_link_answers_every_sample(add_project) -> None
     project, info = add_project
     n = 300
     data, want = _data(n, 21)
-    proxy = _proxy(project, RATE, 2101)
+    proxy = FaultProxy.opened(project.transport(), RATE, 2101)
     try:
         with Session(proxy, timeout_sec=2.0, retry=RetryPolicy()) as session:
             session.recovery.begin_run(n)
@@ -88,7 +71,7 @@ def test_validate_through_a_lossy_link_answers_every_sample(add_project) -> None
     assert stats.fault_count > 0 and stats.retries == stats.fault_count
     assert stats.retried_samples and not stats.failed_samples
     # The same seed without recovery: the first fault that costs a reply ends the run.
-    proxy = _proxy(project, RATE, 2101)
+    proxy = FaultProxy.opened(project.transport(), RATE, 2101)
     try:
         with pytest.raises(SessionError), Session(proxy, timeout_sec=1.0) as session:
             validate(session, data, want, module=info, number=0)
@@ -126,7 +109,7 @@ def test_device_killed_mid_validate_run_completes(add_project) -> None:
     n = 400
     data, want = _data(n, 7)
     binary = project.directory / "build/main"
-    transport = _KillAfter(project.transport(), binary, after_writes=200)
+    transport = KillAfter(project.transport(), lambda: device_pids(binary), after=200)
     transport.open()
     first = device_pids(binary)
     try:
@@ -229,24 +212,6 @@ class _Swallow(WrappedTransport):
                     return
             except Exception:  # noqa: BLE001 - nothing more is coming
                 return
-
-
-class _KillAfter(WrappedTransport):
-    """SIGKILLs the device process (``binary``) after ``after_writes`` writes, once."""
-
-    def __init__(self, child: Transport, binary: Path, after_writes: int) -> None:
-        super().__init__(child)
-        self.binary, self.after = binary, after_writes
-        self.writes = 0
-        self.killed: list[int] = []
-
-    def write(self, data: bytes, timeout_sec: float | None) -> None:
-        self.writes += 1
-        if self.writes == self.after and not self.killed:
-            self.killed = device_pids(self.binary)
-            for pid in self.killed:
-                os.kill(pid, signal.SIGKILL)
-        self.child.write(data, timeout_sec)
 
 
 class _HoldOne(WrappedTransport):

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from conftest import require_tool
 from fault_proxy import FaultProxy
-from mlf_kernels import add_mlf, generate_host_project
+from mlf_kernels import add_host_project
 
-from project_api import mlf
 from project_api.errors import SessionDesyncError, SessionTerminatedError
 from project_api.micro import Session
 from project_api.micro.framing import Unframer
@@ -31,11 +30,7 @@ CEILING_SEC = 20.0
 def big_add(tmp_path_factory: pytest.TempPathFactory):
     require_tool("make")
     require_tool("cc")
-    tmp = tmp_path_factory.mktemp("resume")
-    path = add_mlf(tmp / "add.tar", dtype="int8", shape=SHAPE)
-    with mlf.open_mlf(path) as library:
-        info = library.module(None)
-    project = generate_host_project(path, tmp / "prj")
+    project, info = add_host_project(tmp_path_factory.mktemp("resume"), SHAPE)
     yield project, info
     project.close()
 
@@ -55,15 +50,6 @@ class _Tamper(WrappedTransport):
         super().__init__(child)
         self.write_hook = None
         self.read_hook = None
-        self.is_open = False
-
-    def open(self) -> None:
-        self.child.open()
-        self.is_open = True
-
-    def close(self) -> None:
-        self.is_open = False
-        self.child.close()
 
     def write(self, data: bytes, timeout_sec: float | None) -> None:
         hook, self.write_hook = self.write_hook, None
@@ -200,10 +186,7 @@ def test_validate_at_1e_3_resumes_mid_sample_and_every_output_is_right(big_add) 
     project, info = big_add
     n = 60
     data, want = _data(n, 31)
-    proxy = FaultProxy(project.transport(), 1e-3, 3101)
-    proxy.enabled = False
-    proxy.open()
-    proxy.enabled = True
+    proxy = FaultProxy.opened(project.transport(), 1e-3, 3101)
     answered: list[int] = []
     try:
         with Session(proxy, timeout_sec=CEILING_SEC, retry=RetryPolicy()) as session:
@@ -251,10 +234,7 @@ def test_run_and_time_recover_through_a_noisy_link(big_add) -> None:
 
     project, info = big_add
     data, want = _data(1, 41)
-    proxy = FaultProxy(project.transport(), 1e-3, 4101)
-    proxy.enabled = False
-    proxy.open()
-    proxy.enabled = True
+    proxy = FaultProxy.opened(project.transport(), 1e-3, 4101)
     try:
         with Session(proxy, timeout_sec=CEILING_SEC, retry=RetryPolicy()) as session:
             outputs = timing = None

@@ -16,13 +16,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import os
-import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_proxy import Direction, FaultProxy
+from fault_proxy import Direction, FaultProxy, KillAfter
 from mlf_kernels import Module, Tensor, write_mlf
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     QEMU_BOARD,
@@ -41,7 +39,6 @@ from project_api.errors import (
 )
 from project_api.micro import Session
 from project_api.micro.recovery import RetryPolicy
-from project_api.transport import WrappedTransport
 from project_api.validate import validate
 
 _LOG = logging.getLogger(__name__)
@@ -111,10 +108,7 @@ def test_thousand_inferences_under_line_faults(hello_world) -> None:
     want = {int(v): run_tflm(model_bytes, [np.full(tensor.shape, v, dtype=np.int8)])[0]
             for v in np.unique(xs)}
     tally = Tally()
-    proxy = FaultProxy(project.transport(), BYTE_ERROR_RATE, SEED)
-    proxy.enabled = False  # the ready banner and QEMU's start-up are not under test
-    proxy.open()
-    proxy.enabled = True
+    proxy = FaultProxy.opened(project.transport(), BYTE_ERROR_RATE, SEED)
     session = None
     try:
         for i, x in enumerate(xs):
@@ -282,10 +276,7 @@ def test_thousand_inferences_under_line_faults_all_answered(hello_world) -> None
     """The 1,000 inferences at 1e-4 again, through ``validate`` with recovery on: every sample
     is answered, once, equal to TFLite Micro's output; the faults were counted."""
     project, info, data, want = _hello_plan(hello_world, INFERENCES, SEED)
-    proxy = FaultProxy(project.transport(), BYTE_ERROR_RATE, SEED)
-    proxy.enabled = False  # the ready banner and QEMU's start-up are not under test
-    proxy.open()
-    proxy.enabled = True
+    proxy = FaultProxy.opened(project.transport(), BYTE_ERROR_RATE, SEED)
     try:
         with Session(proxy, timeout_sec=REPLY_WAIT_SEC, retry=RetryPolicy()) as session:
             report = validate(session, data, module=info, number=0)
@@ -301,30 +292,13 @@ def test_thousand_inferences_under_line_faults_all_answered(hello_world) -> None
     assert stats is not None and stats.fault_count > 0 and not stats.failed_samples
 
 
-class _KillQemu(WrappedTransport):
-    """SIGKILLs the emulator of the link after ``after_writes`` writes, once."""
-
-    def __init__(self, child, before: set[int], after_writes: int) -> None:
-        super().__init__(child)
-        self.before, self.after = before, after_writes
-        self.writes = 0
-        self.killed: set[int] = set()
-
-    def write(self, data: bytes, timeout_sec: float | None) -> None:
-        self.writes += 1
-        if self.writes == self.after and not self.killed:
-            self.killed = qemu_pids() - self.before
-            for pid in self.killed:
-                os.kill(pid, signal.SIGKILL)
-        self.child.write(data, timeout_sec)
-
-
 def test_qemu_killed_mid_validate_run_completes(hello_world) -> None:
     """The emulator is SIGKILLed mid-run: recovery reopens the link (the template starts QEMU
     again from the flashed image) and the run completes, every output TFLite Micro's."""
     n = 200
     project, info, data, want = _hello_plan(hello_world, n, SEED + 1)
-    transport = _KillQemu(project.transport(), qemu_pids(), after_writes=300)
+    before = qemu_pids()
+    transport = KillAfter(project.transport(), lambda: qemu_pids() - before, after=300)
     transport.open()
     try:
         with Session(transport, timeout_sec=REPLY_WAIT_SEC, retry=RetryPolicy()) as session:
@@ -348,10 +322,7 @@ def test_late_reply_of_an_abandoned_session_is_not_taken_on_qemu(hello_world) ->
 
     n = 120
     project, info, data, want = _hello_plan(hello_world, n, SEED + 2)
-    proxy = FaultProxy(project.transport(), BYTE_ERROR_RATE, SEED + 2)
-    proxy.enabled = False
-    proxy.open()
-    proxy.enabled = True
+    proxy = FaultProxy.opened(project.transport(), BYTE_ERROR_RATE, SEED + 2)
     done = [0]
 
     def progress(label: str, total: int):

@@ -77,3 +77,15 @@ def streams(model_bytes: bytes, n: int, seed: int) -> list[list[np.ndarray]]:
     from helpers.emit_parity import input_sets
 
     return input_sets(model_bytes, seed, runs=n)
+
+
+def mlperftiny_scores(model_bytes: bytes, outs: list[np.ndarray]) -> list[list[float]]:
+    """The scores an MLPerf Tiny firmware prints for the model's outputs ``outs`` (one array a
+    sample): dequantized in float32 with the output's scale and zero point, to 3 decimals."""
+    from project_api.emit import read_tflite
+
+    model = read_tflite(model_bytes)
+    out = model.tensor(model.outputs[0])
+    scale, zp = np.float32(out.quant.scale[0]), out.quant.zero_point[0]
+    return [[float(f"{float(v):.3f}") for v in (scale * (o.reshape(-1).astype(np.int32) - zp)
+                                                .astype(np.float32))] for o in outs]
