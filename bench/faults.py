@@ -381,7 +381,8 @@ def _counts(args: argparse.Namespace) -> dict[float, int]:
     for item in args.samples_at:
         rate, _, n = item.partition("=")
         if float(rate) not in counts or not n.isdigit():
-            raise SystemExit(f"--samples-at {item}: give RATE=N for a rate of --rates")
+            raise SystemExit(f"--samples-at {item}: give RATE=N for a rate of --rates (or 0, "
+                             "the clean link)")
         counts[float(rate)] = int(n)
     return counts
 
@@ -393,7 +394,8 @@ def main() -> int:
     parser.add_argument("--rates", default="1e-4,1e-3",
                         help="byte-error rates, comma-separated (default 1e-4,1e-3)")
     parser.add_argument("--samples-at", action="append", default=[], metavar="RATE=N",
-                        help="validate samples at RATE instead of --samples (repeatable)")
+                        help="validate samples at RATE (0: the clean link) instead of --samples "
+                             "(repeatable)")
     parser.add_argument("--kws-samples", type=int, default=1000,
                         help="MLPerf Tiny accuracy samples per run (default 1000)")
     parser.add_argument("--farm-samples", type=int, default=600,
