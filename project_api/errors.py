@@ -332,11 +332,16 @@ class SessionLinkClosedError(SessionError):
 
 class RetriesExhaustedError(SessionError):
     """Recovery gave up: a sample (or the run) used up its retries; the message says which and
-    why. :attr:`stats` holds the run's recovery counters."""
+    why. :attr:`stats` holds the run's recovery counters. :attr:`sample` names the sample that
+    was given up when the run itself could go on (its retries in a row are used up, the link is
+    fine); None when the run cannot (its budget is used up, no session starts). A runner that
+    stops may attach what it got before in :attr:`partial`."""
 
-    def __init__(self, message: str, stats: Any = None):
+    def __init__(self, message: str, stats: Any = None, sample: int | None = None):
         super().__init__(message)
         self.stats = stats
+        self.sample = sample
+        self.partial: Any = None
 
 
 class RPCError(SessionError):

@@ -63,6 +63,7 @@ import numpy as np
 
 from project_api.errors import (
     ProjectError,
+    RetriesExhaustedError,
     ValidationError,
 )
 from project_api.micro.recovery import RecoveryStats, RetryPolicy
@@ -638,6 +639,19 @@ class ValidationReport:
     reset_state: bool = False
     #: What recovery from link faults did while streaming (None: recovery was off).
     recovery: RecoveryStats | None = None
+    #: Samples the run was asked for (``samples`` counts those answered and compared).
+    requested: int | None = None
+    #: Index (in the data) of each sample compared, when some were not answered.
+    answered: list[int] | None = None
+    #: Samples given up after their retries: index -> why.
+    failed_samples: dict[int, str] = field(default_factory=dict)
+    #: Why the run stopped before its last sample (None: it did not).
+    stopped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every sample asked for was answered and compared."""
+        return not self.failed_samples and self.stopped is None
 
     @property
     def samples_per_second(self) -> float:
@@ -694,6 +708,9 @@ class ValidationReport:
             "state": {"size_bytes": self.state_size_bytes,
                       "reset_between_samples": self.reset_state},
             "recovery": None if self.recovery is None else self.recovery.to_json(),
+            "samples_requested": self.samples if self.requested is None else self.requested,
+            "samples_failed": {str(k): v for k, v in sorted(self.failed_samples.items())},
+            "stopped": self.stopped,
         }
 
     @property
@@ -874,23 +891,30 @@ def validate(
 
     carries = bool(plan.state_size_bytes) and not plan.reset_state  # no retry: see stream_samples
     if isinstance(target, _Session):
-        outputs, depth, stream_s, timing = _on_device(target, info.name, plan.inputs,
-                                                      plan.output_specs, bar, pipeline, number,
-                                                      repeat, plan.reset_state, carries)
+        got = _on_device(target, info.name, plan.inputs, plan.output_specs, bar, pipeline,
+                         number, repeat, plan.reset_state, carries)
         stats = target.recovery.stats if target.recovery.enabled else None
     else:
         with target.session(debug=debug, timeout_sec=timeout_sec,
                             timeout_advice=timeout_advice,
                             retry=retry if retry is not None else RetryPolicy()) as session:
-            outputs, depth, stream_s, timing = _on_device(session, info.name, plan.inputs,
-                                                          plan.output_specs, bar, pipeline,
-                                                          number, repeat, plan.reset_state,
-                                                          carries)
+            got = _on_device(session, info.name, plan.inputs, plan.output_specs, bar, pipeline,
+                             number, repeat, plan.reset_state, carries)
             stats = session.recovery.stats if session.recovery.enabled else None
-    _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, stream_s, depth)
-    report = plan.report(outputs, timing=timing, stream_seconds=stream_s, pipeline_depth=depth,
-                         litert=litert, progress=progress)
+    _LOG.info("streamed %d samples in %.3fs (%d in flight)", n, got.seconds, got.depth)
+    if got.answered.all():
+        report = plan.report(got.outputs, timing=got.timing, stream_seconds=got.seconds,
+                             pipeline_depth=got.depth, litert=litert, progress=progress)
+    else:
+        # Compare what was answered; name what was not (the CLI exits 1).
+        indices = np.flatnonzero(got.answered)
+        report = plan.subset(indices).report(
+            [o[indices] for o in got.outputs], timing=got.timing, stream_seconds=got.seconds,
+            pipeline_depth=got.depth, litert=litert, progress=progress)
+        report.requested, report.answered = n, indices.tolist()
     report.recovery = stats
+    report.failed_samples = dict(stats.failed_samples) if stats is not None else {}
+    report.stopped = got.stopped
     return report
 
 
@@ -918,6 +942,15 @@ class ValidationPlan:
     @property
     def state_size_bytes(self) -> int:
         return int(getattr(self.info, "state_size_bytes", 0) or 0)
+
+    def subset(self, indices: Sequence[int]) -> ValidationPlan:
+        """The same plan for the samples ``indices`` only (a run some samples of which were
+        not answered is compared on the others)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        return ValidationPlan(self.info, self.input_specs, self.output_specs,
+                              [x[idx] for x in self.inputs], self.reference_name,
+                              None if self.reference is None else [r[idx] for r in self.reference],
+                              self.model_bytes, self.reset_state)
 
     def report(self, outputs: list[np.ndarray], *, timing: TimingResult | None = None,
                stream_seconds: float = 0.0, pipeline_depth: int = 1, litert: bool = True,
@@ -997,18 +1030,41 @@ def plan_validation(info: Any, data: str | Path | Mapping[str, Any],
     return plan
 
 
+@dataclass
+class _Streamed:
+    """What one session's streaming gave :func:`validate`."""
+
+    outputs: list[np.ndarray]
+    depth: int
+    seconds: float
+    timing: TimingResult | None
+    answered: np.ndarray  #: which samples' outputs arrived
+    stopped: str | None = None  #: why the run ended before its last sample
+
+
 def _on_device(session: Session, name: str, inputs: list[np.ndarray], out_specs: list[TensorSpec],
                bar: Callable[[str], Progress | None], pipeline: bool, number: int,
-               repeat: int, reset: bool = False, carries_state: bool = False
-               ) -> tuple[list[np.ndarray], int, float, TimingResult | None]:
+               repeat: int, reset: bool = False, carries_state: bool = False) -> _Streamed:
+    n = int(inputs[0].shape[0]) if inputs else 0
     began = time.monotonic()
-    session.recovery.begin_run(int(inputs[0].shape[0]) if inputs else 0)
-    outputs, depth = stream_samples(session, name, inputs, out_specs, bar("device"), pipeline,
-                                    reset, carries_state=carries_state)
+    session.recovery.begin_run(n)
+    try:
+        outputs, depth = stream_samples(session, name, inputs, out_specs, bar("device"),
+                                        pipeline, reset, carries_state=carries_state,
+                                        give_up_samples=True)
+    except RetriesExhaustedError as err:
+        partial = err.partial
+        if partial is None or not partial.answered.any():
+            raise
+        _LOG.warning("the run stopped early: %s", str(err).splitlines()[0])
+        return _Streamed(partial.outputs, 1, time.monotonic() - began, None, partial.answered,
+                         str(err).splitlines()[0])
     stream_s = time.monotonic() - began
+    answered = np.ones(n, dtype=bool)
+    answered[list(session.recovery.stats.failed_samples)] = False
     timing = (session.time(session.model(name), number=number, repeat=repeat)
               if number > 0 else None)
-    return outputs, depth, stream_s, timing
+    return _Streamed(outputs, depth, stream_s, timing, answered)
 
 
 def _as_output_layout(ref: list[np.ndarray], specs: Sequence[TensorSpec], label: str,

@@ -12,7 +12,6 @@ from mlf_kernels import add_host_project, device_pids
 
 from project_api.errors import (
     IoTimeoutError,
-    RetriesExhaustedError,
     SessionError,
     SessionTimeoutError,
 )
@@ -164,23 +163,31 @@ def test_no_retry_policy_is_microtvm_behaviour(add_project) -> None:
         transport.close()
 
 
-def test_a_sample_that_keeps_failing_is_given_up_by_name(add_project) -> None:
-    """Every reply lost from some point on: new sessions and reopened links bring nothing, so
-    the sample is named in a RetriesExhaustedError that carries the counters."""
+def test_a_device_gone_for_good_stops_the_run_and_reports_what_was_answered(
+        add_project) -> None:
+    """Every reply lost from some point on: the sample that meets it is given up by name, no
+    new session or reopened link brings the device back, and the run stops; the report holds
+    the samples answered before, each equal to numpy's, and says why it stopped."""
     project, info = add_project
     data, want = _data(10, 4)
     transport = _Swallow(project.transport())
     transport.open()
     try:
         with Session(transport, timeout_sec=1.0, retry=RetryPolicy(retries=2)) as session:
-            transport.swallow_from = 30  # reads after the 30th are all lost
-            with pytest.raises(RetriesExhaustedError, match=r"sample \d+: gave up") as caught:
-                validate(session, data, want, module=info, number=0)
+            session.model(info.name)
+            validate(session, _data(1, 9)[0], module=info, number=0)  # measured, and marked
+            transport.swallow_from = transport.reads + 12  # a few replies more, then silence
+            report = validate(session, data, want, module=info, number=0)
     finally:
         transport.close()
-    stats = caught.value.stats
-    assert stats is not None and len(stats.failed_samples) == 1 and stats.retries >= 1
-    assert stats.restarts == RetryPolicy().restart_attempts  # the link was reopened too
+    assert report.stopped is not None and "no new session could be started" in report.stopped
+    assert not report.ok and report.requested == 10 and 1 <= report.samples < 10
+    idx = np.asarray(report.answered)
+    np.testing.assert_array_equal(report.outputs[0].reshape(len(idx), -1),
+                                  want["output"][idx].reshape(len(idx), -1))
+    assert len(report.failed_samples) == 1
+    assert report.recovery is not None and report.recovery.restarts == \
+        RetryPolicy().restart_attempts  # the link was reopened too
 
 
 class _Swallow(WrappedTransport):

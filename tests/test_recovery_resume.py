@@ -299,3 +299,79 @@ def test_session_time_measures_again_after_a_lost_reply(big_add) -> None:
     assert transport.lost == 1
     assert len(result.results) == 2 and result.min > 0
     assert stats.fault_count == 1 and stats.retries == 1
+
+
+class _SpoilOne(WrappedTransport):
+    """Damages every request frame that carries ``marker`` (one sample's input): that sample
+    can never get through, the others always can."""
+
+    def __init__(self, child: Transport, marker: bytes) -> None:
+        super().__init__(child)
+        self.marker = marker
+        self.spoiled = 0
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        at = bytes(data).find(self.marker)
+        if at >= 0:
+            self.spoiled += 1
+            data = data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
+        self.child.write(data, timeout_sec)
+
+
+def test_a_sample_that_never_gets_through_is_given_up_and_the_run_goes_on(big_add) -> None:
+    """One sample's input is damaged on every try: after its retries it is given up by name,
+    the run goes on with the next sample, and the report compares the other samples, each
+    equal to numpy's, and is not ok (the CLI exits 1)."""
+    project, info = big_add
+    n, bad = 8, 5
+    data, want = _data(n, 51)
+    data["a"][bad, 0, 100:116] = np.arange(16, dtype=np.int8) - 77  # a marker in one sample
+    want = (data["a"] + data["b"]).astype(np.int8)
+    transport = _SpoilOne(project.transport(), data["a"][bad, 0, 100:116].tobytes())
+    transport.open()
+    transport.is_open = True
+    try:
+        with Session(transport, timeout_sec=CEILING_SEC, retry=RetryPolicy(retries=3)) as session:
+            report = validate(session, data, {"output": want}, module=info, number=0)
+    finally:
+        transport.close()
+    assert transport.spoiled == 4  # the first try and its 3 retries
+    assert list(report.failed_samples) == [bad] and report.stopped is None
+    assert not report.ok and report.requested == n and report.samples == n - 1
+    assert report.answered == [i for i in range(n) if i != bad]
+    idx = np.asarray(report.answered)
+    np.testing.assert_array_equal(report.outputs[0].reshape(n - 1, -1),
+                                  want[idx].reshape(n - 1, -1))
+    (metrics,) = report.comparison().outputs
+    assert metrics.exact == 1.0 and metrics.samples == n - 1
+
+
+def test_cli_names_the_sample_given_up_and_exits_1(big_add, tmp_path, monkeypatch,
+                                                    capsys) -> None:
+    """``project-api validate`` with that sample: the table names it and says how many were
+    not answered, ``--json`` has it in ``samples_failed`` with ``ok`` false, exit status 1."""
+    import json
+
+    from project_api.cli import main
+    from project_api.project import GeneratedProject
+
+    project, info = big_add
+    n, bad = 6, 2
+    data, want = _data(n, 61)
+    data["a"][bad, 0, 200:216] = np.arange(16, dtype=np.int8) + 31
+    np.savez(tmp_path / "x.npz", **data)
+    np.savez(tmp_path / "y.npz", output=(data["a"] + data["b"]).astype(np.int8))
+    marker = data["a"][bad, 0, 200:216].tobytes()
+    plain = GeneratedProject.transport
+    monkeypatch.setattr(GeneratedProject, "transport",
+                        lambda self, *a, **k: _SpoilOne(plain(self, *a, **k), marker))
+    argv = ["validate", str(project.directory), "--data", str(tmp_path / "x.npz"),
+            "--reference", str(tmp_path / "y.npz"), "--retries", "2", "--number", "0"]
+    assert main([*argv, "-q"]) == 1
+    out = capsys.readouterr().out
+    assert f"sample {bad} given up: 3 faults in a row without progress (--retries 2)" in out
+    assert f"1 of {n} samples were not answered" in out
+    assert main([*argv, "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert list(got["samples_failed"]) == [str(bad)] and got["ok"] is False
+    assert got["samples_requested"] == n and got["stopped"] is None

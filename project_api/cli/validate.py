@@ -390,11 +390,11 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
         data = report.to_json()
         data["thresholds"] = [str(t) for t in thresholds]
         data["failures"] = failures
-        data["ok"] = not failures
+        data["ok"] = not failures and report.ok
         if a.save:
             data["saved"] = str(a.save)
         self.output(data, lambda: _table(report, thresholds, failures, a.save))
-        return 1 if failures else 0
+        return 0 if data["ok"] else 1
 
 
 def _kernel_target(project_dir: Path) -> str | None:
@@ -460,6 +460,13 @@ def _table(report: Any, thresholds: list[Any], failures: list[str], saved: str |
         lines.append(report.state_note)
     if report.recovery is not None:
         lines.append(f"link: {report.recovery.summary()}")
+    if report.requested is not None and report.requested != report.samples:
+        lines.append(f"{report.requested - report.samples} of {report.requested} samples were "
+                     "not answered; the figures below are of the others")
+    for sample, why in sorted(report.failed_samples.items()):
+        lines.append(f"sample {sample} given up: {why}")
+    if report.stopped is not None:
+        lines.append(f"the run stopped early: {report.stopped}")
     t = report.timing
     if t is not None:
         lines.append(f"device time per inference: mean {t.mean * 1e3:.4f} ms, min "

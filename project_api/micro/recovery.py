@@ -461,11 +461,13 @@ class Recovery:
                           f"{self.policy.retries}); the last: {_first_line(err)}")
                 if sample is not None:
                     stats.failed_samples[sample] = reason
-                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats) from err
+                raise RetriesExhaustedError(f"{where}: gave up after {reason}", stats,
+                                            sample=sample) from err
         if stats.retries >= self.budget:
             raise RetriesExhaustedError(
-                f"{where}: the run used up its {self.budget} retries (--run-retries); the last "
-                f"fault: {_first_line(err)}", stats) from err
+                f"{where}: the run used up its {self.budget} retries ({DEFAULT_RUN_RETRIES_PER_SAMPLE} "
+                f"a sample, at least {MIN_RUN_RETRIES}); the last fault: {_first_line(err)}",
+                stats) from err
         stats.retries += 1
         if not setup and kind == "timeout":
             # Waits are not raised for the first few faults of a sample: on a noisy link most

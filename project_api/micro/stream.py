@@ -31,6 +31,7 @@ import numpy as np
 
 from project_api.errors import (
     ProjectAPIError,
+    RetriesExhaustedError,
     RPCError,
     SessionDesyncError,
     SessionError,
@@ -60,7 +61,7 @@ from project_api.micro.rpc import (
 if TYPE_CHECKING:
     from project_api.micro.api import Model, Session
 
-__all__ = ["OWED_REPLY_BYTES", "SMALL_REPLY_BYTES", "OutputSpec", "stream_samples"]
+__all__ = ["OWED_REPLY_BYTES", "SMALL_REPLY_BYTES", "OutputSpec", "Partial", "stream_samples"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -221,10 +222,20 @@ def _collect(dest: np.ndarray, sample: int, offset: int, size: int) -> Callable[
     return got
 
 
+@dataclass
+class Partial:
+    """What a stream that stopped early got: the outputs (each ``(samples, *shape)``) and which
+    samples they hold (``answered[i]``: every reply of sample i arrived)."""
+
+    outputs: list[np.ndarray]
+    answered: np.ndarray
+
+
 def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
                    output_specs: Sequence[OutputSpec], progress: Progress | None = None,
                    pipeline: bool = True, reset: bool = False, *,
-                   carries_state: bool = False) -> tuple[list[np.ndarray], int]:
+                   carries_state: bool = False,
+                   give_up_samples: bool = False) -> tuple[list[np.ndarray], int]:
     """Run every sample of ``inputs`` (each ``(samples, *shape)``, in model input order) on
     ``model`` (a :class:`~project_api.micro.Model` or its name) in ``session``; return the
     outputs (each ``(samples, *shape)``) and the number of requests that were kept in flight.
@@ -239,7 +250,11 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     goes on where it stopped (see the module doc); the samples done before are kept and a
     sample's outputs count once its last reply came. ``carries_state`` (a stateful model whose
     state is not reset between samples) turns recovery off: after a lost reply nobody knows
-    whether the device's state took the sample.
+    whether the device's state took the sample. With ``give_up_samples`` a sample that used up
+    its retries is left out (``session.recovery.stats.failed_samples`` names it, its outputs
+    are not set) and the run goes on with the next one; else it ends the run. A run that ends
+    early on recovery's :class:`~project_api.errors.RetriesExhaustedError` carries what it got
+    in the error's ``partial`` (a :class:`Partial`).
     """
     recovery = session.recovery
     n = int(inputs[0].shape[0]) if inputs else 0
@@ -250,6 +265,14 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     stuck = 0  # recoveries in a row that brought no reply further than any before
     setup = 0  # faults in a row before any sample was sent (counted apart from ``stuck``)
     views: _TensorViews | None = None
+    skipped: set[int] = set()  # samples given up
+
+    def stopped(err: RetriesExhaustedError) -> RetriesExhaustedError:
+        answered = np.arange(n) < attempt.done
+        answered[list(skipped)] = False
+        err.partial = Partial(outs, answered)
+        return err
+
     try:
         while True:
             attempt.streaming, attempt.progressed, attempt.last = False, False, None
@@ -276,28 +299,22 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
                 kind = fault_kind(err)
                 if not recovery.enabled or kind is None or carries_state:
                     raise
-                waited = session.last_wait_sec if kind == "timeout" else 0.0
-                if not attempt.streaming:
-                    # The handshake or the model's setup was hit: its own count, so that a
-                    # noisy link hitting the setup several times in a row does not use up a
-                    # sample's.
-                    setup += 1
-                    recovery.recover(session, err, sample=resume[0] if resume[0] < n else None,
-                                     wait_sec=waited, setup=setup)
-                else:
-                    setup = 0
-                    stuck = 1 if attempt.progressed else stuck + 1
-                    in_flight = list(attempt.in_flight)
-                    first = in_flight[0].at if in_flight else (attempt.done, RESET, 0, 0)
-                    if attempt.progressed:
-                        recovery.progress()
-                    recovery.recover(session, err, sample=first[0] if first[0] < n else None,
-                                     stuck=stuck, wait_sec=waited)
-                    resume = _resume_point(first, in_flight, session.memory_kept)
-                    if resume[1:] > (INPUT, 0, 0):  # past the sample's first input byte
-                        recovery.stats.resumed += 1
-                        _LOG.debug("resuming sample %d at stage %d, tensor %d, byte %d",
-                                   *resume)
+                try:
+                    resume, stuck, setup = _recover(session, err, attempt, resume, stuck, setup,
+                                                    n)
+                except RetriesExhaustedError as gave_up:
+                    if not (give_up_samples and gave_up.sample is not None):
+                        raise stopped(gave_up) from err
+                    skipped.add(gave_up.sample)
+                    _LOG.warning("%s", str(gave_up).splitlines()[0])
+                    attempt.done = gave_up.sample + 1
+                    if attempt.done >= n:
+                        return outs, _depth(session, pipeline) if session.usable else 1
+                    try:
+                        session.reopen(reason=f"sample {gave_up.sample} was given up")
+                    except RetriesExhaustedError as dead:
+                        raise stopped(dead) from err
+                    resume, stuck, setup = (attempt.done, RESET, 0, 0), 0, 0
                 if views is not None and session.memory_kept:
                     views.keep_over_reopen()
                 else:
@@ -305,6 +322,34 @@ def stream_samples(session: Session, model: Any, inputs: Sequence[np.ndarray],
     finally:
         if views is not None:
             views.close()
+
+
+def _recover(session: Session, err: BaseException, attempt: _Attempt, resume: Position,
+             stuck: int, setup: int, n: int) -> tuple[Position, int, int]:
+    """Recover from ``err``, a link fault that ended ``attempt``; the position to go on from
+    and the counts of faults in a row (``stuck``, ``setup``) afterwards."""
+    recovery = session.recovery
+    kind = fault_kind(err)
+    waited = session.last_wait_sec if kind == "timeout" else 0.0
+    if not attempt.streaming:
+        # The handshake or the model's setup was hit: its own count, so that a noisy link
+        # hitting the setup several times in a row does not use up a sample's.
+        setup += 1
+        recovery.recover(session, err, sample=resume[0] if resume[0] < n else None,
+                         wait_sec=waited, setup=setup)
+        return resume, stuck, setup
+    stuck = 1 if attempt.progressed else stuck + 1
+    in_flight = list(attempt.in_flight)
+    first = in_flight[0].at if in_flight else (attempt.done, RESET, 0, 0)
+    if attempt.progressed:
+        recovery.progress()
+    recovery.recover(session, err, sample=first[0] if first[0] < n else None, stuck=stuck,
+                     wait_sec=waited)
+    resume = _resume_point(first, in_flight, session.memory_kept)
+    if resume[1:] > (INPUT, 0, 0):  # past the sample's first input byte
+        recovery.stats.resumed += 1
+        _LOG.debug("resuming sample %d at stage %d, tensor %d, byte %d", *resume)
+    return resume, stuck, 0
 
 
 def _depth(session: Session, pipeline: bool) -> int:
