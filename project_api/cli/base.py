@@ -170,19 +170,25 @@ class Subcommand:
                 shutil.rmtree(work, ignore_errors=True)
 
 
-def add_retry_arguments(parser: argparse.ArgumentParser, unit: str = "sample") -> None:
+def add_retry_arguments(parser: argparse.ArgumentParser, unit: str = "sample", *,
+                        how: str | None = None, without: str = "") -> None:
     """``--retries N`` and ``--no-retry``, the recovery from link faults every verb that drives
-    a device offers (:func:`retry_policy` reads them); ``unit`` is what is sent again."""
+    a device offers (:func:`retry_policy` reads them). ``unit`` is what is sent again; ``how``
+    says what recovery does (default: reopen the session, go on where the fault cut it);
+    ``without`` adds to ``--no-retry``'s help what turning recovery off also drops."""
     from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
 
+    how = how or f"reopen the session and go on where the fault cut the {unit}"
     retry = parser.add_mutually_exclusive_group()
     retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
                        help="recover from link faults (a lost or damaged frame, a reset "
-                            f"board, a dead emulator): reopen the session and send the {unit} "
-                            f"again, giving a {unit} up after N faults in a row without "
-                            f"progress (default {DEFAULT_RETRIES}; {RetryPolicy().describe()})")
+                            f"board, a dead emulator): {how}, giving a {unit} up after N faults "
+                            f"in a row without progress (default {DEFAULT_RETRIES}; "
+                            f"{RetryPolicy().describe()})")
     retry.add_argument("--no-retry", action="store_true",
-                       help="end the run at the first link fault (microTVM's behaviour)")
+                       help="end the run at the first link fault, as microTVM and the MLPerf "
+                            "Tiny EnergyRunner do"
+                            + (f"; {without}" if without else ""))
 
 
 def retry_policy(args: argparse.Namespace) -> Any:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from project_api.cli.base import Subcommand, UsageError
+from project_api.cli.base import Subcommand, UsageError, add_retry_arguments, retry_policy
 from project_api.errors import ProjectError
 
 
@@ -70,20 +70,12 @@ examples:
                             help="seconds to wait for each reply line (default 10); with "
                                  "recovery on, a reply is given up sooner, after a wait sized "
                                  "from the replies measured so far, and this stays the ceiling")
-        from project_api.micro.recovery import DEFAULT_RETRIES, RetryPolicy
-
-        retry = parser.add_mutually_exclusive_group()
-        retry.add_argument("--retries", type=int, default=DEFAULT_RETRIES, metavar="N",
-                           help="recover from link faults (a lost or damaged line or command, a "
-                                "reset board, a dead emulator): bring the device back in step "
-                                "(reopening the link if it stays silent), check what it loaded "
-                                "and answered, and go on where the fault cut the sample, giving "
-                                "a sample up after N faults in a row without progress (default "
-                                f"{DEFAULT_RETRIES}; {RetryPolicy().describe()})")
-        retry.add_argument("--no-retry", action="store_true",
-                           help="end the run at the first link fault, sending only the "
-                                "benchmark's commands as before (nothing checked: no 'db crc', "
-                                "no second 'results')")
+        add_retry_arguments(
+            parser, how="bring the device back in step (reopening the link if it stays "
+                        "silent), check what it loaded and answered, and go on where the fault "
+                        "cut the sample",
+            without="only the benchmark's commands are sent, nothing is checked (no 'db crc', "
+                    "no second 'results')")
 
     def invoke(self) -> int:
         from project_api import mlperftiny
@@ -95,7 +87,7 @@ examples:
                              "--timeout > 0")
         if a.limit is not None and a.limit < 1:
             raise UsageError("--limit must be at least 1")
-        retry = self._retry()
+        retry = retry_policy(self.args)
         if a.results and Path(a.results).exists() and not a.force:
             raise ProjectError(f"{a.results} already exists; pass --force to overwrite it")
         project_dir = Path(a.project_dir)
@@ -145,18 +137,6 @@ examples:
             data["results_file"] = str(a.results)
         self.output(data, lambda: _summary(report, text))
         return 0 if report.ok else 1
-
-    def _retry(self) -> Any:
-        """The recovery policy of ``--retries`` / ``--no-retry``."""
-        from project_api.micro.recovery import RetryPolicy
-
-        a = self.args
-        if a.no_retry:
-            return RetryPolicy.disabled()
-        if a.retries < 0:
-            raise UsageError(f"--retries {a.retries}: give 0 or more, or --no-retry")
-        return RetryPolicy(retries=a.retries)
-
 
 def _name(device: Any, timeout: float, recovering: bool) -> str:
     """The device's start-up lines read and its name asked. With recovery on, a noisy link

@@ -199,7 +199,8 @@ examples:
                                  "timing measurement included (0: forever; default: the "
                                  "template's per-reply limit, and for timing a limit from one "
                                  "run measured first)")
-        add_retry_arguments(parser, "inference or the timing")
+        add_retry_arguments(parser, "step", how="reopen the session and go on with the "
+                                                 "inference where it stopped, or time again")
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED,
                             help=f"seed of the random inputs, >= 0 (default {DEFAULT_SEED})")
         parser.add_argument("--force", action="store_true",
@@ -453,7 +454,8 @@ examples:
                                  "mlp: float32 MLP checked against numpy")
         parser.add_argument("--force", action="store_true",
                             help="replace --out even if an earlier demo did not write it")
-        add_retry_arguments(parser, "inference or the timing")
+        add_retry_arguments(parser, "step", how="reopen the session and go on with the "
+                                                 "inference where it stopped, or time again")
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, help="seed of weights and inputs (>= 0)")
 
     def invoke(self) -> int:

@@ -136,11 +136,10 @@ class RetryPolicy:
         if not self.enabled:
             return "recovery off: the first link fault ends the run"
         run = (f"{self.run_retries}" if self.run_retries is not None else
-               f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} per sample, at least {MIN_RUN_RETRIES}")
-        return (f"up to {self.retries} retries per sample without progress, {run} per run, "
-                f"{self.setup_retries} in a row while setting up; "
-                f"waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x the "
-                "measured time")
+               f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} a sample, at least {MIN_RUN_RETRIES}")
+        return (f"a run's budget of retries: {run}; {self.setup_retries} faults in a row while "
+                f"setting up; waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x "
+                "the measured time")
 
 
 def fault_kind(err: BaseException) -> str | None:
