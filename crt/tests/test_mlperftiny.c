@@ -84,73 +84,70 @@ static TVMCrtMlperfTinyAotInfo Info(TVMCrtMlperfTinyScore score) {
   return info;
 }
 
-TEST(StartPrintsInitThenReady) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
-  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
+/* the device under test: the AOT adapter over the fake model, started on g_db */
+static TVMCrtMlperfTiny g_bench;
+static TVMCrtMlperfTinyAot g_aot;
+static TVMCrtMlperfTinyModel g_model;
+
+static int Begin(const TVMCrtMlperfTinyAotInfo* info) {
   const char* why = "";
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
+  if (TVMCrtMlperfTinyAot_Init(&g_aot, &g_model, info, &why) != 0) return -1;
+  TVMCrtMlperfTiny_Start(&g_bench, &g_model, g_db, sizeof(g_db));
+  return 0;
+}
+
+TEST(StartPrintsInitThenReady) {
+  TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   Clear();
   g_micros = 0;
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(Begin(&info), 0);
   EXPECT_TRUE(strcmp(g_out, "m-timestamp-mode-performance\r\nm-lap-us-250\r\nm-init-done\r\n"
                             "m-ready\r\n") == 0);
 }
 
 TEST(CommandsSplitAcrossReadsAndTooLong) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
-  const char* why = "";
   char longcmd[100];
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(Begin(&info), 0);
   Clear();
-  Send(&bench, "na");
+  Send(&g_bench, "na");
   EXPECT_EQ_INT(g_out_len, 0);
-  Send(&bench, "me%prof");
+  Send(&g_bench, "me%prof");
   EXPECT_TRUE(strcmp(g_out, "m-name-dut-[project-api]\r\nm-ready\r\n") == 0);
   Clear();
-  Send(&bench, "ile%");
+  Send(&g_bench, "ile%");
   EXPECT_TRUE(strstr(g_out, "m-model-[kws01]\r\nm-ready\r\n") != NULL);
   /* 80 characters are a command; 81 are too long */
   memset(longcmd, 'x', 80);
   longcmd[80] = '%';
   longcmd[81] = '\0';
   Clear();
-  Send(&bench, longcmd);
+  Send(&g_bench, longcmd);
   EXPECT_TRUE(strncmp(g_out, "e-[Unknown command: xxxx", 24) == 0);
   memset(longcmd, 'x', 81);
   longcmd[81] = '%';
   longcmd[82] = '\0';
   Clear();
-  Send(&bench, longcmd);
+  Send(&g_bench, longcmd);
   EXPECT_TRUE(strcmp(g_out, "e-[Command too long]\r\nm-ready\r\n") == 0);
   Clear();
-  Send(&bench, "name%");
+  Send(&g_bench, "name%");
   EXPECT_TRUE(strcmp(g_out, "m-name-dut-[project-api]\r\nm-ready\r\n") == 0);
 }
 
 TEST(DbLoadInferResults) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
-  const char* why = "";
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
-  Send(&bench, "db load 17%");
+  ASSERT_EQ_INT(Begin(&info), 0);
+  Send(&g_bench, "db load 17%");
   EXPECT_TRUE(strstr(g_out, "e-[Supplied buffer size 17 exceeds maximum of 16]") != NULL);
   Clear();
-  Send(&bench, "db load 4%db 0102%db 03FF%");
+  Send(&g_bench, "db load 4%db 0102%db 03FF%");
   EXPECT_TRUE(strcmp(g_out, "m-[Expecting 4 bytes]\r\nm-ready\r\nm-ready\r\nm-load-done\r\n"
                             "m-ready\r\n") == 0);
   Clear();
   g_runs = 0;
   g_micros = 1000;
-  Send(&bench, "infer 3 2%");
+  Send(&g_bench, "infer 3 2%");
   /* out = in + 1 = {2,3,4,0}; dequantized 0.25 * (q - 2) */
   EXPECT_TRUE(strcmp(g_out, "m-warmup-start-2\r\nm-warmup-done\r\nm-infer-start-3\r\n"
                             "m-lap-us-1250\r\nm-lap-us-1500\r\nm-infer-done\r\n"
@@ -158,27 +155,22 @@ TEST(DbLoadInferResults) {
   EXPECT_EQ_INT(g_runs, 5);
   /* float32 input (16 bytes) is quantized: x / 0.5 - 1, rounded half away from zero */
   Clear();
-  Send(&bench, "db load 16%db 0000803f0000c03f%db 000080bf00002041%");
+  Send(&g_bench, "db load 16%db 0000803f0000c03f%db 000080bf00002041%");
   EXPECT_TRUE(strstr(g_out, "m-load-done") != NULL);
   Clear();
-  Send(&bench, "infer 1 0%");
+  Send(&g_bench, "infer 1 0%");
   /* 1.0 -> 1, 1.5 -> 2, -1.0 -> -3, 10.0 -> 19; +1 -> 2,3,-2,20; (q-2)/4 */
   EXPECT_TRUE(strstr(g_out, "m-results-[0.000,0.250,-1.000,4.500]\r\n") != NULL);
 }
 
 TEST(Uint8PixelsLess128) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
-  const char* why = "";
   info.version = "ic01";
   info.input_uint8 = 1;
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
-  Send(&bench, "db load 4%db 00807fff%");
+  ASSERT_EQ_INT(Begin(&info), 0);
+  Send(&g_bench, "db load 4%db 00807fff%");
   Clear();
-  Send(&bench, "infer 1 0%");
+  Send(&g_bench, "infer 1 0%");
   EXPECT_EQ_INT(g_in[0], -128);
   EXPECT_EQ_INT(g_in[1], 0);
   EXPECT_EQ_INT(g_in[2], -1);
@@ -188,30 +180,23 @@ TEST(Uint8PixelsLess128) {
 }
 
 TEST(ReconstructionScore) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreReconstruction);
-  const char* why = "";
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(Begin(&info), 0);
   Clear();
   /* inputs 1.0, 1.5, -1.0, 10.0 -> outputs 0.0, 0.25, -1.0, 4.5: MSE = (1+1.5625+0+30.25)/4 */
-  Send(&bench, "db load 16%db 0000803f0000c03f000080bf00002041%infer 1 0%");
+  Send(&g_bench, "db load 16%db 0000803f0000c03f000080bf00002041%infer 1 0%");
   EXPECT_TRUE(strstr(g_out, "m-results-[8.203]\r\n") != NULL);
 }
 
 TEST(AotInitRefusesAMissingModule) {
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
   const char* why = "";
   info.module_name = "other";
-  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), -1);
+  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&g_aot, &g_model, &info, &why), -1);
   EXPECT_TRUE(strstr(why, "no model module") != NULL);
   info = Info(kTvmMlperfTinyScoreVector);
   info.db_capacity = 8;
-  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), -1);
+  EXPECT_EQ_INT(TVMCrtMlperfTinyAot_Init(&g_aot, &g_model, &info, &why), -1);
 }
 
 TEST(FormatFixed3MatchesPrintf) {
@@ -241,71 +226,61 @@ TEST(FormatFixed3MatchesPrintf) {
 }
 
 TEST(ResetRestoresTheModelsState) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
-  const char* why = "";
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(Begin(&info), 0);
   g_resets = 0;
   Clear();
-  Send(&bench, "reset%");
+  Send(&g_bench, "reset%");
   EXPECT_TRUE(strcmp(g_out, "m-reset-done\r\nm-ready\r\n") == 0);
   EXPECT_EQ_INT(g_resets, 1);
   g_reset_fails = 1;
   Clear();
-  Send(&bench, "reset%");
+  Send(&g_bench, "reset%");
   g_reset_fails = 0;
   EXPECT_TRUE(strcmp(g_out, "e-[Resetting the model's state failed]\r\nm-ready\r\n") == 0);
   /* a model without a reset function has nothing to reset */
-  model.reset = NULL;
+  g_model.reset = NULL;
   Clear();
-  Send(&bench, "reset%");
+  Send(&g_bench, "reset%");
   EXPECT_TRUE(strcmp(g_out, "m-reset-done\r\nm-ready\r\n") == 0);
   EXPECT_EQ_INT(g_resets, 2);
 }
 
 /* CRC-32 values computed by Python's zlib.crc32 (and the standard check value of "123456789"). */
 TEST(DbCrcCoversTheBytesLoadedSoFar) {
-  static TVMCrtMlperfTiny bench;
-  static TVMCrtMlperfTinyAot aot;
-  static TVMCrtMlperfTinyModel model;
   TVMCrtMlperfTinyAotInfo info = Info(kTvmMlperfTinyScoreVector);
-  const char* why = "";
-  ASSERT_EQ_INT(TVMCrtMlperfTinyAot_Init(&aot, &model, &info, &why), 0);
-  TVMCrtMlperfTiny_Start(&bench, &model, g_db, sizeof(g_db));
+  ASSERT_EQ_INT(Begin(&info), 0);
   Clear();
-  Send(&bench, "db crc%");
+  Send(&g_bench, "db crc%");
   EXPECT_TRUE(strcmp(g_out, "m-db-crc-[0,0,00000000]\r\nm-ready\r\n") == 0);
   Clear();
-  Send(&bench, "db load 4%db 0102%db  crc%");
+  Send(&g_bench, "db load 4%db 0102%db  crc%");
   EXPECT_TRUE(strcmp(g_out, "m-[Expecting 4 bytes]\r\nm-ready\r\nm-ready\r\n"
                             "m-db-crc-[2,4,b6cc4292]\r\nm-ready\r\n") == 0);
   Clear();
-  Send(&bench, "db 03ff%db crc%");
+  Send(&g_bench, "db 03ff%db crc%");
   EXPECT_TRUE(strcmp(g_out, "m-load-done\r\nm-ready\r\nm-db-crc-[4,4,9c53d059]\r\nm-ready\r\n")
               == 0);
   Clear();
-  Send(&bench, "db load 9%db 313233343536373839%db crc%");
+  Send(&g_bench, "db load 9%db 313233343536373839%db crc%");
   EXPECT_TRUE(strstr(g_out, "m-db-crc-[9,9,cbf43926]\r\nm-ready\r\n") != NULL);
   /* a new db load starts over: nothing loaded, whatever the buffer still holds */
   Clear();
-  Send(&bench, "db load 16%db crc%");
+  Send(&g_bench, "db load 16%db crc%");
   EXPECT_TRUE(strstr(g_out, "m-db-crc-[0,16,00000000]\r\n") != NULL);
   Clear();
-  Send(&bench, "db 000102030405060708090a0b0c0d0e0f%db crc%");
+  Send(&g_bench, "db 000102030405060708090a0b0c0d0e0f%db crc%");
   EXPECT_TRUE(strstr(g_out, "m-db-crc-[16,16,cecee288]\r\n") != NULL);
   /* no arguments; the buffer is left as it was */
   Clear();
-  Send(&bench, "db crc 4%");
+  Send(&g_bench, "db crc 4%");
   EXPECT_TRUE(strcmp(g_out, "e-[Command 'db crc' takes no arguments: '4']\r\nm-ready\r\n") == 0);
   Clear();
-  Send(&bench, "db crc%");
+  Send(&g_bench, "db crc%");
   EXPECT_TRUE(strstr(g_out, "m-db-crc-[16,16,cecee288]\r\n") != NULL);
   /* help stays the reference's list */
   Clear();
-  Send(&bench, "help%");
+  Send(&g_bench, "help%");
   EXPECT_TRUE(strstr(g_out, "crc") == NULL && strstr(g_out, "reset") == NULL);
   EXPECT_EQ_INT(TVMCrtMlperfTiny_Crc32(TVMCrtMlperfTiny_Crc32(0u, (const uint8_t*)"1234", 4),
                                        (const uint8_t*)"56789", 5),
