@@ -388,7 +388,7 @@ def _counts(args: argparse.Namespace) -> dict[float, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--samples", type=int, default=10_000,
                         help="validate samples per run (default 10000)")
     parser.add_argument("--rates", default="1e-4,1e-3",

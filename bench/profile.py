@@ -58,7 +58,7 @@ def _run(work: Path, tflite: Path, target: str, profile: bool, x: np.ndarray) ->
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--models-dir", type=Path,
                         default=Path(os.environ.get("PROJECT_API_SHARED", REPO.parent / "shared"))
                         / "models")
