@@ -10,9 +10,14 @@ import numpy as np
 import pytest
 from micro_fake_device import FakeDevice, FakeModel, FakeTransport, Timeouts
 
-from project_api.errors import IoTimeoutError, RPCError, SessionDesyncError
+from project_api.errors import (
+    IoTimeoutError,
+    RetriesExhaustedError,
+    RPCError,
+    SessionDesyncError,
+)
 from project_api.micro import Session
-from project_api.micro.recovery import RetryPolicy, WaitEstimator
+from project_api.micro.recovery import Recovery, RetryPolicy, WaitEstimator
 from project_api.validate import TensorSpec, stream_samples
 
 
@@ -246,3 +251,27 @@ def test_waits_stay_measured_for_the_first_timeouts_of_a_sample() -> None:
         after_damage = session.recovery.waits.scale
     assert scales == [1, 1, 1, 2, 4, 8, 8, 8]
     assert after_damage == 8  # unchanged by a lost frame (progress() resets it)
+
+
+@pytest.mark.parametrize(("policy", "budget", "rule"), [
+    (RetryPolicy(run_retries=3), 3, "(run_retries=3)"),
+    (RetryPolicy(), 100, "(16 a sample, at least 100)"),
+])
+def test_a_used_up_run_budget_names_the_rule_that_set_it(policy: RetryPolicy, budget: int,
+                                                         rule: str) -> None:
+    class Reopens:
+        count = 0
+
+        def reopen(self, *, restart: bool = False, reason: str = "",
+                   same_boot: bool = False) -> None:
+            self.count += 1
+
+    session, recovery = Reopens(), Recovery(policy)
+    recovery.begin_run(2)
+    for i in range(budget):
+        recovery.recover(session, SessionDesyncError("a damaged frame"), sample=i % 2)
+    with pytest.raises(RetriesExhaustedError) as err:
+        recovery.recover(session, SessionDesyncError("a damaged frame"), sample=0)
+    assert f"the run used up its {budget} retries {rule}" in str(err.value)
+    assert session.count == budget and recovery.stats.retries == budget
+    assert policy.describe().startswith(f"a run's budget of retries: {rule[1:-1]};")

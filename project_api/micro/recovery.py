@@ -131,15 +131,19 @@ class RetryPolicy:
             return self.run_retries
         return max(MIN_RUN_RETRIES, DEFAULT_RUN_RETRIES_PER_SAMPLE * max(1, samples))
 
+    def budget_rule(self) -> str:
+        """How :meth:`run_budget` sets a run's budget, in words."""
+        if self.run_retries is not None:
+            return f"run_retries={self.run_retries}"
+        return f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} a sample, at least {MIN_RUN_RETRIES}"
+
     def describe(self) -> str:
         """One line for help texts and reports."""
         if not self.enabled:
             return "recovery off: the first link fault ends the run"
-        run = (f"{self.run_retries}" if self.run_retries is not None else
-               f"{DEFAULT_RUN_RETRIES_PER_SAMPLE} a sample, at least {MIN_RUN_RETRIES}")
-        return (f"a run's budget of retries: {run}; {self.setup_retries} faults in a row while "
-                f"setting up; waits of at least {self.wait_floor_sec:g}s, {self.wait_margin:g}x "
-                "the measured time")
+        return (f"a run's budget of retries: {self.budget_rule()}; {self.setup_retries} faults "
+                f"in a row while setting up; waits of at least {self.wait_floor_sec:g}s, "
+                f"{self.wait_margin:g}x the measured time")
 
 
 def fault_kind(err: BaseException) -> str | None:
@@ -464,8 +468,8 @@ class Recovery:
                                             sample=sample) from err
         if stats.retries >= self.budget:
             raise RetriesExhaustedError(
-                f"{where}: the run used up its {self.budget} retries ({DEFAULT_RUN_RETRIES_PER_SAMPLE} "
-                f"a sample, at least {MIN_RUN_RETRIES}); the last fault: {_first_line(err)}",
+                f"{where}: the run used up its {self.budget} retries "
+                f"({self.policy.budget_rule()}); the last fault: {_first_line(err)}",
                 stats) from err
         stats.retries += 1
         if not setup and kind == "timeout":
