@@ -31,6 +31,8 @@ from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
 _LOG = logging.getLogger(__name__)
 
 DEFAULT_SEED = 0
+#: What recovery does for run and demo (their --retries help).
+_RETRY_HOW = "reopen the session and go on with the inference where it stopped, or time again"
 
 
 def _parse_inputs(items: list[str]) -> list[tuple[str, Path]]:
@@ -199,8 +201,7 @@ examples:
                                  "timing measurement included (0: forever; default: the "
                                  "template's per-reply limit, and for timing a limit from one "
                                  "run measured first)")
-        add_retry_arguments(parser, "step", how="reopen the session and go on with the "
-                                                 "inference where it stopped, or time again")
+        add_retry_arguments(parser, "step", how=_RETRY_HOW)
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED,
                             help=f"seed of the random inputs, >= 0 (default {DEFAULT_SEED})")
         parser.add_argument("--force", action="store_true",
@@ -454,8 +455,7 @@ examples:
                                  "mlp: float32 MLP checked against numpy")
         parser.add_argument("--force", action="store_true",
                             help="replace --out even if an earlier demo did not write it")
-        add_retry_arguments(parser, "step", how="reopen the session and go on with the "
-                                                 "inference where it stopped, or time again")
+        add_retry_arguments(parser, "step", how=_RETRY_HOW)
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, help="seed of weights and inputs (>= 0)")
 
     def invoke(self) -> int:
