@@ -239,7 +239,7 @@ def test_qemu_dies_with_its_server(qemu_projects: dict) -> None:
 def busy_project(models: dict, tmp_path_factory: pytest.TempPathFactory):
     """hello_world on firmware that stays busy 5 ms after every Feed (test hook)."""
     project = _project(models, "hello_world_int8", tmp_path_factory.mktemp("busy") / "prj",
-                       compile_definitions="-DSTM32_TEST_BUSY_MS=5")
+                       compile_definitions="-DFIRMWARE_TEST_BUSY_MS=5")
     yield project
     project.close()
 

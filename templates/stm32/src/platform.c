@@ -49,6 +49,10 @@ tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
 
 uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return g_sysclk_hz; }
 
+uint64_t FirmwareCycles(void) { return SysTickCycles(); }
+
+uint32_t FirmwareCpuHz(void) { return g_sysclk_hz; }
+
 static uint32_t g_random_state;
 static uint32_t g_random_calls;
 

@@ -10,7 +10,7 @@
 
 #include "ai/ai_sample.h"
 #include "board.h"
-#include "firmware.h"
+#include "firmware_port.h"
 
 int main(void) {
   int failures;

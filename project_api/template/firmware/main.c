@@ -1,8 +1,8 @@
 /*
  * Host-driven firmware: the C runtime's RPC server on the board's UART. Received bytes are
- * queued by the UART interrupt handler (uart.c) and fed to TVMCrtRpcServer_Feed from this
+ * queued by the board's UART driver (its interrupt handler, where the board has one) and fed to TVMCrtRpcServer_Feed from this
  * loop; replies go out through a blocking write. After set-up the firmware sends one ready
- * line (STM32_READY_BANNER) before any RPC byte, so the host knows the UART receives.
+ * line (FIRMWARE_READY_BANNER) before any RPC byte, so the host knows the UART receives.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,15 +14,15 @@
 #include <tvm/runtime/crt/platform.h>
 
 #include "board.h"
-#include "firmware.h"
+#include "firmware_port.h"
 
-#define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME "\n"
+#define FIRMWARE_READY_BANNER "project-api " BOARD_PLATFORM " ready: " BOARD_NAME "\n"
 /*! Bytes taken from the receive ring per Feed call. */
-#define STM32_FEED_CHUNK_BYTES 256u
+#define FIRMWARE_FEED_CHUNK_BYTES 256u
 /*! Test hook: milliseconds the loop stays busy after each Feed (0: none), to prove that the
  *  interrupt-driven receive keeps bytes while the device computes, and reports what it loses. */
-#ifndef STM32_TEST_BUSY_MS
-#define STM32_TEST_BUSY_MS 0
+#ifndef FIRMWARE_TEST_BUSY_MS
+#define FIRMWARE_TEST_BUSY_MS 0
 #endif
 
 static uint8_t g_model_workspace[TVM_CRT_MODEL_WORKSPACE_SIZE_BYTES] __attribute__((aligned(16)));
@@ -34,8 +34,8 @@ static ptrdiff_t ChannelWrite(void* context, const uint8_t* data, size_t num_byt
 }
 
 int main(void) {
-  static const char banner[] = STM32_READY_BANNER;
-  static uint8_t chunk[STM32_FEED_CHUNK_BYTES];
+  static const char banner[] = FIRMWARE_READY_BANNER;
+  static uint8_t chunk[FIRMWARE_FEED_CHUNK_BYTES];
   microtvm_rpc_server_t server;
   TVMCrtRpcServerStats stats = {0};
   uint32_t lost_reported = 0;
@@ -59,7 +59,7 @@ int main(void) {
     size_t n = UartRead(chunk, sizeof(chunk));
     uint32_t lost = UartBytesLost();
     if (lost != lost_reported) {
-      TVMLogf("stm32: UART receive lost %lu bytes (ring of %u bytes full or overrun)",
+      TVMLogf(BOARD_PLATFORM ": UART receive lost %lu bytes (ring of %u bytes full or overrun)",
               (unsigned long)(lost - lost_reported), (unsigned)BOARD_UART_RX_RING_BYTES);
       lost_reported = lost;
     }
@@ -74,10 +74,10 @@ int main(void) {
     if (err != kTvmErrorNoError) {
       TVMPlatformAbort(err);
     }
-#if STM32_TEST_BUSY_MS > 0
+#if FIRMWARE_TEST_BUSY_MS > 0
     {
-      uint64_t until = SysTickCycles() + (uint64_t)g_sysclk_hz / 1000u * STM32_TEST_BUSY_MS;
-      while (SysTickCycles() < until) {
+      uint64_t until = FirmwareCycles() + (uint64_t)FirmwareCpuHz() / 1000u * FIRMWARE_TEST_BUSY_MS;
+      while (FirmwareCycles() < until) {
       }
     }
 #endif

@@ -1,6 +1,6 @@
 /*
  * MLPerf Tiny firmware (project type "mlperftiny"): the benchmark's UART protocol
- * (crt/src/mlperftiny) on the board's UART, timed by SysTick. Prints the template's ready line
+ * (crt/src/mlperftiny) on the board's UART, timed by the port's cycle counter. Prints the template's ready line
  * first (open_transport waits for it), then the benchmark's start-up lines.
  */
 #include <stdint.h>
@@ -10,9 +10,9 @@
 #include <tvm/runtime/crt/platform.h>
 
 #include "board.h"
-#include "firmware.h"
+#include "firmware_port.h"
 
-#define STM32_READY_BANNER "project-api stm32 ready: " BOARD_NAME " mlperftiny\r\n"
+#define FIRMWARE_READY_BANNER "project-api " BOARD_PLATFORM " ready: " BOARD_NAME " mlperftiny\r\n"
 
 extern const TVMCrtMlperfTinyAotInfo kTVMMlperfTinyAotInfo;
 
@@ -21,13 +21,13 @@ void TVMCrtMlperfTinyPort_Write(const char* data, size_t size) {
 }
 
 uint64_t TVMCrtMlperfTinyPort_Micros(void) {
-  uint64_t cycles = SysTickCycles();
-  uint64_t hz = g_sysclk_hz;
+  uint64_t cycles = FirmwareCycles();
+  uint64_t hz = FirmwareCpuHz();
   return cycles / hz * 1000000u + cycles % hz * 1000000u / hz;
 }
 
 int main(void) {
-  static const char banner[] = STM32_READY_BANNER;
+  static const char banner[] = FIRMWARE_READY_BANNER;
   static TVMCrtMlperfTiny bench;
   static TVMCrtMlperfTinyAot aot;
   static TVMCrtMlperfTinyModel model;
