@@ -119,7 +119,11 @@ class Handler(bare_metal.BareMetalHandler):
         project.render("board.h.j2", "src/board.h", **context)
         project.render("firmware.ld.j2", "firmware.ld", **context)
         specs = "nano.specs" if opts["libc"] == "newlib-nano" else "picolibc.specs"
-        project.render("Makefile.j2", "Makefile", libc_specs=specs, app_sources=(*app, *generated),
+        arch = [f"-mcpu={board['cpu']}", "-mthumb", f"-mfpu={board['fpu']}",
+                f"-mfloat-abi={board['float_abi']}"]
+        project.render("Makefile.j2", "Makefile", platform="stm32", cross="arm-none-eabi-",
+                       arch_flags=arch, libc_specs=specs, link_specs=[specs, "nosys.specs"],
+                       app_sources=(*app, *generated),
                        model_dirs=model_dirs,
                        crt_sources=[f"crt/{p}" for p in crt], **context,
                        compile_definition_flags=compile_definitions(opts["compile_definitions"]))
