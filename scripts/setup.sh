@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything project-api needs on a Debian/Ubuntu machine:
-#   1. the C toolchains (host gcc/make, clang + libFuzzer, arm-none-eabi-gcc, qemu-system-arm)
+#   1. the C toolchains (host gcc/make, clang + libFuzzer, arm-none-eabi-gcc, qemu-system-arm,
+#      riscv64-unknown-elf-gcc with picolibc and qemu-system-riscv32)
 #      and ser2net (the labgrid tests' RFC 2217 server),
 #   2. a virtual environment in $VENV (default .venv) with project-api installed editable, plus test extras.
 # Safe to run again: it installs only what is missing.
@@ -11,7 +12,8 @@ VENV="${VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 
 APT_PACKAGES=(gcc make gcc-arm-none-eabi libnewlib-arm-none-eabi picolibc-arm-none-eabi
-              qemu-system-arm clang libclang-rt-14-dev ser2net)
+              qemu-system-arm clang libclang-rt-14-dev ser2net
+              gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc)
 
 missing_tools() {
     local out=()
@@ -20,6 +22,9 @@ missing_tools() {
     command -v clang >/dev/null || out+=(clang)
     command -v arm-none-eabi-gcc >/dev/null || out+=(gcc-arm-none-eabi)
     command -v qemu-system-arm >/dev/null || out+=(qemu-system-arm)
+    command -v riscv64-unknown-elf-gcc >/dev/null || out+=(gcc-riscv64-unknown-elf)
+    [ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ] || out+=(picolibc-riscv64-unknown-elf)
+    command -v qemu-system-riscv32 >/dev/null || out+=(qemu-system-misc)
     # ser2net (the RFC 2217 server of the labgrid tests) lives in /usr/sbin.
     command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || out+=(ser2net)
     # libFuzzer's runtime ships separately from clang on Debian.

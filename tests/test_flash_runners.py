@@ -431,7 +431,7 @@ def test_runner_choice() -> None:
                                          r"\(qemu_netduinoplus2\); use flash_runner=qemu$"):
         flash.runner_for("openocd", QEMU)
     with pytest.raises(FlashError, match="unknown flash_runner 'jlink'; pick one of pyocd, "
-                                         "openocd, stm32cubeprogrammer, qemu"):
+                                         "openocd, stm32cubeprogrammer, esptool, qemu"):
         flash.runner_for("jlink", F429)
     caps = {name: cls.CAPS for name, cls in flash.RUNNERS.items()}
     assert all(c.serial_number and c.verify and c.reset for n, c in caps.items() if n != "qemu")

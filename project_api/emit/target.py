@@ -27,7 +27,8 @@ from ..errors import EmitError
 WEIGHT_LAYOUTS = ("int8", "int16")
 
 #: Names ``emit --target`` accepts.
-TARGET_NAMES = ("generic", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33")
+TARGET_NAMES = ("generic", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33", "riscv32",
+                "rv32imafc")
 
 #: CPUs with the DSP extension (by default) and the kernel target they use.
 _DSP_CPUS = {"cortex-m4": "cortex-m4", "cortex-m7": "cortex-m7", "cortex-m33": "cortex-m33",
@@ -54,6 +55,31 @@ class Target:
 
 
 GENERIC = Target("generic", False)
+
+
+# --- RISC-V (riscv32): the portable kernels, recorded as built for an RV32 core ---------------
+
+#: ``--target`` names of RV32 cores and the ISA each stands for (``riscv32``: the rv32imac
+#: baseline; ``rv32imafc``: with the F extension, which float kernels then use in hardware).
+RISCV32_VARIANTS = {"riscv32": "rv32imac", "rv32imac": "rv32imac", "rv32imafc": "rv32imafc"}
+
+
+@dataclass(frozen=True)
+class Riscv32Target(Target):
+    """An RV32 core: the generic kernels (bit-exact on the emulated core, as the riscv
+    template's tests check), with the ISA recorded in ``metadata.json``."""
+
+    march: str = "rv32imac"
+
+    def metadata_target(self) -> str:
+        abi = "ilp32f" if "f" in self.march[4:] else "ilp32"
+        return f"c -keys=riscv,cpu -march={self.march} -mabi={abi}"
+
+
+def riscv32(isa: str) -> Target | None:
+    """The riscv32 target of an ISA or variant name (``rv32imac``, ``riscv32``; None: not one)."""
+    march = RISCV32_VARIANTS.get(isa.strip().lower())
+    return Riscv32Target("riscv32", False, march=march) if march else None
 
 
 def with_weights(target: Target, weights: str | None) -> Target:
@@ -96,6 +122,8 @@ def resolve(spec: str | Target | None) -> Target:
                         "string with -mcpu=")
     if text.lower() in ("generic", "c"):
         return GENERIC
+    if riscv32(text) is not None:
+        return riscv32(text)
     m = re.search(r"-mcpu=([\w.+-]+)", text)
     if m:
         return from_mcpu(m.group(1))
@@ -110,6 +138,8 @@ def for_cpu(cpu: str | None) -> Target:
     its kernels; anything else (``x86``, the host, unknown) the portable path."""
     if not cpu:
         return GENERIC
+    if riscv32(cpu) is not None:
+        return riscv32(cpu)
     try:
         return from_mcpu(cpu)
     except EmitError:

@@ -17,7 +17,8 @@ debug probe (for ST-LINK, the USB serial number its virtual COM port shows too);
 "the only one".
 
 Runners: :class:`PyOcdRunner` (the default on hardware; pyOCD's Python API, which is a
-dependency), :class:`OpenOcdRunner` and :class:`CubeProgrammerRunner` (when installed), and
+dependency), :class:`OpenOcdRunner`, :class:`CubeProgrammerRunner` and :class:`EsptoolRunner` (when
+installed; esptool writes a raw image over a chip's serial boot loader), and
 :class:`QemuRunner` for emulated boards, which only checks the image (the emulator that
 ``open_transport`` starts loads it); :func:`check_firmware` checks an image against the board
 before any runner gets it. Every runner on hardware programs, verifies and resets. A missing tool raises MissingProgramError with the install hint; a probe
@@ -403,6 +404,58 @@ class CubeProgrammerRunner(FlashRunner):
         self.check_call(self.reset_argv(self.require(), serial_number), log_path, step="reset")
 
 
+class EsptoolRunner(FlashRunner):
+    """Espressif's esptool (``pip install esptool``) over the chip's serial boot loader: the
+    raw image (``firmware.bin`` beside the ELF, the board's ``image`` made by the build) at
+    flash offset 0, for chips that boot it directly; esptool checks what it wrote against an
+    MD5 digest the chip computes, then resets the chip (``--after hard_reset``)."""
+
+    NAME = "esptool"
+    PROGRAM = "esptool.py"
+    CAPS = RunnerCaps(hardware=True, serial_number=True, verify=True, reset=True)
+    INSTALL_HINT = "install esptool, e.g. 'pip install esptool'"
+
+    def port(self, board: Mapping[str, Any], serial_number: str | None) -> str:
+        """The chip's serial port: ``-o serial_port``, else found by the board's USB ID and
+        ``serial_number`` (:func:`.serial_ports.board_port`)."""
+        from project_api.template import serial_ports
+
+        return serial_ports.board_port(board.get("usb"), self.options.get("serial_port"),
+                                       serial_number, f"{board.get('name')}'s {board.get('probe')}")
+
+    @staticmethod
+    def chip_args(program: str, board: Mapping[str, Any], port: str) -> list[str]:
+        chip = board.get("esptool_chip")
+        if not chip:
+            raise FlashError(f"board {board.get('name')} has no esptool_chip; add it to the "
+                             "board's entry or use another flash_runner")
+        return [program, "--chip", str(chip), "--port", port]
+
+    def argv(self, program: str, image: Path, board: Mapping[str, Any], port: str) -> list[str]:
+        return [*self.chip_args(program, board, port), "--after", "hard_reset",
+                "write_flash", "0x0", str(image)]
+
+    def reset_argv(self, program: str, board: Mapping[str, Any], port: str) -> list[str]:
+        """``run``: esptool resets the chip out of its boot loader into the flash's firmware."""
+        return [*self.chip_args(program, board, port), "run"]
+
+    def flash(self, image: Path, board: Mapping[str, Any], serial_number: str | None,
+              progress: Progress) -> None:
+        raw = image.with_suffix(".bin")
+        if not raw.is_file():
+            raise FlashError(f"nothing to flash: {raw.name} is not built beside {image.name}; "
+                             "run 'project-api build'")
+        argv = self.argv(self.require(), raw, board, self.port(board, serial_number))
+        progress(0.0)
+        self.check_call(argv, image.parent / FLASH_LOG)
+        progress(1.0)
+
+    def reset(self, board: Mapping[str, Any], serial_number: str | None,
+              log_path: Path | None = None) -> None:
+        argv = self.reset_argv(self.require(), board, self.port(board, serial_number))
+        self.check_call(argv, log_path, step="reset")
+
+
 class QemuRunner(FlashRunner):
     """Emulated boards: checks that the image is a whole ELF executable for the board; nothing
     is written (the emulator that ``open_transport`` starts loads ``build/firmware.elf`` itself)."""
@@ -425,16 +478,18 @@ class QemuRunner(FlashRunner):
 
 #: Every runner by name (the choices of a template's ``flash_runner`` option).
 RUNNERS: dict[str, type[FlashRunner]] = {
-    cls.NAME: cls for cls in (PyOcdRunner, OpenOcdRunner, CubeProgrammerRunner, QemuRunner)
+    cls.NAME: cls for cls in (PyOcdRunner, OpenOcdRunner, CubeProgrammerRunner, EsptoolRunner,
+                              QemuRunner)
 }
 
 
 def runner_for(name: str | None, board: Mapping[str, Any],
                options: Mapping[str, Any] | None = None) -> FlashRunner:
-    """The runner ``name`` (None: qemu for an emulated board, else pyocd) for ``board``;
-    FlashError when it cannot flash that kind of board."""
+    """The runner ``name`` (None: qemu for an emulated board, else the board's own
+    ``flash_runner``, else pyocd) for ``board``; FlashError when it cannot flash that kind of
+    board."""
     emulated = bool(board.get("emulated"))
-    name = name or ("qemu" if emulated else "pyocd")
+    name = name or ("qemu" if emulated else board.get("flash_runner") or "pyocd")
     if name not in RUNNERS:
         raise FlashError(f"unknown flash_runner {name!r}; pick one of {', '.join(RUNNERS)}")
     cls = RUNNERS[name]
