@@ -363,7 +363,7 @@ def test_builtin_templates_of_the_repo(monkeypatch, capsys):
     assert cli.main(["templates", "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
     names = [e["name"] for e in entries]
-    assert "host" in names and set(names) <= {"host", "stm32", "zephyr"}
+    assert "host" in names and set(names) <= {"host", "stm32", "zephyr", "riscv"}
     host = entries[names.index("host")]
     assert host.get("platform") == "host", host
     assert any(o["name"] == "workspace_size_bytes" and o["type"] == "int" for o in host["options"])

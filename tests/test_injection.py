@@ -580,7 +580,7 @@ def test_emitted_header_keeps_tflite_names_in_comments(tmp_path: Path) -> None:
 
 
 def _all_templates() -> list[Path]:
-    roots = [paths.template_dir(t) / "templates" for t in ("host", "stm32", "zephyr")]
+    roots = [paths.template_dir(t) / "templates" for t in ("host", "stm32", "zephyr", "riscv")]
     return sorted(p for root in [*roots, quoting.JINJA_DIR] for p in root.glob("*.j2"))
 
 
@@ -611,7 +611,7 @@ def test_an_unescaped_value_is_refused_in_every_file_kind(kind: str, key: str) -
 
 def _serial_number_options() -> list:
     out = []
-    for name in ("stm32", "zephyr"):
+    for name in ("stm32", "zephyr", "riscv"):
         sys.path.insert(0, str(paths.template_dir(name)))
         try:
             spec_path = paths.template_dir(name) / "microtvm_api_server.py"
@@ -632,7 +632,7 @@ def test_serial_number_keeps_to_its_grammar(key: str) -> None:
     """It reaches OpenOCD's Tcl (-c "adapter serial ...", west's --cmd-pre-init) and flash tools'
     own parsers: refused unless letters, digits and ._:-."""
     options = _serial_number_options()
-    assert len(options) == 2
+    assert len(options) == 3
     for opt in options:
         with pytest.raises(ServerError) as info:
             opt.check(f"066D{HOSTILE[key]}")
