@@ -146,7 +146,7 @@ and sizes, and the fused functions its metadata lists, and says what is not know
         parser.add_argument("model", metavar="MODEL", help="a .tflite, or an MLF .tar")
         parser.add_argument("--target", default=None, metavar="TARGET",
                             help="kernel target of a .tflite: generic, cortex-m0, cortex-m4, "
-                                 "cortex-m7, cortex-m33 or -mcpu=CPU (default: the board's CPU "
+                                 "cortex-m7, cortex-m33, riscv32, rv32imafc or -mcpu=CPU (default: the board's CPU "
                                  "with --template, else generic)")
         parser.add_argument("--weights", default=None, choices=("int8", "int16"),
                             help="weight layout of a .tflite's DSP convolutions, as emit "

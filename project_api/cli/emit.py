@@ -63,7 +63,8 @@ each run; the outputs are the plain build's, bit for bit.
                                  "platform's counter ('project-api profile' reads the table)")
         parser.add_argument("--target", default=None, metavar="TARGET",
                             help="kernel target: generic (default), cortex-m0, cortex-m4, "
-                                 "cortex-m7, cortex-m33, or a target string with -mcpu=CPU")
+                                 "cortex-m7, cortex-m33, riscv32 (rv32imac), rv32imafc, or a "
+                                 "target string with -mcpu=CPU")
         parser.add_argument("--weights", default=None, choices=("int8", "int16"),
                             help="weight layout of the DSP convolutions: int8 (default, the "
                                  "model's bytes reordered) or int16 (pairs in flash, 2x)")
