@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<26}{row['instructions']:>14,}{(f'{tflm:,}' if tflm else 'n/a'):>14}"
               f"{ratio:>8}  {'byte-equal' if row['byte_equal'] else 'DIFFERENT'}")
     if not anchors["models"]:
-        print(f"TFLM anchor: n/a ({anchors.get('why', 'no ' + str(ANCHORS.relative_to(REPO)))})")
+        why = anchors.get("why", f"no {ANCHORS.relative_to(REPO)}").split(":")[0]
+        print(f"TFLM anchor: n/a ({why}; see {ANCHORS.relative_to(REPO)})")
     return 0 if all(r.get("byte_equal") for r in rows.values()) else 1
 
 
