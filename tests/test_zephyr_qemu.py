@@ -117,7 +117,14 @@ def _socket_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("project-api-qemu-*")}
 
 
-def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello) -> None:
+def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    # A temp dir of this test's own: the socket folders of tests running beside it (xdist)
+    # do not count.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     handler = stand_in_zephyr_project
     tflite, emitted = hello
     shape = emitted.inputs[0].shape
@@ -128,6 +135,7 @@ def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello) -> 
         with Session(transport) as session:
             assert "endpoint" not in transport.reply  # no socket endpoint: JSON-RPC carries it
             assert len(qemu_pids() - before_qemu) == 1
+            assert len(_socket_dirs() - before_dirs) == 1  # the FIFOs' folder, in our temp dir
             model = session.model()
             for _ in range(3):
                 x = rng.integers(-128, 127, shape, dtype=np.int8, endpoint=True)
