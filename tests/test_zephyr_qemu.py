@@ -14,6 +14,7 @@ import importlib.util
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +118,20 @@ def _socket_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("project-api-qemu-*")}
 
 
-def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def own_tempdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temp dir of the test's own (the socket folders of tests running beside it under xdist
+    do not count), made in the system's: tmp_path is too long for a Unix socket's path."""
     import tempfile
 
-    # A temp dir of this test's own: the socket folders of tests running beside it (xdist)
-    # do not count.
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    own = Path(tempfile.mkdtemp(prefix="pa-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    yield own
+    shutil.rmtree(own)
+
+
+def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello,
+                                             own_tempdir: Path) -> None:
     handler = stand_in_zephyr_project
     tflite, emitted = hello
     shape = emitted.inputs[0].shape
