@@ -23,6 +23,8 @@ lint: setup
 test: setup lint
 	$(VENV)/bin/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
+# Each bench line's time is printed after it (scripts/timed-shell).
+bench: private SHELL = $(CURDIR)/scripts/timed-shell
 bench: setup
 	$(VENV)/bin/python bench/transport.py
 	$(VENV)/bin/python bench/rpc.py
