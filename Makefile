@@ -1,8 +1,13 @@
 # Everyday entry points. Each target sets up what it needs first (toolchains + .venv).
 #   make demo   generate, build and run the bundled demo model on the host template
-#   make test   lint and run the whole test suite
+#   make test   lint and run the whole test suite, one pytest-xdist worker per core
 VENV ?= .venv
 export VENV
+# Test workers (make test TEST_JOBS=0 runs in one process); PYTEST_ARGS adds pytest options.
+# --dist loadfile keeps a module's tests on one worker, so its module fixtures (builds, QEMU
+# boards, labgrid places) are made once.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+PYTEST_ARGS ?=
 
 .PHONY: setup demo test lint bench clean
 
@@ -16,8 +21,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 test: setup lint
-	$(VENV)/bin/python -m pytest -ra
+	$(VENV)/bin/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
+# Each bench line's time is printed after it (scripts/timed-shell).
+bench: private SHELL = $(CURDIR)/scripts/timed-shell
 bench: setup
 	$(VENV)/bin/python bench/transport.py
 	$(VENV)/bin/python bench/rpc.py

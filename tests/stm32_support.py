@@ -3,6 +3,7 @@ a project for a board (the project is closed again if the build fails)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,7 +33,8 @@ def stm32_tools_and_no_qemu_left(tmp_path_factory: pytest.TempPathFactory) -> It
     module if it leaves a qemu-system-arm of this session running."""
     for tool in ("make", "arm-none-eabi-gcc", "qemu-system-arm", "pgrep"):
         require_tool(tool)
-    _OURS[:] = [str(tmp_path_factory.getbasetemp())]
+    # The trailing separator: xdist worker gw1's folder (.../popen-gw1) is a prefix of gw10's.
+    _OURS[:] = [os.path.join(tmp_path_factory.getbasetemp(), "")]
     before = qemu_pids()
     yield
     deadline = time.monotonic() + 5

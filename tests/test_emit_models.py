@@ -27,7 +27,11 @@ from project_api.paths import crt_dir
 
 MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
           "kws_ref_model_float32", "ad01_int8"]
-SANITIZE = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+# -fno-var-tracking: the reports keep their file and line (-g), but GCC no longer tracks where
+# each variable lives through the cortex-m4 kernels' inlined intrinsics, which took 75 s of the
+# 81 s build of KWS under the sanitizers (the same checks run either way).
+SANITIZE = ("-O1", "-g", "-fno-var-tracking", "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all")
 #: Kernel targets every model is checked with: the portable path and the DSP-extension kernels
 #: (on the host through the portable definitions of the intrinsics).
 TARGETS = ["generic", "cortex-m4"]

@@ -14,6 +14,7 @@ import importlib.util
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,20 @@ def _socket_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("project-api-qemu-*")}
 
 
-def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello) -> None:
+@pytest.fixture
+def own_tempdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temp dir of the test's own (the socket folders of tests running beside it under xdist
+    do not count), made in the system's: tmp_path is too long for a Unix socket's path."""
+    import tempfile
+
+    own = Path(tempfile.mkdtemp(prefix="pa-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    yield own
+    shutil.rmtree(own)
+
+
+def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello,
+                                             own_tempdir: Path) -> None:
     handler = stand_in_zephyr_project
     tflite, emitted = hello
     shape = emitted.inputs[0].shape
@@ -128,6 +142,7 @@ def test_qemu_socket_lifecycle_and_inference(stand_in_zephyr_project, hello) -> 
         with Session(transport) as session:
             assert "endpoint" not in transport.reply  # no socket endpoint: JSON-RPC carries it
             assert len(qemu_pids() - before_qemu) == 1
+            assert len(_socket_dirs() - before_dirs) == 1  # the FIFOs' folder, in our temp dir
             model = session.model()
             for _ in range(3):
                 x = rng.integers(-128, 127, shape, dtype=np.int8, endpoint=True)
