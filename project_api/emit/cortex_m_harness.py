@@ -156,8 +156,8 @@ def _input_bytes(gen: Generated, values: Sequence[np.ndarray], where: str) -> li
 
 
 def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
-                sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None
-                ) -> str:
+                sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None,
+                entry: str = "main") -> str:
     """The firmware ``main`` (``firmware/cortex_m_main.c.j2``): calibration, one timed
     inference, the outputs in hex; then one inference per input set of ``sequence`` (state
     carried; reset before run ``reset_at``), each run's outputs in hex."""
@@ -175,7 +175,7 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
                 for k, (t, data) in enumerate(zip(gen.inputs, first, strict=True))],
         outputs=[{"size": t.size_bytes, "room": max(t.size_bytes, 1)} for t in gen.outputs],
         later=later, profile=profile, hooks=len(nodes) + 2, calibration=CALIBRATION_N,
-        reset_at=reset_at)
+        reset_at=reset_at, entry=entry)
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -196,6 +196,46 @@ def section_sizes(obj: Path) -> dict[str, int]:
     return sizes
 
 
+def _compile_flags(mach: Machine, cflags: Sequence[str] | None, workdir: Path) -> list[str]:
+    return [CC, "-std=c99", "-Wall", "-Wextra", "-Werror",
+            *((*OPT, *mach.cflags) if cflags is None else cflags), "-ffunction-sections",
+            "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
+
+
+def _compile_module(gen: Generated, workdir: Path, base: list[str], profile: bool) -> Path:
+    (workdir / f"tvmgen_{gen.name}.h").write_text(gen.header)
+    lib = workdir / f"{gen.name}_lib0.c"
+    lib.write_text(gen.source)
+    hook: list[str] = []
+    if profile:
+        (workdir / "harness_hook.h").write_text(_HOOK_HEADER)
+        hook = ["-include", str(workdir / "harness_hook.h")]
+    obj = workdir / f"{gen.name}_lib0.o"
+    _run([*base, *hook, "-c", str(lib), "-o", str(obj)], "compiling the emitted C for Cortex-M")
+    return obj
+
+
+def _link(mach: Machine, base: list[str], workdir: Path, objs: Sequence[Path],
+          mains: Sequence[Path], elf: Path, what: str) -> None:
+    (workdir / "startup.c").write_text(startup_source(mach))
+    (workdir / "link.ld").write_text(linker_script(mach))
+    link = [*base, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
+            f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", *map(str, objs),
+            str(workdir / "startup.c"), *map(str, mains),
+            *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)]
+    proc = subprocess.run(link, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    over = re.findall(r"region [`']?(\w+)'? overflowed by (\d+) bytes", proc.stderr)
+    if over:
+        sizes = {"CODE": mach.code.size, "RAM": mach.ram.size}
+        raise DoesNotFit(f"{what} does not fit {mach.name} ({mach.core}): " + ", ".join(
+            f"{region} {sizes.get(region, 0) // 1024} KiB overflowed by {n} bytes"
+            for region, n in over))
+    raise EmitError(f"linking the Cortex-M firmware failed:\n{' '.join(link)}\n"
+                    f"{proc.stderr[-4000:]}")
+
+
 def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
           profile: bool = False, cflags: Sequence[str] | None = None,
           sequence: Sequence[Sequence[np.ndarray]] = (),
@@ -205,57 +245,95 @@ def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
     machine of ``core`` (:mod:`.machines`; ``cflags`` default to ``-O2`` and its CPU flags).
     A firmware larger than the machine's memory is a :class:`DoesNotFit`."""
     mach = core if isinstance(core, Machine) else machine(core)
-    if cflags is None:
-        cflags = (*OPT, *mach.cflags)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / f"tvmgen_{gen.name}.h").write_text(gen.header)
-    lib = workdir / f"{gen.name}_lib0.c"
-    lib.write_text(gen.source)
-    (workdir / "startup.c").write_text(startup_source(mach))
-    (workdir / "main.c").write_text(main_source(gen, inputs, profile, sequence, reset_at))
-    (workdir / "link.ld").write_text(linker_script(mach))
-    base = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", *cflags, "-ffunction-sections",
-            "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
-    hook: list[str] = []
-    if profile:
-        (workdir / "harness_hook.h").write_text(_HOOK_HEADER)
-        hook = ["-include", str(workdir / "harness_hook.h")]
-    obj = workdir / f"{gen.name}_lib0.o"
-    _run([*base, *hook, "-c", str(lib), "-o", str(obj)], "compiling the emitted C for Cortex-M")
+    base = _compile_flags(mach, cflags, workdir)
+    obj = _compile_module(gen, workdir, base, profile)
     sections = section_sizes(obj)
+    (workdir / "main.c").write_text(main_source(gen, inputs, profile, sequence, reset_at))
     elf = workdir / f"{gen.name}.elf"
-    link = [*base, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
-            f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", str(obj), str(workdir / "startup.c"),
-            str(workdir / "main.c"), *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)]
-    proc = subprocess.run(link, capture_output=True, text=True)
-    if proc.returncode != 0:
-        over = re.findall(r"region [`']?(\w+)'? overflowed by (\d+) bytes", proc.stderr)
-        if over:
-            sizes = {"CODE": mach.code.size, "RAM": mach.ram.size}
-            raise DoesNotFit(f"{gen.name} does not fit {mach.name} ({mach.core}): " + ", ".join(
-                f"{region} {sizes.get(region, 0) // 1024} KiB overflowed by {n} bytes"
-                for region, n in over))
-        raise EmitError(f"linking the Cortex-M firmware failed:\n{' '.join(link)}\n"
-                        f"{proc.stderr[-4000:]}")
+    _link(mach, base, workdir, [obj], [workdir / "main.c"], elf, gen.name)
     return Firmware(elf, gen, sections, profile, 1 + len(sequence), mach)
 
 
-def run(fw: Firmware, timeout: float = 300.0) -> Result:
-    """Run the firmware once on its QEMU machine with ``-icount shift=0``."""
-    cmd = fw.machine.qemu_command(str(fw.elf))
+@dataclass
+class Suite:
+    """One firmware holding many modules, each run in turn on its own input in one boot."""
+
+    elf: Path
+    firmwares: list[Firmware]
+    machine: Machine
+
+
+def build_suite(cases: Sequence[tuple[Generated, Sequence[np.ndarray]]], workdir: Path, *,
+                core: str | Machine = DEFAULT_CORE, profile: bool = False,
+                cflags: Sequence[str] | None = None) -> Suite:
+    """One firmware for many modules (distinct names), each timed on its input in turn: one
+    build and one QEMU boot for all (:func:`run_suite`)."""
+    mach = core if isinstance(core, Machine) else machine(core)
+    names = [g.name for g, _ in cases]
+    if len(set(names)) != len(names):
+        raise EmitError(f"a suite needs distinct module names, got {names}")
+    if profile and len(cases) > 1:
+        raise EmitError("a profile build times one module: build a suite of one")
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = _compile_flags(mach, cflags, workdir)
+    objs, mains, fws = [], [], []
+    calls = []
+    for k, (gen, inputs) in enumerate(cases):
+        obj = _compile_module(gen, workdir, base, profile)
+        main_c = workdir / f"main_{gen.name}.c"
+        main_c.write_text(main_source(gen, inputs, profile, entry=f"case_{k}"))
+        objs.append(obj)
+        mains.append(main_c)
+        calls.append(f"  hx_puts(\"case {k}\\n\");\n  if ((rc = case_{k}()) != 0) return rc;")
+        fws.append(Firmware(Path(), gen, section_sizes(obj), profile, 1, mach))
+    decls = "".join(f"int case_{k}(void);\n" for k in range(len(cases)))
+    suite_c = workdir / "suite_main.c"
+    suite_c.write_text(f"void hx_puts(const char* s);\n{decls}int main(void);\n"
+                       f"int main(void) {{\n  int rc;\n" + "\n".join(calls)
+                       + "\n  hx_puts(\"done\\n\");\n  return 0;\n}\n")
+    elf = workdir / "suite.elf"
+    _link(mach, base, workdir, objs, [*mains, suite_c], elf, f"a suite of {len(cases)} modules")
+    for fw in fws:
+        fw.elf = elf
+    return Suite(elf, fws, mach)
+
+
+def _qemu(elf: Path, mach: Machine, timeout: float) -> str:
+    cmd = mach.qemu_command(str(elf))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise EmitError(f"QEMU did not finish within {timeout:.0f} s: {' '.join(cmd)}") from exc
     text = proc.stdout
-    if proc.returncode != 0 or "done" not in text:
-        raise EmitError(f"the firmware failed on {fw.machine.name} (QEMU exit "
-                        f"{proc.returncode}):\n{text[-2000:]}"
-                        f"\n{proc.stderr[-2000:]}")
+    if proc.returncode != 0 or not re.search(r"^done$", text, re.M):
+        raise EmitError(f"the firmware failed on {mach.name} (QEMU exit "
+                        f"{proc.returncode}):\n{text[-2000:]}\n{proc.stderr[-2000:]}")
+    return text
+
+
+def run_suite(suite: Suite, timeout: float = 300.0) -> list[Result]:
+    """Boot the suite once: every module's :class:`Result`, in order."""
+    text = _qemu(suite.elf, suite.machine, timeout)
+    parts = re.split(r"^case (\d+)\n", text, flags=re.M)
+    found = {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    return [_parse(fw, found.get(k, "")) for k, fw in enumerate(suite.firmwares)]
+
+
+def run(fw: Firmware, timeout: float = 300.0) -> Result:
+    """Run the firmware once on its QEMU machine with ``-icount shift=0``."""
+    return _parse(fw, _qemu(fw.elf, fw.machine, timeout))
+
+
+def _parse(fw: Firmware, text: str) -> Result:
+    """One module's report (calibration, ticks, outputs, operator times) from the UART text."""
     cal = tuple((int(m.group(1)), int(m.group(2)))
                 for m in re.finditer(r"^cal (\d+) (\d+)$", text, re.M))
     calibration = Calibration(cal, fw.machine.clock_hz)
-    ticks = int(re.search(r"^ticks (\d+)$", text, re.M).group(1))
+    m_ticks = re.search(r"^ticks (\d+)$", text, re.M)
+    if len(cal) != 2 or m_ticks is None:
+        raise EmitError(f"{fw.gen.name}: the firmware's report is incomplete:\n{text[-1000:]}")
+    ticks = int(m_ticks.group(1))
     runs = []
     for r in range(fw.runs):
         outs = []
