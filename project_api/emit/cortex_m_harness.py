@@ -56,10 +56,10 @@ _FIRMWARE_ENV = jinja2.Environment(
     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined, autoescape=False)
 
-_HOOK_HEADER = """#ifndef HARNESS_HOOK_H_
-#define HARNESS_HOOK_H_
-void harness_op_hook(int node);
-#define TVMGEN_OP_HOOK(node) harness_op_hook(node)
+_HOOK_HEADER = """#ifndef HARNESS_HOOK_{name}_H_
+#define HARNESS_HOOK_{name}_H_
+void harness_op_hook_{name}(int node);
+#define TVMGEN_OP_HOOK(node) harness_op_hook_{name}(node)
 #endif
 """
 
@@ -208,8 +208,9 @@ def _compile_module(gen: Generated, workdir: Path, base: list[str], profile: boo
     lib.write_text(gen.source)
     hook: list[str] = []
     if profile:
-        (workdir / "harness_hook.h").write_text(_HOOK_HEADER)
-        hook = ["-include", str(workdir / "harness_hook.h")]
+        header = workdir / f"harness_hook_{gen.name}.h"
+        header.write_text(_HOOK_HEADER.format(name=gen.name))
+        hook = ["-include", str(header)]
     obj = workdir / f"{gen.name}_lib0.o"
     _run([*base, *hook, "-c", str(lib), "-o", str(obj)], "compiling the emitted C for Cortex-M")
     return obj
@@ -273,8 +274,6 @@ def build_suite(cases: Sequence[tuple[Generated, Sequence[np.ndarray]]], workdir
     names = [g.name for g, _ in cases]
     if len(set(names)) != len(names):
         raise EmitError(f"a suite needs distinct module names, got {names}")
-    if profile and len(cases) > 1:
-        raise EmitError("a profile build times one module: build a suite of one")
     workdir.mkdir(parents=True, exist_ok=True)
     base = _compile_flags(mach, cflags, workdir)
     objs, mains, fws = [], [], []
