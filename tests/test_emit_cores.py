@@ -28,8 +28,10 @@ from project_api.emit.reference import run_tflm
 from project_api.emit.target import RUN_ON, resolve
 from project_api.errors import EmitError
 
-MODELS = ["hello_world_int8", "micro_speech_int8", "kws_ref_model_int8", "vww_96_int8",
-          "ic_resnet8_int8", "ad01_int8"]
+#: Every shared model TFLite Micro runs (kws_ref_model_float32 is a hybrid model, which TFLM
+#: refuses: tests/test_emit_models.py checks it against LiteRT on the host).
+MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
+          "vww_96_int8", "ic_resnet8_int8", "ad01_int8"]
 #: Models that do not fit a machine (the micro:bit's nRF51 has 16 KiB of RAM).
 DOES_NOT_FIT = {"cortex-m0": {"kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8",
                               "ad01_int8"}}
@@ -53,7 +55,9 @@ def _inputs(gen, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
     for t in gen.inputs:
-        if t.dtype == "int16":
+        if t.dtype == "float32":
+            out.append(rng.standard_normal(t.shape).astype(np.float32))
+        elif t.dtype == "int16":
             out.append(rng.integers(-32768, 32768, t.shape).astype(np.int16))
         else:
             out.append(rng.integers(-128, 128, t.shape).astype(np.int8).view(
