@@ -191,3 +191,17 @@ def test_a_scheme_that_never_ran_is_refused(monkeypatch):
     with pytest.raises(EmitError, match="dsp-int16 kernels have never run on cortex-m7"):
         T.with_weights(resolve("cortex-m7"), "int16")
     assert T.with_weights(resolve("cortex-m7"), "int8").weights == "int8"
+
+
+def test_every_machine_is_one_qemu_emulates(arm_tools):
+    """The machine table names machines and CPUs this QEMU has (``-M help``, ``-cpu help``)."""
+    import subprocess
+
+    machines = subprocess.run([H.QEMU, "-M", "help"], capture_output=True, text=True,
+                              check=True).stdout.split()
+    cpus = subprocess.run([H.QEMU, "-cpu", "help"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    for core, m in MACHINES.items():
+        assert m.name in machines, core
+        assert m.qemu_cpu in cpus, core
+        assert f"-mcpu={core}" in m.cflags
