@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions per inference of every shared model on QEMU's Cortex-M4: generic vs DSP kernels.
+"""Instructions per inference of every shared model on QEMU's Cortex-M4 and on every other core.
 
 Each int8 model in ../shared/models (or --models-dir) is emitted three times, ``--target
 generic`` (the portable C), ``--target cortex-m4`` (the DSP-extension kernels, int8 weights, the
@@ -20,14 +20,21 @@ CMSIS-NN's instructions as quoted in issue #22 (same setup, measured with
 re-measured figures beside them) and our ratio to each. Then per model and per operator
 (profile builds): nominal MACs and instructions per MAC, generic vs cortex-m4.
 
+Then every core (``--cores``; :mod:`project_api.emit.machines`: micro:bit M0, AN385 M3, AN386
+M4, AN500 M7, AN505 M33, AN547 M55) on its own machine with the fastest scheme offered there:
+one profile firmware per core holding every model that fits (one boot), outputs checked against
+TFLM, instructions per inference beside that core's anchor from ``bench/anchors/cortex_m.json``
+(``n/a (not measured)`` where it has none) and the ratio, then per operator (and per MAC).
+
 Usage: python bench/cortex_m.py [--models-dir DIR] [--models NAME,...] [--anchors FILE]
-                                [--json FILE]
+                                [--json FILE] [--cores LIST] [--core-anchors FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -40,6 +47,8 @@ sys.path.insert(0, str(REPO))
 
 from project_api.emit import cortex_m_harness as H  # noqa: E402
 from project_api.emit import emit_sources, read_tflite, reference  # noqa: E402
+from project_api.emit.machines import MACHINES  # noqa: E402
+from project_api.emit.target import RUN_ON  # noqa: E402
 
 MODELS = ["kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8", "ad01_int8",
           "hello_world_int8", "micro_speech_int8"]
@@ -53,6 +62,99 @@ GOAL = {"kws_ref_model_int8": 0.45}
 GOAL_DEFAULT = 0.5
 #: ... and constants at most this multiple of the .tflite's weight bytes.
 GOAL_CONSTANTS = 1.02
+
+
+#: The anchors measured by hand (TFLM + CMSIS-NN built for each core, same machine and
+#: harness), with their provenance: ``{"cores": {core: {"models": {model: {"instructions":
+#: N, ...}}, ...}}}`` (see docs/cores.md).
+ANCHORS_FILE = REPO / "bench" / "anchors" / "cortex_m.json"
+#: Issue 31's goals per core: at most this fraction of that core's anchor (KWS on the M4: 0.40).
+CORE_GOAL = {"cortex-m0": 0.5, "cortex-m3": 0.5, "cortex-m4": 0.45, "cortex-m7": 0.5,
+             "cortex-m33": 0.5, "cortex-m55": 0.6}
+
+
+def core_scheme(core: str) -> tuple[str, str | None, str]:
+    """The fastest scheme offered on ``core``: (kernel target, weights, scheme)."""
+    if ("dsp-int8", core) in RUN_ON:
+        return core, "int8", "dsp-int8"
+    return "generic", None, "generic"
+
+
+def load_anchors(path: Path) -> dict[tuple[str, str], dict]:
+    """(core, model) -> the anchor's record (``instructions`` and its provenance)."""
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return {(core, model): rec for core, c in data.get("cores", {}).items()
+            for model, rec in c.get("models", {}).items() if "instructions" in rec}
+
+
+def measure_core(core: str, models: dict[str, bytes], work: Path, cal_lines: set) -> dict:
+    """Every model on ``core``'s machine with its fastest scheme: one profile firmware for all
+    that fit together (one boot), outputs checked against TFLM, instructions and per-operator
+    instructions (the operator hooks, a few instructions each, are inside the total)."""
+    target, weights, scheme = core_scheme(core)
+    cases = []
+    for k, (name, data) in enumerate(models.items()):
+        gen = emit_sources(data, name=f"m{k}", target=target, weights=weights)
+        cases.append((name, gen, fixed_inputs(gen)))
+    try:
+        groups = [[c for c in cases]]
+        suites = [H.build_suite([(g, x) for _, g, x in cases], work / core, core=core,
+                                profile=True)]
+    except H.DoesNotFit:
+        groups, suites = [], []
+        for name, g, x in cases:
+            try:
+                suites.append(H.build_suite([(g, x)], work / f"{core}_{name}", core=core,
+                                            profile=True))
+                groups.append([(name, g, x)])
+            except H.DoesNotFit as exc:
+                logging.debug("%s", exc)
+    out: dict = {"scheme": scheme, "models": {}}
+    for suite, group in zip(suites, groups, strict=True):
+        for (name, gen, x), r in zip(group, H.run_suite(suite), strict=True):
+            check(models[name], x, r.outputs, f"{name} on {core}")
+            cal_lines.add(f"{MACHINES[core].name}: {r.calibration.line()}")
+            ops = [{"node": k.op.index, "op": k.op.opcode,
+                    "kernel": k.template.replace(".c.j2", ""), "macs": macs(k),
+                    "instructions": r.per_op.get(k.op.index, 0.0)}
+                   for k in gen.kernels if not k.alias]
+            out["models"][name] = {"instructions": r.instructions, "ops": ops}
+    return out
+
+
+def print_cores(cores: dict, anchors: dict[tuple[str, str], dict]) -> None:
+    print("\n== Every core: instructions per inference on its own QEMU machine (-icount shift=0),"
+          " the fastest scheme offered there, outputs bit-exact with TFLM ==")
+    print(f"  {'core':10} {'machine':11} {'scheme':9} {'model':20} {'ours':>10}  "
+          f"{'anchor (TFLM+CMSIS-NN)':>24} {'ratio':>6} {'goal':>5}")
+    for core, c in cores.items():
+        goal = CORE_GOAL[core]
+        for name in c["all"]:
+            r = c["models"].get(name)
+            if r is None:
+                print(f"  {core:10} {MACHINES[core].name:11} {c['scheme']:9} {name:20} "
+                      f"{'does not fit the machine':>10}")
+                continue
+            a = anchors.get((core, name))
+            g = 0.40 if (core, name) == ("cortex-m4", "kws_ref_model_int8") else goal
+            cell = (f"{fmt_m(a['instructions']):>24} {r['instructions'] / a['instructions']:6.3f}"
+                    if a else f"{'n/a (not measured)':>24} {'-':>6}")
+            print(f"  {core:10} {MACHINES[core].name:11} {c['scheme']:9} {name:20} "
+                  f"{fmt_m(r['instructions'])}  {cell} {g:5.2f}")
+    print(f"  (anchors from {ANCHORS_FILE.relative_to(REPO)}; ratio: ours / anchor)")
+    print("\nPer operator on every core (instructions, and per MAC where it has MACs):")
+    for core, c in cores.items():
+        for name, r in c["models"].items():
+            tm = sum(o["macs"] for o in r["ops"])
+            tot = sum(o["instructions"] for o in r["ops"])
+            head = f"  {core} {name}: {len(r['ops'])} operators"
+            print(head + (f", {tot / tm:.2f} instructions per MAC overall" if tm else ""))
+            for o in r["ops"]:
+                ipm = f"{o['instructions'] / o['macs']:7.2f}/MAC" if o["macs"] else ""
+                print(f"    {o['node']:>4} {o['op']:18} {o['kernel']:28} "
+                      f"{o['instructions'] / 1e3:10.1f} k {ipm}")
 
 
 def fixed_inputs(gen) -> list[np.ndarray]:
@@ -152,6 +254,11 @@ def main() -> int:
     ap.add_argument("--anchors", type=Path,
                     help="the JSON written by bench/anchors/tflm_cmsis_nn.py --json")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    ap.add_argument("--cores", default=",".join(MACHINES),
+                    help=f"comma-separated cores for the every-core table (default: "
+                         f"{','.join(MACHINES)}; empty: the M4 tables only)")
+    ap.add_argument("--core-anchors", type=Path, default=ANCHORS_FILE,
+                    help="the anchors per core (default: bench/anchors/cortex_m.json)")
     args = ap.parse_args()
     missing = H.tools_missing()
     if missing:
@@ -175,6 +282,16 @@ def main() -> int:
                 print(f"{name}: missing ({path})")
                 continue
             report["models"][name] = measure(name, path.read_bytes(), Path(tmp), cal_lines)
+        models = {n: (args.models_dir / f"{n}.tflite").read_bytes() for n in names
+                  if (args.models_dir / f"{n}.tflite").is_file()}
+        cores = {}
+        for core in [c for c in args.cores.split(",") if c]:
+            if core not in MACHINES:
+                print(f"unknown core {core!r}: one of {', '.join(MACHINES)}", file=sys.stderr)
+                return 2
+            cores[core] = measure_core(core, models, Path(tmp), cal_lines)
+            cores[core]["all"] = list(models)
+        report["cores"] = cores
     for line in sorted(cal_lines):
         print(line)
     rows = report["models"]
@@ -237,6 +354,8 @@ def main() -> int:
                   f"{', '.join(sorted(v['models']))})")
         report["kernels"] = {k: {"macs": v["macs"], "instructions": v["target"]}
                              for k, v in kernels.items()}
+    if cores:
+        print_cores(cores, load_anchors(args.core_anchors))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

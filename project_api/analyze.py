@@ -589,15 +589,19 @@ def _is_tflite(path: Path) -> bool:
 
 def _target_cpu(target: str) -> str | None:
     """The CPU a kernel target's code is measured for (generic: this computer)."""
-    return {"cortex-m4": "cortex-m4", "cortex-m7": "cortex-m7", "cortex-m33": "cortex-m33",
-            "cortex-m0": "cortex-m0"}.get(target)
+    from project_api.emit.machines import CORE_OF_TARGET
+
+    return target if target in CORE_OF_TARGET else None
 
 
 def _float_flags(cpu: str | None) -> tuple[str, ...]:
-    """Hard-float flags where the CPU has an FPU (the boards' usual build)."""
-    return {"cortex-m4": ("-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"),
-            "cortex-m7": ("-mfloat-abi=hard", "-mfpu=fpv5-d16"),
-            "cortex-m33": ("-mfloat-abi=hard", "-mfpu=fpv5-sp-d16")}.get(cpu or "", ())
+    """The float flags of the CPU's machine (:mod:`project_api.emit.machines`): hard float
+    where it has an FPU, the boards' usual build."""
+    from project_api.emit.machines import CORE_OF_TARGET, machine
+
+    if cpu not in CORE_OF_TARGET:
+        return ()
+    return tuple(f for f in machine(cpu).cflags if f.startswith(("-mfloat-abi", "-mfpu")))
 
 
 def _write_sources(gen: Any, where: Path) -> tuple[list[Path], list[Path]]:

@@ -50,7 +50,10 @@ DSP_MODELS = ("kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8", "ad01_int8
     ("c -keys=arm_cpu,cpu -mcpu=cortex-m7", "cortex-m7", True),
     ("-mcpu=cortex-m33+nodsp", "cortex-m0", False),
     ("-mcpu=cortex-m0plus", "cortex-m0", False),
-    ("-mcpu=cortex-m3", "cortex-m0", False),
+    ("-mcpu=cortex-m3", "cortex-m3", False),
+    ("cortex-m3", "cortex-m3", False),
+    ("cortex-m55", "cortex-m55", True),
+    ("-mcpu=cortex-m85", "cortex-m85", True),
 ])
 def test_target_resolution(spec, name, dsp):
     t = resolve(spec)

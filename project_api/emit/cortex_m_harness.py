@@ -1,13 +1,15 @@
-"""Build emitted C for an emulated Cortex-M4 and count its instructions on QEMU.
+"""Build emitted C for an emulated Cortex-M core and count its instructions on QEMU.
 
-The firmware runs bare-metal on QEMU's ``mps2-an386`` (Cortex-M4F): a vector table and reset
-handler of our own, the emitted ``<name>_lib0.c``, the CRT backend library (as
-:mod:`.harness` links it on the host) and a ``main`` that feeds one fixed input, runs one
-inference and reports over semihosting (``BKPT 0xAB``: ``SYS_WRITE0``, then ``SYS_EXIT``).
+The firmware runs bare-metal on the QEMU machine of its core (:mod:`.machines`: ``microbit``
+M0, ``mps2-an385`` M3, ``mps2-an386`` M4, ``mps2-an500`` M7, ``mps2-an505`` M33, ``mps3-an547``
+M55; start-up and linker script generated from the machine's data): the emitted
+``<name>_lib0.c``, the CRT backend library (as :mod:`.harness` links it on the host) and a
+``main`` that feeds one fixed input, runs one inference and prints on the machine's UART, then
+exits through semihosting (``SYS_EXIT``).
 
 Counting instructions: under ``-icount shift=0`` QEMU's virtual clock advances 1 ns per guest
-instruction, and the SysTick (clocked by the board's 25 MHz system clock) counts that virtual
-time, so one tick is 40 instructions. The firmware measures its own calibration: a ``subs; bne``
+instruction, and the SysTick (on the machine's processor clock, 25 MHz on the MPS2 boards: 40
+instructions a tick) counts that virtual time. The firmware measures its own calibration: a ``subs; bne``
 loop (exactly ``2 N`` instructions) timed the same way at two ``N``. The slope gives
 instructions per tick, the intercept the cost of reading the timer, which is taken off every
 measurement. With ``profile=True`` the build also defines ``TVMGEN_OP_HOOK`` so every operator's
@@ -34,13 +36,17 @@ from ..errors import EmitError
 from ..paths import crt_dir
 from .codegen import Generated
 from .harness import NUMPY_DTYPES, WORKSPACE_SLACK_BYTES, backend_sources
+from .machines import Machine, linker_script, machine, startup_source
 
 CC = "arm-none-eabi-gcc"
 SIZE = "arm-none-eabi-size"
 QEMU = "qemu-system-arm"
-MACHINE = "mps2-an386"
+#: The default core (issue 22's): QEMU ``mps2-an386``, Cortex-M4F.
+DEFAULT_CORE = "cortex-m4"
+MACHINE = machine(DEFAULT_CORE).name
+OPT = ("-O2",)
 #: The issue's build: gcc -O2 for a Cortex-M4 with the single-precision FPU, hard-float ABI.
-CFLAGS = ("-O2", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")
+CFLAGS = (*OPT, *machine(DEFAULT_CORE).cflags)
 #: Loop iterations of the two calibration points (``subs; bne``: two instructions each).
 CALIBRATION_N = (10_000, 110_000)
 
@@ -50,70 +56,10 @@ _FIRMWARE_ENV = jinja2.Environment(
     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined, autoescape=False)
 
-_STARTUP = r"""/* Bare-metal start for QEMU mps2-an386 (Cortex-M4F), semihosting output. */
-#include <stdint.h>
-#include <string.h>
-
-extern uint32_t __stack_top, __bss_start, __bss_end;
-int main(void);
-void reset_handler(void);
-static void fault_handler(void);
-
-__attribute__((section(".vectors"), used))
-static const void* const vectors[16] = {
-  &__stack_top, (const void*)reset_handler, (const void*)fault_handler,
-  (const void*)fault_handler, (const void*)fault_handler, (const void*)fault_handler,
-  (const void*)fault_handler, 0, 0, 0, 0, (const void*)fault_handler, 0, 0,
-  (const void*)fault_handler, (const void*)fault_handler,
-};
-
-static int semihost(int op, const void* arg) {
-  register int r0 __asm__("r0") = op;
-  register const void* r1 __asm__("r1") = arg;
-  __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
-  return r0;
-}
-
-void hx_puts(const char* s) { semihost(0x04, s); }
-
-void hx_exit(int code) {
-  semihost(0x18, (const void*)(code == 0 ? 0x20026 : 0x20024));
-  for (;;) {}
-}
-
-static void fault_handler(void) {
-  hx_puts("FAULT\n");
-  hx_exit(1);
-}
-
-void reset_handler(void) {
-  volatile uint32_t* cpacr = (volatile uint32_t*)0xE000ED88u;
-  *cpacr |= 0xFu << 20; /* CP10, CP11: the FPU */
-  __asm__ volatile("dsb\n\tisb" ::: "memory");
-  memset(&__bss_start, 0, (size_t)((uint8_t*)&__bss_end - (uint8_t*)&__bss_start));
-  hx_exit(main());
-}
-"""
-
-_LINKER = """ENTRY(reset_handler)
-MEMORY {
-  CODE (rx) : ORIGIN = 0x00000000, LENGTH = 4M
-  RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 4M
-}
-SECTIONS {
-  .text : { KEEP(*(.vectors)) *(.text*) *(.rodata*) . = ALIGN(8); } > CODE
-  .ARM.exidx : { *(.ARM.exidx*) } > CODE
-  .data : { *(.data*) . = ALIGN(8); } > RAM
-  .bss (NOLOAD) : { __bss_start = .; *(.bss*) *(COMMON) . = ALIGN(8); __bss_end = .; } > RAM
-  end = .;
-  __stack_top = ORIGIN(RAM) + LENGTH(RAM);
-}
-"""
-
-_HOOK_HEADER = """#ifndef HARNESS_HOOK_H_
-#define HARNESS_HOOK_H_
-void harness_op_hook(int node);
-#define TVMGEN_OP_HOOK(node) harness_op_hook(node)
+_HOOK_HEADER = """#ifndef HARNESS_HOOK_{name}_H_
+#define HARNESS_HOOK_{name}_H_
+void harness_op_hook_{name}(int node);
+#define TVMGEN_OP_HOOK(node) harness_op_hook_{name}(node)
 #endif
 """
 
@@ -123,6 +69,7 @@ class Calibration:
     """What the firmware measured of the timer: ticks of ``2 N`` instructions at two ``N``."""
 
     points: tuple[tuple[int, int], ...]
+    clock_hz: int = 25_000_000
 
     @property
     def instructions_per_tick(self) -> float:
@@ -141,7 +88,8 @@ class Calibration:
     def line(self) -> str:
         pts = ", ".join(f"{2 * n} instructions in {t} ticks" for n, t in self.points)
         return (f"calibration: subs/bne loop: {pts} -> {self.instructions_per_tick:.3f} "
-                f"instructions per tick (SysTick at 25 MHz, -icount shift=0), timing overhead "
+                f"instructions per tick (SysTick at {self.clock_hz / 1e6:g} MHz, -icount shift=0), "
+                f"timing overhead "
                 f"{self.overhead_instructions:.0f} instructions")
 
 
@@ -155,6 +103,7 @@ class Firmware:
     model_sections: dict[str, int]
     profile: bool = False
     runs: int = 1  #: input sets the firmware runs in turn (the first, then its ``sequence``)
+    machine: Machine = field(default_factory=lambda: machine(DEFAULT_CORE))
 
 
 @dataclass
@@ -172,6 +121,10 @@ class Result:
     @property
     def instructions(self) -> float:
         return self.calibration.instructions(self.ticks)
+
+
+class DoesNotFit(EmitError):
+    """The firmware is larger than the machine's flash or RAM."""
 
 
 def tools_missing() -> list[str]:
@@ -203,8 +156,8 @@ def _input_bytes(gen: Generated, values: Sequence[np.ndarray], where: str) -> li
 
 
 def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
-                sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None
-                ) -> str:
+                sequence: Sequence[Sequence[np.ndarray]] = (), reset_at: int | None = None,
+                entry: str = "main") -> str:
     """The firmware ``main`` (``firmware/cortex_m_main.c.j2``): calibration, one timed
     inference, the outputs in hex; then one inference per input set of ``sequence`` (state
     carried; reset before run ``reset_at``), each run's outputs in hex."""
@@ -222,7 +175,7 @@ def main_source(gen: Generated, inputs: Sequence[np.ndarray], profile: bool,
                 for k, (t, data) in enumerate(zip(gen.inputs, first, strict=True))],
         outputs=[{"size": t.size_bytes, "room": max(t.size_bytes, 1)} for t in gen.outputs],
         later=later, profile=profile, hooks=len(nodes) + 2, calibration=CALIBRATION_N,
-        reset_at=reset_at)
+        reset_at=reset_at, entry=entry)
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -243,53 +196,143 @@ def section_sizes(obj: Path) -> dict[str, int]:
     return sizes
 
 
-def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
-          profile: bool = False, cflags: Sequence[str] = CFLAGS,
-          sequence: Sequence[Sequence[np.ndarray]] = (),
-          reset_at: int | None = None) -> Firmware:
-    """Write and compile the firmware for one inference of ``gen`` on ``inputs``, then one per
-    input set of ``sequence`` (state carried; ``reset_at``: reset before that run)."""
-    workdir.mkdir(parents=True, exist_ok=True)
+def _compile_flags(mach: Machine, cflags: Sequence[str] | None, workdir: Path) -> list[str]:
+    return [CC, "-std=c99", "-Wall", "-Wextra", "-Werror",
+            *((*OPT, *mach.cflags) if cflags is None else cflags), "-ffunction-sections",
+            "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
+
+
+def _compile_module(gen: Generated, workdir: Path, base: list[str], profile: bool) -> Path:
     (workdir / f"tvmgen_{gen.name}.h").write_text(gen.header)
     lib = workdir / f"{gen.name}_lib0.c"
     lib.write_text(gen.source)
-    (workdir / "startup.c").write_text(_STARTUP)
-    (workdir / "main.c").write_text(main_source(gen, inputs, profile, sequence, reset_at))
-    (workdir / "link.ld").write_text(_LINKER)
-    base = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", *cflags, "-ffunction-sections",
-            "-fdata-sections", f"-I{workdir}", f"-I{crt_dir() / 'include'}"]
     hook: list[str] = []
     if profile:
-        (workdir / "harness_hook.h").write_text(_HOOK_HEADER)
-        hook = ["-include", str(workdir / "harness_hook.h")]
+        header = workdir / f"harness_hook_{gen.name}.h"
+        header.write_text(_HOOK_HEADER.format(name=gen.name))
+        hook = ["-include", str(header)]
     obj = workdir / f"{gen.name}_lib0.o"
     _run([*base, *hook, "-c", str(lib), "-o", str(obj)], "compiling the emitted C for Cortex-M")
+    return obj
+
+
+def _link(mach: Machine, base: list[str], workdir: Path, objs: Sequence[Path],
+          mains: Sequence[Path], elf: Path, what: str) -> None:
+    (workdir / "startup.c").write_text(startup_source(mach))
+    (workdir / "link.ld").write_text(linker_script(mach))
+    link = [*base, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
+            f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", *map(str, objs),
+            str(workdir / "startup.c"), *map(str, mains),
+            *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)]
+    proc = subprocess.run(link, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    over = re.findall(r"region [`']?(\w+)'? overflowed by (\d+) bytes", proc.stderr)
+    if over:
+        sizes = {"CODE": mach.code.size, "RAM": mach.ram.size}
+        raise DoesNotFit(f"{what} does not fit {mach.name} ({mach.core}): " + ", ".join(
+            f"{region} {sizes.get(region, 0) // 1024} KiB overflowed by {n} bytes"
+            for region, n in over))
+    raise EmitError(f"linking the Cortex-M firmware failed:\n{' '.join(link)}\n"
+                    f"{proc.stderr[-4000:]}")
+
+
+def build(gen: Generated, inputs: Sequence[np.ndarray], workdir: Path, *,
+          profile: bool = False, cflags: Sequence[str] | None = None,
+          sequence: Sequence[Sequence[np.ndarray]] = (),
+          reset_at: int | None = None, core: str | Machine = DEFAULT_CORE) -> Firmware:
+    """Write and compile the firmware for one inference of ``gen`` on ``inputs``, then one per
+    input set of ``sequence`` (state carried; ``reset_at``: reset before that run), for the
+    machine of ``core`` (:mod:`.machines`; ``cflags`` default to ``-O2`` and its CPU flags).
+    A firmware larger than the machine's memory is a :class:`DoesNotFit`."""
+    mach = core if isinstance(core, Machine) else machine(core)
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = _compile_flags(mach, cflags, workdir)
+    obj = _compile_module(gen, workdir, base, profile)
     sections = section_sizes(obj)
+    (workdir / "main.c").write_text(main_source(gen, inputs, profile, sequence, reset_at))
     elf = workdir / f"{gen.name}.elf"
-    _run([*base, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
-          f"-T{workdir / 'link.ld'}", "-Wl,--gc-sections", str(obj), str(workdir / "startup.c"),
-          str(workdir / "main.c"), *[str(s) for s in backend_sources()], "-lm", "-o", str(elf)],
-         "linking the Cortex-M firmware")
-    return Firmware(elf, gen, sections, profile, 1 + len(sequence))
+    _link(mach, base, workdir, [obj], [workdir / "main.c"], elf, gen.name)
+    return Firmware(elf, gen, sections, profile, 1 + len(sequence), mach)
 
 
-def run(fw: Firmware, timeout: float = 300.0) -> Result:
-    """Run the firmware once on QEMU ``mps2-an386`` with ``-icount shift=0``."""
-    cmd = [QEMU, "-M", MACHINE, "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
-           "-serial", "none", "-icount", "shift=0", "-semihosting-config",
-           "enable=on,target=native", "-kernel", str(fw.elf)]
+@dataclass
+class Suite:
+    """One firmware holding many modules, each run in turn on its own input in one boot."""
+
+    elf: Path
+    firmwares: list[Firmware]
+    machine: Machine
+
+
+def build_suite(cases: Sequence[tuple[Generated, Sequence[np.ndarray]]], workdir: Path, *,
+                core: str | Machine = DEFAULT_CORE, profile: bool = False,
+                cflags: Sequence[str] | None = None) -> Suite:
+    """One firmware for many modules (distinct names), each timed on its input in turn: one
+    build and one QEMU boot for all (:func:`run_suite`)."""
+    mach = core if isinstance(core, Machine) else machine(core)
+    names = [g.name for g, _ in cases]
+    if len(set(names)) != len(names):
+        raise EmitError(f"a suite needs distinct module names, got {names}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = _compile_flags(mach, cflags, workdir)
+    objs, mains, fws = [], [], []
+    calls = []
+    for k, (gen, inputs) in enumerate(cases):
+        obj = _compile_module(gen, workdir, base, profile)
+        main_c = workdir / f"main_{gen.name}.c"
+        main_c.write_text(main_source(gen, inputs, profile, entry=f"case_{k}"))
+        objs.append(obj)
+        mains.append(main_c)
+        calls.append(f"  hx_puts(\"case {k}\\n\");\n  if ((rc = case_{k}()) != 0) return rc;")
+        fws.append(Firmware(Path(), gen, section_sizes(obj), profile, 1, mach))
+    decls = "".join(f"int case_{k}(void);\n" for k in range(len(cases)))
+    suite_c = workdir / "suite_main.c"
+    suite_c.write_text(f"void hx_puts(const char* s);\n{decls}int main(void);\n"
+                       f"int main(void) {{\n  int rc;\n" + "\n".join(calls)
+                       + "\n  hx_puts(\"done\\n\");\n  return 0;\n}\n")
+    elf = workdir / "suite.elf"
+    _link(mach, base, workdir, objs, [*mains, suite_c], elf, f"a suite of {len(cases)} modules")
+    for fw in fws:
+        fw.elf = elf
+    return Suite(elf, fws, mach)
+
+
+def _qemu(elf: Path, mach: Machine, timeout: float) -> str:
+    cmd = mach.qemu_command(str(elf))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise EmitError(f"QEMU did not finish within {timeout:.0f} s: {' '.join(cmd)}") from exc
-    text = proc.stdout + proc.stderr
-    if proc.returncode != 0 or "done" not in text:
-        raise EmitError(f"the firmware failed (QEMU exit {proc.returncode}):\n{text[-2000:]}"
-                        f"\n{proc.stderr[-2000:]}")
+    text = proc.stdout
+    if proc.returncode != 0 or not re.search(r"^done$", text, re.M):
+        raise EmitError(f"the firmware failed on {mach.name} (QEMU exit "
+                        f"{proc.returncode}):\n{text[-2000:]}\n{proc.stderr[-2000:]}")
+    return text
+
+
+def run_suite(suite: Suite, timeout: float = 300.0) -> list[Result]:
+    """Boot the suite once: every module's :class:`Result`, in order."""
+    text = _qemu(suite.elf, suite.machine, timeout)
+    parts = re.split(r"^case (\d+)\n", text, flags=re.M)
+    found = {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    return [_parse(fw, found.get(k, "")) for k, fw in enumerate(suite.firmwares)]
+
+
+def run(fw: Firmware, timeout: float = 300.0) -> Result:
+    """Run the firmware once on its QEMU machine with ``-icount shift=0``."""
+    return _parse(fw, _qemu(fw.elf, fw.machine, timeout))
+
+
+def _parse(fw: Firmware, text: str) -> Result:
+    """One module's report (calibration, ticks, outputs, operator times) from the UART text."""
     cal = tuple((int(m.group(1)), int(m.group(2)))
                 for m in re.finditer(r"^cal (\d+) (\d+)$", text, re.M))
-    calibration = Calibration(cal)
-    ticks = int(re.search(r"^ticks (\d+)$", text, re.M).group(1))
+    calibration = Calibration(cal, fw.machine.clock_hz)
+    m_ticks = re.search(r"^ticks (\d+)$", text, re.M)
+    if len(cal) != 2 or m_ticks is None:
+        raise EmitError(f"{fw.gen.name}: the firmware's report is incomplete:\n{text[-1000:]}")
+    ticks = int(m_ticks.group(1))
     runs = []
     for r in range(fw.runs):
         outs = []

@@ -5,7 +5,14 @@
 the SIMD loops, ACLE intrinsics (``__smlad``, ``__sxtb16``, ``__ssat``, ...) from the compiler's
 own ``<arm_acle.h>``, and a portable C definition of each intrinsic (``kernels/arm_dsp.h.j2``)
 when the C is compiled for a CPU without the extension, so the same source runs bit-exact on the
-host. ``cortex-m0`` (and M0+, M3, M23, M33 without DSP) has no DSP extension and gets ``generic``.
+host. ``cortex-m55`` (and ``cortex-m85``, the same MVE) gets those DSP kernels too until Helium
+kernels exist: they are the ones shown bit-exact on its machine. ``cortex-m0`` (and M0+, M1, M23,
+M33 without DSP) and ``cortex-m3`` have no DSP extension and get the portable kernels.
+
+Every target name is bound to the emulated machine of its core (:mod:`.machines`), and a kernel
+scheme (:func:`scheme`: ``generic``, ``dsp-int8``, ``dsp-int16``) is offered for a core only if
+CI runs it there bit-exact with TFLite Micro (:data:`RUN_ON`, ``tests/test_emit_cores.py``); any
+other pair is refused.
 
 A target is named directly (``cortex-m4``) or read from a TVM target string or compiler flags
 (``c -keys=arm_cpu -mcpu=cortex-m4``, ``-mcpu=cortex-m33+nodsp``).
@@ -27,15 +34,23 @@ from ..errors import EmitError
 WEIGHT_LAYOUTS = ("int8", "int16")
 
 #: Names ``emit --target`` accepts.
-TARGET_NAMES = ("generic", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33", "riscv32",
-                "rv32imafc")
+TARGET_NAMES = ("generic", "cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33",
+                "cortex-m55", "cortex-m85", "riscv32", "rv32imafc")
 
 #: CPUs with the DSP extension (by default) and the kernel target they use.
 _DSP_CPUS = {"cortex-m4": "cortex-m4", "cortex-m7": "cortex-m7", "cortex-m33": "cortex-m33",
-             "cortex-m35p": "cortex-m33", "cortex-m55": "cortex-m33", "cortex-m85": "cortex-m33"}
-#: Arm CPUs without it: the portable kernels.
-_PLAIN_CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m0+", "cortex-m1", "cortex-m3",
-               "cortex-m23")
+             "cortex-m35p": "cortex-m33", "cortex-m55": "cortex-m55", "cortex-m85": "cortex-m85"}
+#: Arm CPUs without it and the kernel target they use (the portable kernels).
+_PLAIN_CPUS = {"cortex-m0": "cortex-m0", "cortex-m0plus": "cortex-m0", "cortex-m0+": "cortex-m0",
+               "cortex-m1": "cortex-m0", "cortex-m23": "cortex-m0", "cortex-m3": "cortex-m3"}
+
+_CORES = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+#: (kernel scheme, core) pairs that CI runs bit-exact with TFLite Micro on the core's QEMU
+#: machine (``tests/test_emit_cores.py``). Only these are offered.
+RUN_ON: frozenset[tuple[str, str]] = frozenset(
+    {("generic", c) for c in _CORES}
+    | {(s, c) for s in ("dsp-int8", "dsp-int16")
+       for c in ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")})
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,18 @@ class Target:
     mcpu: str | None = None
     #: Weight layout of the DSP convolution kernels: ``int8`` or ``int16`` (:data:`WEIGHT_LAYOUTS`).
     weights: str = "int8"
+
+    @property
+    def scheme(self) -> str:
+        """The kernel scheme: ``generic``, or ``dsp-<weights>`` on a DSP target."""
+        return f"dsp-{self.weights}" if self.dsp else "generic"
+
+    @property
+    def core(self) -> str | None:
+        """The core whose machine runs this target (None for ``generic``: any)."""
+        from .machines import CORE_OF_TARGET
+
+        return CORE_OF_TARGET.get(self.name)
 
     def metadata_target(self) -> str:
         """The TVM-style target string recorded in ``metadata.json``."""
@@ -85,11 +112,20 @@ def riscv32(isa: str) -> Target | None:
 def with_weights(target: Target, weights: str | None) -> Target:
     """``target`` with weight layout ``weights`` (None keeps its own); an unknown layout is an
     :class:`EmitError` naming the ones there are."""
-    if weights is None:
-        return target
-    if weights not in WEIGHT_LAYOUTS:
+    if weights is not None and weights not in WEIGHT_LAYOUTS:
         raise EmitError(f"unknown weight layout {weights!r}: use one of {', '.join(WEIGHT_LAYOUTS)}")
-    return replace(target, weights=weights)
+    return offered(target if weights is None else replace(target, weights=weights))
+
+
+def offered(target: Target) -> Target:
+    """``target`` if its kernel scheme has run on its core (:data:`RUN_ON`), else an
+    :class:`EmitError` naming the schemes there are."""
+    core = target.core
+    if core is None or (target.scheme, core) in RUN_ON:
+        return target
+    there = sorted(s for s, c in RUN_ON if c == core)
+    raise EmitError(f"--target {target.name}: the {target.scheme} kernels have never run on "
+                    f"{core}; use {' or '.join(there) or '--target generic'}")
 
 
 def from_mcpu(mcpu: str) -> Target:
@@ -101,7 +137,7 @@ def from_mcpu(mcpu: str) -> Target:
             return Target("cortex-m0", False, cpu)
         return Target(_DSP_CPUS[base], True, cpu)
     if base in _PLAIN_CPUS:
-        return Target("cortex-m0", False, cpu)
+        return Target(_PLAIN_CPUS[base], False, cpu)
     raise EmitError(f"-mcpu={mcpu}: no kernel target for this CPU (known: "
                     f"{', '.join(sorted([*_DSP_CPUS, *_PLAIN_CPUS]))}); use --target generic")
 
