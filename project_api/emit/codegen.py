@@ -326,6 +326,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     if not graph.operators:
         raise EmitError("the model has no operators")
     subgraphs = graph.subgraphs or [graph]
+    REGISTRY.refuse_npu_ops(subgraphs)
     state = state_layout(graph, reachable_subgraphs(subgraphs))
     module = _Module(name, target, subgraphs, state)
 
