@@ -113,6 +113,9 @@ _SOURCE_SUFFIXES = (".c", ".cc", ".cpp")
 # --- small helpers -----------------------------------------------------------------------------
 
 
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def sanitize_c_name(name: str) -> str:
     """The C identifier TVM derives from a tensor or module name: each non-alphanumeric -> ``_``."""
     return re.sub(r"[^0-9A-Za-z]", "_", name)
@@ -925,6 +928,14 @@ class _Fact:
     quantization: dict[str, Any] | None = None
     origin: str | None = None  # "inferred": Relay types carried through the body
     partial: tuple[int | None, ...] | None = None  # a Relay shape with unknown (?) dimensions
+    #: the header's member where metadata.json names it (our emitter, where it is not the
+    #: sanitized name: ``14`` -> ``t_14``, ``int`` -> ``int_``, collisions ``_2``)
+    c_name: str | None = None
+
+    @property
+    def c(self) -> str:
+        """The tensor's C name: the one recorded, else TVM's sanitized name."""
+        return self.c_name or sanitize_c_name(self.name)
 
 
 @dataclass
@@ -1117,7 +1128,7 @@ class _ModuleParser:
             kept = [f for f in kept if not (f.name in weights or _unprinted_name(f.name) in weights)]
         if header is not None and header.inputs:
             wanted = {c.lower() for c in header.inputs}
-            kept = [f for f in kept if sanitize_c_name(f.name).lower() in wanted]
+            kept = [f for f in kept if f.c.lower() in wanted]
         dropped = [f.name for f in relay_inputs if f not in kept]
         if dropped:
             _LOG.debug("%s: Relay parameters %s are weights, not inputs", self.where, dropped)
@@ -1169,6 +1180,11 @@ class _ModuleParser:
             fact.shape = _shape_from_json(info["shape"], self, f"{kind} {tname!r}")
         if info.get("quantization") is not None:
             fact.quantization = _quantization_from_json(info["quantization"], self, f"{kind} {tname!r}")
+        if "c_name" in info:
+            c = info["c_name"]
+            if not isinstance(c, str) or not _C_IDENTIFIER.fullmatch(c):
+                raise self.error(f"{kind} {tname!r}: \"c_name\" must be a C identifier")
+            fact.c_name = c
         return fact
 
     def _parse_header(self, path: Path) -> _Header | None:
@@ -1294,7 +1310,7 @@ class _ModuleParser:
             names = [f.name for f in sorted(meta_out, key=lambda f: _natural_key(f.name))]
         else:
             names = ["output"] if len(heads) == 1 else [f"output{i}" for i in range(len(heads))]
-        quant = {sanitize_c_name(f.name): f.quantization for f in (meta_in or []) + (meta_out or [])
+        quant = {f.c: f.quantization for f in (meta_in or []) + (meta_out or [])
                  if f.quantization is not None}
         inputs = [self._graph_tensor(a.name, graph.entries[a.eid], quant)
                   for a in gm.input_nodes]
@@ -1302,7 +1318,7 @@ class _ModuleParser:
         for kind, tensors, meta in (("input", inputs, meta_in), ("output", outputs, meta_out)):
             if not meta:
                 continue
-            by_c = {sanitize_c_name(f.name): f for f in meta}
+            by_c = {f.c: f for f in meta}
             ordered = (sorted(meta, key=lambda f: _natural_key(f.name)) if kind == "output"
                        else None)
             for i, t in enumerate(tensors):
@@ -1435,7 +1451,7 @@ class _ModuleParser:
         """metadata.json's tensors by C name; two that share one are an error."""
         table: dict[str, _Fact] = {}
         for f in meta or []:
-            c = sanitize_c_name(f.name)
+            c = f.c
             if c in table:
                 raise self.error(
                     f"{kind}s {table[c].name!r} and {f.name!r} in metadata.json share the "
@@ -1450,7 +1466,7 @@ class _ModuleParser:
         (returned as None) with a debug line."""
         table: dict[str, _Fact] = {}
         for f in relay or []:
-            c = sanitize_c_name(f.name)
+            c = f.c
             if c in table:
                 _LOG.debug("%s: Relay %ss %r and %r share the C name %r; Relay text ignored",
                            self.where, kind, table[c].name, f.name, c)
@@ -1474,9 +1490,9 @@ class _ModuleParser:
                 facts.sort(key=lambda f: _natural_key(f.name))
             elif relay:
                 rank = {c: i for i, c in enumerate(relay_table)}
-                facts.sort(key=lambda f: rank.get(sanitize_c_name(f.name), len(rank)))
-            return ([sanitize_c_name(f.name) for f in facts],
-                    {sanitize_c_name(f.name): f.name for f in facts})
+                facts.sort(key=lambda f: rank.get(f.c, len(rank)))
+            return ([f.c for f in facts],
+                    {f.c: f.name for f in facts})
         if relay:
             return list(relay_table), {c: f.name for c, f in relay_table.items()}
         return None

@@ -757,7 +757,7 @@ def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress 
     if len(inputs) != n_in:
         raise ValidationError(f"the .tflite has {n_in} inputs, the data {len(inputs)}; "
                               "pass the .tflite the project was made from")
-    size = arena_size_bytes or max(reference.DEFAULT_ARENA_SIZE_BYTES, 10 * len(model))
+    size = arena_size_bytes or reference.tflm_arena_size(model)
     interp = runtime.Interpreter.from_bytes(bytes(model), arena_size=size)
     shapes = [tuple(int(d) for d in interp.get_input_details(i)["shape"]) for i in range(n_in)]
     n = int(inputs[0].shape[0]) if inputs else 0

@@ -128,9 +128,8 @@ def tflm_intermediates(tflite: bytes, inputs: Sequence[np.ndarray],
     samples = int(inputs[0].shape[0]) if inputs else 0
     out: dict[str, list[np.ndarray]] = {p.output: [] for p in probes}
     for s in range(samples):
-        interp = runtime.Interpreter.from_bytes(
-            bytes(tflite), arena_size=max(reference.DEFAULT_ARENA_SIZE_BYTES, 10 * len(tflite)),
-            intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+        interp = reference.tflm_interpreter(
+            tflite, intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
         for i, x in enumerate(inputs):
             details = interp.get_input_details(i)
             interp.set_input(np.ascontiguousarray(x[s]).reshape(details["shape"]), i)

@@ -414,8 +414,10 @@ class ModelBuilder:
         self._ranges[ref.index] = (float(values.min()), float(values.max()))
         return ref
 
-    def output(self, t: TensorRef) -> TensorRef:
-        """Mark ``t`` as a model output (in call order)."""
+    def output(self, t: TensorRef, name: str | None = None) -> TensorRef:
+        """Mark ``t`` as a model output (in call order); ``name`` renames its tensor."""
+        if name is not None:
+            self._tensors[t.index].name = name
         self._outputs.append(t.index)
         return t
 

@@ -44,6 +44,36 @@ def sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name)
 
 
+#: C99's keywords (and C11's, which a C11 compiler of the same source would reserve).
+C_KEYWORDS = frozenset("""
+    auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef
+    union unsigned void volatile while _Bool _Complex _Imaginary _Alignas _Alignof _Atomic
+    _Generic _Noreturn _Static_assert _Thread_local""".split())
+
+
+def c_identifiers(names: list[str]) -> list[str]:
+    """The C identifiers of tensors named ``names``, in order: TVM's sanitized name where that
+    is one, else made one: ``tensor`` for an empty name, ``t_`` before a leading digit
+    (``14`` -> ``t_14``), ``_`` after a C keyword (``int`` -> ``int_``); where two collide
+    (case-insensitively: the header's size macros are upper case), the later ones get
+    ``_2``, ``_3``, ... The tensors keep their names everywhere a user sees them."""
+    taken: set[str] = set()
+    out = []
+    for name in names:
+        c = sanitize(name) or "tensor"
+        if c[0].isdigit():
+            c = "t_" + c
+        if c in C_KEYWORDS:
+            c += "_"
+        base, k = c, 2
+        while c.upper() in taken:
+            c, k = f"{base}_{k}", k + 1
+        taken.add(c.upper())
+        out.append(c)
+    return out
+
+
 @dataclass
 class IOTensor:
     """A graph input or output as the interface sees it."""
@@ -296,6 +326,7 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
     if not graph.operators:
         raise EmitError("the model has no operators")
     subgraphs = graph.subgraphs or [graph]
+    REGISTRY.refuse_npu_ops(subgraphs)
     state = state_layout(graph, reachable_subgraphs(subgraphs))
     module = _Module(name, target, subgraphs, state)
 
@@ -315,20 +346,20 @@ def generate(graph: Graph, name: str, target: Target = GENERIC) -> Generated:
 
 
 def _graph_io(graph: Graph, kernels: list[Kernel]) -> tuple[list[IOTensor], list[IOTensor]]:
-    """The module's inputs and outputs as the header names them; refused: names that collide
-    or make no C identifier, a graph input that is also an output, an output no operator
+    """The module's inputs and outputs as the header names them (:func:`c_identifiers`);
+    refused: two with one name, a graph input that is also an output, an output no operator
     computes."""
     inputs = [_io(graph.tensor(i)) for i in graph.inputs]
     outputs = [_io(graph.tensor(i)) for i in graph.outputs]
     seen: dict[str, str] = {}
     for io in inputs + outputs:
-        key = io.c_name.upper()
-        if key in seen:
-            raise EmitError(f"tensor names '{seen[key]}' and '{io.name}' collide as C name "
-                            f"'{io.c_name}'; rename one in the model")
-        seen[key] = io.name
-        if not io.c_name or io.c_name[0].isdigit():
-            raise EmitError(f"tensor name '{io.name}' does not make a C identifier")
+        if io.name in seen:
+            raise EmitError(f"two graph inputs/outputs are both named '{io.name}'; rename one "
+                            "in the model")
+        seen[io.name] = io.name
+    for io, c in zip(inputs + outputs, c_identifiers([io.name for io in inputs + outputs]),
+                     strict=True):
+        io.c_name = c
     if set(graph.inputs) & set(graph.outputs):
         raise UnsupportedOperatorError("a graph input is also a graph output")
     produced = {t for k in kernels for t in k.outputs}

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import EmitError
-from .codegen import Generated, IOTensor
+from .codegen import Generated, IOTensor, sanitize
 
 MLF_VERSION = 7
 # Fixed on purpose (the archive must not change from run to run); TVM writes the export time.
@@ -26,6 +26,10 @@ EXPORT_DATETIME = "1970-01-01 00:00:00Z"
 
 def _io_entry(t: IOTensor) -> dict:
     entry: dict = {"dtype": t.dtype, "shape": list(t.shape), "size": t.size_bytes}
+    if t.c_name != sanitize(t.name):
+        # the header's member is not TVM's sanitized name (a leading digit, a C keyword, a
+        # collision): say which it is, readers key the tensor by it
+        entry["c_name"] = t.c_name
     if t.quantization is not None:
         entry["quantization"] = t.quantization
     return entry

@@ -32,6 +32,7 @@ import numpy as np
 from project_api.extras import MissingExtraError, require
 
 __all__ = [
+    "ReferenceArenaError",
     "ReferenceUnavailableError",
     "dequantized_rebuild",
     "input_details",
@@ -41,10 +42,35 @@ __all__ = [
     "run_tflm",
     "run_tflm_sequence",
     "tflm_arena",
+    "tflm_arena_size",
+    "tflm_interpreter",
 ]
 
-#: Arena handed to TFLM when the caller gives none: generous, models here are small.
+#: The smallest arena handed to TFLM when the caller gives none (its Python wrapper crashes,
+#: rather than failing, on an arena too small for its persistent part: a few KB).
 DEFAULT_ARENA_SIZE_BYTES = 1 << 20
+#: TFLM's arena beside the activations our planner places: the inputs and outputs (caller
+#: buffers in our plan), its persistent allocations (tensor structs, op data) per tensor and
+#: node, then this margin over the whole; grown on TFLM's "Failed to resize buffer".
+ARENA_FIXED_BYTES = 64 * 1024
+ARENA_PER_TENSOR_BYTES = 256
+ARENA_PER_NODE_BYTES = 1024
+ARENA_MARGIN = 1.25
+#: Tries at growing the arena before giving up (each adds what TFLM said was missing).
+ARENA_TRIES = 8
+#: The largest share of the host's physical memory an arena may take.
+ARENA_HOST_SHARE = 0.5
+
+
+class ReferenceArenaError(RuntimeError):
+    """TFLM's arena for a model would not fit the host (the message gives the figures)."""
+
+
+_ARENA_SIZES: dict[str, int] = {}
+#: How TFLM's allocator says the arena is short (the activations: "resize buffer"; the
+#: persistent part: "allocate tail memory").
+_MISSING_RE = re.compile(r"Failed to (?:resize buffer|allocate (?:tail|head|persistent) memory)"
+                         r"\. Requested: (\d+), available (\d+), missing: (\d+)")
 
 
 #: A reference interpreter's package is not installed (the ``reference`` extra brings both).
@@ -80,10 +106,88 @@ def _subgraph_io_count(model: bytes) -> tuple[int, int]:
     return len(ins), len(outs)
 
 
-def _tflm_interpreter(model: bytes, arena_size_bytes: int | None) -> Any:
+def planned_arena_bytes(model: bytes) -> int:
+    """The arena TFLM should need for ``model``: our planner's pool (the emitted module's
+    workspace; where the emitter refuses the model, every activation tensor side by side),
+    plus the inputs and outputs and TFLM's persistent allocations, times
+    :data:`ARENA_MARGIN`."""
+    from project_api.emit import emit_sources, read_tflite
+    from project_api.errors import ProjectAPIError
+
+    g = read_tflite(bytes(model))
+    graphs = g.subgraphs or [g]
+    tensors = sum(len(sg.tensors) for sg in graphs)
+    nodes = sum(len(sg.operators) for sg in graphs)
+    io = sum(g.tensor(i).size_bytes for i in list(g.inputs) + list(g.outputs))
+    try:
+        pool = emit_sources(bytes(model)).workspace_size_bytes
+    except (ProjectAPIError, ValueError, RuntimeError):
+        pool = sum(t.size_bytes for sg in graphs for t in sg.tensors if not t.is_const)
+    need = pool + io + ARENA_FIXED_BYTES + ARENA_PER_TENSOR_BYTES * tensors \
+        + ARENA_PER_NODE_BYTES * nodes
+    return int(need * ARENA_MARGIN)
+
+
+def host_arena_limit() -> int:
+    """The largest arena this host gives TFLM: :data:`ARENA_HOST_SHARE` of physical memory."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 1 << 34
+    return int(total * ARENA_HOST_SHARE)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def tflm_arena_size(model: bytes, **kwargs: Any) -> int:
+    """The arena size TFLM takes ``model`` with: :func:`planned_arena_bytes`, grown (at least
+    doubled) by what TFLM reports missing ("Failed to resize buffer ... missing: N") until it
+    allocates; never
+    a fixed cap, but :class:`ReferenceArenaError` past :func:`host_arena_limit`. Remembered
+    per model (and interpreter options)."""
+    import hashlib
+
+    key = hashlib.sha256(bytes(model)).hexdigest() + repr(sorted(kwargs.items()))
+    if key in _ARENA_SIZES:
+        return _ARENA_SIZES[key]
     runtime = _tflm_runtime()
-    size = arena_size_bytes or max(DEFAULT_ARENA_SIZE_BYTES, 10 * len(model))
-    return runtime.Interpreter.from_bytes(bytes(model), arena_size=size)
+    size = max(DEFAULT_ARENA_SIZE_BYTES, planned_arena_bytes(model))
+    limit = host_arena_limit()
+    said = ""
+    for _ in range(ARENA_TRIES):
+        if size > limit:
+            raise ReferenceArenaError(
+                f"TFLite Micro needs an arena of at least {_mib(size)} ({size} bytes) for this "
+                f"model, more than this host gives it ({_mib(limit)}, half its memory)")
+        try:
+            with _captured_fds((2,)) as printed:
+                runtime.Interpreter.from_bytes(bytes(model), arena_size=size, **kwargs)
+        except RuntimeError:
+            said = "".join(printed)
+            missing = _MISSING_RE.search(said)
+            if missing is None and "arena" not in said.lower():
+                # not the arena: let whoever reports TFLM's failure see what it said
+                os.write(2, said.encode())
+                raise
+            more = int(missing.group(3)) if missing else size
+            size = max(2 * size, int((size + more) * ARENA_MARGIN))
+            continue
+        _ARENA_SIZES[key] = size
+        return size
+    raise ReferenceArenaError(f"TFLite Micro did not allocate this model's tensors in "
+                              f"{ARENA_TRIES} tries up to {_mib(size)}: {said.strip()[-200:]}")
+
+
+def tflm_interpreter(model: bytes, arena_size_bytes: int | None = None, **kwargs: Any) -> Any:
+    """A TFLite Micro interpreter of ``model``; its arena ``arena_size_bytes``, else sized from
+    the model (:func:`tflm_arena_size`). ``kwargs`` go to ``Interpreter.from_bytes``."""
+    runtime = _tflm_runtime()
+    size = arena_size_bytes or tflm_arena_size(model, **kwargs)
+    return runtime.Interpreter.from_bytes(bytes(model), arena_size=size, **kwargs)
+
+
 
 
 def _as_input(value: np.ndarray, details: dict[str, Any], index: int) -> np.ndarray:
@@ -104,7 +208,7 @@ def run_tflm(
     n_in, n_out = _subgraph_io_count(model)
     if len(inputs) != n_in:
         raise ValueError(f"the model has {n_in} inputs, {len(inputs)} given")
-    interp = _tflm_interpreter(model, arena_size_bytes)
+    interp = tflm_interpreter(model, arena_size_bytes)
     for i, value in enumerate(inputs):
         interp.set_input(_as_input(value, interp.get_input_details(i), i), i)
     interp.invoke()
@@ -127,7 +231,7 @@ def run_tflm_sequence(
         if len(inputs) != n_in:
             raise ValueError(f"run {r}: the model has {n_in} inputs, {len(inputs)} given")
         if interp is None or r in fresh_at:
-            interp = _tflm_interpreter(model, arena_size_bytes)
+            interp = tflm_interpreter(model, arena_size_bytes)
         for i, value in enumerate(inputs):
             interp.set_input(_as_input(value, interp.get_input_details(i), i), i)
         interp.invoke()
@@ -185,7 +289,7 @@ def run_litert(
 
 def _details(model: bytes, outputs: bool) -> list[dict[str, Any]]:
     in_names, out_names = _subgraph_io_names(model)
-    interp = _tflm_interpreter(model, None)
+    interp = tflm_interpreter(model, None)
     result = []
     for i, tensor_name in enumerate(out_names if outputs else in_names):
         d = interp.get_output_details(i) if outputs else interp.get_input_details(i)
@@ -215,7 +319,8 @@ def output_details(model: bytes) -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def _captured_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[list[str]]:
-    """Capture what C code writes to ``fds`` (redirected at the descriptor level)."""
+    """Capture what C code writes to ``fds`` (redirected at the descriptor level); the text is
+    there also when the body raises."""
     text: list[str] = []
     libc = ctypes.CDLL(None)
     with tempfile.TemporaryFile(mode="w+b") as sink:
@@ -232,8 +337,8 @@ def _captured_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[list[str]]:
             for fd, copy in zip(fds, saved, strict=True):
                 os.dup2(copy, fd)
                 os.close(copy)
-        sink.seek(0)
-        text.append(sink.read().decode("utf-8", errors="replace"))
+            sink.seek(0)
+            text.append(sink.read().decode("utf-8", errors="replace"))
 
 
 _ARENA_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
@@ -245,7 +350,7 @@ def tflm_arena(model: bytes, arena_size_bytes: int | None = None) -> dict[str, i
     ``head`` is the non-persistent part (activations, planned by TFLM's greedy planner), ``tail``
     the persistent part (tensor structs, op data). Inputs are zeros.
     """
-    interp = _tflm_interpreter(model, arena_size_bytes)
+    interp = tflm_interpreter(model, arena_size_bytes)
     for i, det in enumerate(input_details(model)):
         interp.set_input(np.zeros(det["shape"], dtype=det["dtype"]), i)
     interp.invoke()

@@ -20,6 +20,12 @@ from .common import ConstArray
 INT32_MAX = (1 << 31) - 1
 
 
+def wrap32(v: np.ndarray) -> np.ndarray:
+    """``v`` modulo 2^32 as int32 (two's complement), the value a wrapping C sum holds."""
+    v = np.asarray(v, dtype=np.int64)
+    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
 def pack16(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Words holding ``lo`` in bits 0..15 and ``hi`` in bits 16..31 (as int32 values)."""
     v = (lo.astype(np.int64) & 0xFFFF) | ((hi.astype(np.int64) & 0xFFFF) << 16)
@@ -161,8 +167,7 @@ def pq_init(bias: np.ndarray, w: np.ndarray, low: np.ndarray) -> np.ndarray:
     inputs) + ``low`` (the byte it carries), modulo 2^32."""
     g = w.astype(np.int64).reshape(w.shape[0], -1, 4)
     even = g[..., 0].sum(axis=1) + g[..., 2].sum(axis=1)
-    v = 256 * (bias.astype(np.int64) + PQ_DELTA * even) + low.astype(np.int64)
-    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+    return wrap32(256 * (bias.astype(np.int64) + PQ_DELTA * even) + low.astype(np.int64))
 
 
 def fast_rq(mults: np.ndarray, shifts: np.ndarray, acc_bound: np.ndarray, out_zp: int) -> bool:

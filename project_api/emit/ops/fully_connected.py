@@ -4,7 +4,9 @@ an int64 bias, an int32 one with an int32 bias, as TFLM chooses) and float32.
 int8 follows TFLM's reference ``FullyConnected``: ``acc = bias + sum((x - zp_in) * w)``, then
 ``MultiplyByQuantizedMultiplier``, plus the output zero point, clamped to the activation range.
 The input offset term ``-zp_in * sum(w)`` is folded into the bias here, so the C inner loop is a
-plain int8 dot product. float32 weights stored as int8 with a scale (a "hybrid" model) are
+plain int8 dot product. Where the folded term overflows int32 (while TFLM's real accumulators
+fit), it is stored modulo 2^32 and added with wrapping arithmetic (the portable kernel, also on
+DSP targets). float32 weights stored as int8 with a scale (a "hybrid" model) are
 dequantized here into float32 weights.
 """
 
@@ -79,16 +81,21 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     bias = int32_bias(op, b, out_ch)
     wi = w.data.astype(np.int64)
     folded = bias + (-in_zp) * wi.sum(axis=1)
-    if np.abs(folded).max(initial=0) >= (1 << 31):
-        raise unsupported(op, "bias plus input offset overflows int32")
+    # The folded term alone may overflow int32 where every real accumulator (TFLM's int32 sum
+    # of w * (x + offset), plus the bias) fits: then it is kept modulo 2^32 and added with
+    # wrapping arithmetic, which gives the real accumulator whenever that fits.
+    wrap = bool(np.abs(folded).max(initial=0) > _dsp.INT32_MAX)
     m, s = per_channel_consts
     params.update(rq, per_channel=w.quant.per_channel, mult=int(m.values[0]),
-                  shift=int(s.values[0]))
-    if target.dsp and depth % 4 == 0:
+                  shift=int(s.values[0]), wrap=wrap)
+    if target.dsp and depth % 4 == 0 and not wrap:
         return prepare_dsp(op, x, y, params, wi, folded, m, s)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", folded.astype(np.int32))]
-    rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi, folded, 128))
+              ConstArray("b", "int32_t", _dsp.wrap32(folded))]
+    # wrapping: nothing bounds the accumulator below int32, so TFLM's general requantization
+    bound = (np.full(out_ch, _dsp.INT32_MAX, np.int64) if wrap
+             else _dsp.acc_bound(wi, folded, 128))
+    rq = _dsp.requant(params, m, s, bound)
     if w.quant.per_channel:
         consts += rq
     return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts)

@@ -20,8 +20,18 @@ from ..target import Target
 from .common import Kernel, OpSpec
 
 #: Custom operators that hold a subgraph compiled for an accelerator, and what compiled it.
-NPU_CUSTOM_OPS = {"ethos-u": "the model's layers were compiled by Vela into a command stream "
-                             "for an Arm Ethos-U NPU"}
+NPU_CUSTOM_OPS = {"ethos-u": ("the model's layers were compiled by Vela into a command stream "
+                             "for an Arm Ethos-U NPU, which no CPU runs; give the .tflite from "
+                             "before Vela (the one Vela was given)")}
+
+
+def _computes(op: Operator, graph: Graph) -> str:
+    return f" computing '{graph.tensor(op.outputs[0]).name}'" if op.outputs else ""
+
+
+def _npu_refusal(op: Operator, graph: Graph) -> UnsupportedOperatorError:
+    return UnsupportedOperatorError(
+        f"{op.describe()}{_computes(op, graph)}: {NPU_CUSTOM_OPS[op.custom_code or '']}")
 
 
 @dataclass(frozen=True)
@@ -106,17 +116,22 @@ class Registry:
         names = sorted(self.builtin) + [f"custom {k}" for k in sorted(self.custom)]
         return ", ".join(names)
 
+    def refuse_npu_ops(self, graphs: Iterable[Graph]) -> None:
+        """Refuse a model compiled for an NPU before any of its other nodes is looked at (the
+        CPU nodes Vela leaves around its command stream may be anything)."""
+        for graph in graphs:
+            for op in graph.operators:
+                if op.opcode == "CUSTOM" and op.custom_code in NPU_CUSTOM_OPS:
+                    raise _npu_refusal(op, graph)
+
     def prepare(self, op: Operator, graph: Graph, target: Target) -> Kernel:
         """Check ``op`` against its module's declaration and prepare its kernel for
         ``target``; one-line :class:`UnsupportedOperatorError` otherwise."""
         entry = self.lookup(op)
         if entry is None:
-            computes = (f" computing '{graph.tensor(op.outputs[0]).name}'"
-                        if op.outputs else "")
+            computes = _computes(op, graph)
             if op.opcode == "CUSTOM" and op.custom_code in NPU_CUSTOM_OPS:
-                raise UnsupportedOperatorError(
-                    f"{op.describe()}{computes}: {NPU_CUSTOM_OPS[op.custom_code]}, which no CPU "
-                    "runs; emit the model as it was before that compiler")
+                raise _npu_refusal(op, graph)
             raise UnsupportedOperatorError(
                 f"{op.describe()}{computes}: operator not supported by the emitter (supported: "
                 f"{self._supported()}; 'project-api ops' lists their types)")
