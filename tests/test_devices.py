@@ -46,7 +46,9 @@ def test_devices_json(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyP
         "port": "/dev/ttyACM0", "usb_id": "0483:374b",
         "serial_number": "0670FF495351848777254629", "description": "STM32 STLink",
         "boards": devices.board_usb_ids()[(0x0483, 0x374B)]}
-    assert ports["/dev/ttyUSB0"]["boards"] == [] and ports["/dev/ttyUSB0"]["usb_id"] == "10c4:ea60"
+    # a CP210x bridge: the USB-serial chip of the ESP32-C3-DevKitM-1, the one board that names it
+    assert ports["/dev/ttyUSB0"]["boards"] == ["riscv/esp32c3_devkitm"]
+    assert ports["/dev/ttyUSB0"]["usb_id"] == "10c4:ea60"
     assert ports["/dev/ttyS0"]["usb_id"] is None and ports["/dev/ttyS0"]["description"] is None
     assert data["debug_probes"] == [{"unique_id": "0670FF495351848777254629",
                                      "description": "STM32 STLink NUCLEO-F429ZI",
