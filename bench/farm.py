@@ -54,9 +54,9 @@ def main() -> int:
         _LOG.error("skip bench/farm.py: labgrid is not installed (pip install labgrid)")
         return 1 if os.environ.get("CI") else 0
 
+    from project_api.api.project import generate_project
     from project_api.emit import emit
-    from project_api.farm import validate_on_places
-    from project_api.project import generate_project
+    from project_api.tools.farm import validate_on_places
 
     work = Path(tempfile.mkdtemp(prefix="bench-farm-"))
     try:

@@ -56,17 +56,17 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fault_proxy import FaultProxy  # noqa: E402
 
-from project_api import mlf  # noqa: E402
+from project_api.api.project import GeneratedProject, generate_project  # noqa: E402
+from project_api.archive import mlf  # noqa: E402
 from project_api.emit import emit  # noqa: E402
 from project_api.emit.reference import run_tflm  # noqa: E402
 from project_api.emit.target import for_cpu  # noqa: E402
 from project_api.errors import ProjectAPIError  # noqa: E402
 from project_api.micro import Session  # noqa: E402
 from project_api.micro.recovery import RecoveryStats, RetryPolicy  # noqa: E402
-from project_api.paths import template_dir  # noqa: E402
-from project_api.project import GeneratedProject, generate_project  # noqa: E402
+from project_api.system.paths import template_dir  # noqa: E402
 from project_api.template.targets import board_cpu  # noqa: E402
-from project_api.validate import validate  # noqa: E402
+from project_api.tools.validate import validate  # noqa: E402
 
 _LOG = logging.getLogger("bench.faults")
 
@@ -219,7 +219,7 @@ def mlperftiny_soak(models: Path, work: Path, rates: list[float], samples: int) 
     """MLPerf Tiny accuracy mode of KWS at each of ``rates`` (0: the clean link), side by side;
     a run's scores are checked against the clean run's (and the clean run's against TFLite
     Micro's, dequantized as the firmware prints them, to 3 decimals)."""
-    from project_api import mlperftiny as mt
+    from project_api.tools import mlperftiny as mt
 
     tflite = models / f"{KWS}.tflite"
     kernels = for_cpu(board_cpu(template_dir("stm32"), BOARD))
@@ -288,7 +288,7 @@ def farm_soak(models: Path, work: Path, samples: int) -> list[Run]:
     """Three places, healthy, then with one board killed and one stopped for 5 s."""
     from farm_support import Farm
 
-    from project_api.farm import validate_on_places
+    from project_api.tools.farm import validate_on_places
 
     tflite = models / f"{MODEL}.tflite"
     kernels = for_cpu(board_cpu(template_dir("stm32"), BOARD))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from tvm_graph_corpus import GRAPH_CORPUS, build_graph_archive  # noqa: E402
 
-from project_api.mlf import open_mlf  # noqa: E402
+from project_api.archive.mlf import open_mlf  # noqa: E402
 from project_api.template import glue, graph_lowering, quoting  # noqa: E402
 
 CC = "arm-none-eabi-gcc"

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from project_api.emit import emit_sources, harness, reference  # noqa: E402
-from project_api.paths import crt_dir  # noqa: E402
+from project_api.system.paths import crt_dir  # noqa: E402
 
 MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref_model_int8",
           "kws_ref_model_float32", "vww_96_int8", "ic_resnet8_int8", "ad01_int8"]

@@ -31,11 +31,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from project_api import mlf  # noqa: E402
+from project_api.api.project import generate_project  # noqa: E402
+from project_api.archive import mlf  # noqa: E402
 from project_api.emit import emit  # noqa: E402
 from project_api.emit.reference import run_tflm  # noqa: E402
-from project_api.profile import ICOUNT_INSTRUCTIONS_PER_SECOND, profile_session  # noqa: E402
-from project_api.project import generate_project  # noqa: E402
+from project_api.tools.profile import ICOUNT_INSTRUCTIONS_PER_SECOND, profile_session  # noqa: E402
 
 _LOG = logging.getLogger("bench.profile")
 BOARD = "qemu_netduinoplus2"
@@ -136,7 +136,7 @@ def main() -> int:
                         "overhead_per_op": prof.overhead_seconds * 1e9}
     _LOG.info("outputs of all four builds: bit-exact with TFLite Micro")
     if args.plot:
-        from project_api.plot import PROFILE_PICTURES, write_pictures
+        from project_api.tools.plot import PROFILE_PICTURES, write_pictures
 
         for target, report in (("generic", g), ("cortex-m4", d)):
             (args.plot / target).mkdir(parents=True, exist_ok=True)

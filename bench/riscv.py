@@ -32,11 +32,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from project_api.api.project import generate_project  # noqa: E402
 from project_api.emit import emit  # noqa: E402
 from project_api.emit.reference import run_tflm  # noqa: E402
 from project_api.emit.target import for_cpu  # noqa: E402
-from project_api.paths import template_dir  # noqa: E402
-from project_api.project import generate_project  # noqa: E402
+from project_api.system.paths import template_dir  # noqa: E402
 from project_api.template.boards import board_entry  # noqa: E402
 
 _LOG = logging.getLogger("bench.riscv")

@@ -50,11 +50,11 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from mlf_kernels import add_mlf  # noqa: E402
 
+from project_api.api.project import generate_project  # noqa: E402
+from project_api.api.transport import ProjectTransport  # noqa: E402
 from project_api.micro import Model, Session  # noqa: E402
 from project_api.micro.framing import CRC_BACKEND  # noqa: E402
 from project_api.micro.rpc import TypeCode  # noqa: E402
-from project_api.project import generate_project  # noqa: E402
-from project_api.transport import ProjectTransport  # noqa: E402
 
 MIB = 1 << 20
 NOOP = "tvm.rpc.server.GetCRTMaxPacketSize"

@@ -29,7 +29,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from project_api.crt_manifest import read_manifest
+from project_api.archive.crt_manifest import read_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 CRT = REPO / "crt"

@@ -41,16 +41,16 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from mlf_kernels import Module, Tensor, write_mlf  # noqa: E402
 
+from project_api.api.project import generate_project  # noqa: E402
+from project_api.api.transport import Transport, WrappedTransport  # noqa: E402
 from project_api.emit import emit  # noqa: E402
 from project_api.emit.reference import run_tflm  # noqa: E402
 from project_api.emit.target import for_cpu  # noqa: E402
 from project_api.errors import ProjectAPIError  # noqa: E402
 from project_api.micro import Session  # noqa: E402
 from project_api.micro.framing import Framer  # noqa: E402
-from project_api.paths import template_dir  # noqa: E402
-from project_api.project import generate_project  # noqa: E402
+from project_api.system.paths import template_dir  # noqa: E402
 from project_api.template.targets import board_cpu  # noqa: E402
-from project_api.transport import Transport, WrappedTransport  # noqa: E402
 
 _LOG = logging.getLogger("bench.stm32")
 _OUT = logging.getLogger("bench.stm32.table")

@@ -38,7 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from project_api import client, server, transport  # noqa: E402
+from project_api import server  # noqa: E402
+from project_api.api import client, transport  # noqa: E402
 
 TEMPLATE = REPO / "tests" / "loopback_template"
 SIZES = [1024, 64 * 1024, 1024 * 1024]

@@ -73,9 +73,9 @@ def main() -> int:
         print(f"skip: {tflite} is missing (the shared models folder)", file=sys.stderr)
         return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
 
+    from project_api.api.project import generate_project
     from project_api.emit import emit
-    from project_api.project import generate_project
-    from project_api.validate import validate
+    from project_api.tools.validate import validate
 
     rng = np.random.default_rng(args.seed)
     x = rng.integers(-128, 128, (args.samples, 1, 49, 10, 1), dtype=np.int8)

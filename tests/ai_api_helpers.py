@@ -1,4 +1,4 @@
-"""Helpers of the ai_ API tests (tests/test_ai_api.py, tests/test_stm32_standalone.py)."""
+"""Helpers of the ai_ API tests (tests/crt/test_ai_api.py, tests/templates/test_stm32_standalone.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A line-fault injector between the host's client and a device transport, for fault tests.
 
-:class:`FaultProxy` wraps a :class:`~project_api.transport.Transport`; every byte the host writes
+:class:`FaultProxy` wraps a :class:`~project_api.api.transport.Transport`; every byte the host writes
 and every byte it reads passes through it, and each byte is hit by a fault with probability
 ``rate``: a bit flip, a dropped byte or a burst of random noise inserted before it. Fault
 positions are counted in bytes per direction (the gaps are drawn from a seeded geometric
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from project_api.api.transport import Transport, WrappedTransport
 from project_api.errors import IoTimeoutError
 from project_api.micro.framing import Unframer
-from project_api.transport import Transport, WrappedTransport
 
 _LOG = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from project_api.api.server import TransportTimeouts
 from project_api.errors import IoTimeoutError, TransportClosedError
 from project_api.micro.framing import Framer
 from project_api.micro.rpc import (
@@ -28,7 +29,6 @@ from project_api.micro.rpc import (
     encode_packed_seq,
 )
 from project_api.micro.session import EventKind, MessageType, SessionProtocol
-from project_api.server import TransportTimeouts
 
 Timeouts = TransportTimeouts
 

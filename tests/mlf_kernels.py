@@ -389,7 +389,7 @@ TVM_DLL int32_t tvmgen_default_run_model(void* arg0, void* arg1, void* arg2) {{
 def generate_host_project(mlf_path: str | Path, project_dir: str | Path, template: str | Path = "host",
                           build: bool = True, **options: object):
     """Generate (and build) a host-template project; returns the open GeneratedProject."""
-    from project_api.project import generate_project
+    from project_api.api.project import generate_project
 
     options = {"warning_as_error": True, **options}
     return generate_project(template, mlf_path, project_dir, options, build=build)
@@ -397,8 +397,8 @@ def generate_host_project(mlf_path: str | Path, project_dir: str | Path, templat
 
 def add_host_project(tmp: Path, shape: tuple[int, ...], dtype: str = "int8"):
     """A built host-template project of an element-wise ``a + b`` model of ``shape`` (in ``tmp``)
-    and the model's :class:`~project_api.mlf.ModuleInfo`: the device of the link tests."""
-    from project_api import mlf
+    and the model's :class:`~project_api.archive.mlf.ModuleInfo`: the device of the link tests."""
+    from project_api.archive import mlf
 
     path = add_mlf(Path(tmp) / "add.tar", dtype=dtype, shape=shape)
     with mlf.open_mlf(path) as library:

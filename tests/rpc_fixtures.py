@@ -6,7 +6,8 @@ import json
 from typing import Any
 from unittest import mock
 
-from project_api import client, server
+from project_api import server
+from project_api.api import client
 
 
 class MemPipe:

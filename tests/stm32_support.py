@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import require_tool
 
-from project_api.project import GeneratedProject, generate_project
+from project_api.api.project import GeneratedProject, generate_project
 
 QEMU_BOARD = "qemu_netduinoplus2"
 _OURS: list[str] = []  # the pytest base directory: QEMUs of other users' tests do not count

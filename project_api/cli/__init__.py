@@ -126,7 +126,8 @@ def _unavailable(name: str, exc: BaseException) -> type[Subcommand]:
 def version_text() -> str:
     """What ``--version`` prints: the package version, the Project API protocol version the
     servers speak and the Model Library Format versions read."""
-    from project_api import mlf, server
+    from project_api.api import server
+    from project_api.archive import mlf
 
     return "\n".join([
         f"project-api {__version__}",

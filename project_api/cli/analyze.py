@@ -1,7 +1,7 @@
 """``project-api analyze MODEL``: where the memory goes, per layer, and whether it fits a board.
 
-The logic is :func:`project_api.analyze.analyze`; this verb parses the command line, prints the
-table (or ``--json``) and writes the pictures of ``--plot`` (:mod:`project_api.plot`). A model
+The logic is :func:`project_api.tools.analyze.analyze`; this verb parses the command line, prints the
+table (or ``--json``) and writes the pictures of ``--plot`` (:mod:`project_api.tools.plot`). A model
 that does not fit the board is reported in full, then the exit status is 1 with one line naming
 the region, the bytes over and the largest parts.
 """
@@ -162,7 +162,7 @@ and sizes, and the fused functions its metadata lists, and says what is not know
                             help="measure nothing: no compiler, no build (estimates only)")
 
     def invoke(self) -> int:
-        from project_api.analyze import analyze
+        from project_api.tools.analyze import analyze
 
         a = self.args
         model = Path(a.model)
@@ -173,12 +173,12 @@ and sizes, and the fused functions its metadata lists, and says what is not know
             raise UsageError("-o NAME=VALUE sets the options of --template's project; give "
                              "--template too (e.g. --template stm32 -o board=nucleo_f429zi)")
         if a.plot:
-            from project_api import extras
+            from project_api.system import extras
 
             extras.require("matplotlib", "analyze --plot")
         options: dict[str, Any] = {}
         if a.template:
-            from project_api.project import (
+            from project_api.api.project import (
                 TemplateProject,
                 parse_option_assignments,
                 resolve_template,
@@ -198,7 +198,7 @@ and sizes, and the fused functions its metadata lists, and says what is not know
             raise
         written: list[str] = []
         if a.plot:
-            from project_api.plot import ANALYZE_PICTURES, write_pictures
+            from project_api.tools.plot import ANALYZE_PICTURES, write_pictures
 
             written = [str(p) for p in write_pictures(analysis, a.plot, ANALYZE_PICTURES,
                                                       force=a.force)]

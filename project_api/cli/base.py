@@ -117,7 +117,7 @@ class Subcommand:
         """A project generated, built and flashed from ``--template``, ``model`` (an MLF or a
         ``.tflite``, emitted first), ``-o`` and ``--input-spec``; kept in ``--out`` (replaced
         only with ``--force``) or in a temporary folder removed afterwards."""
-        from project_api.project import (
+        from project_api.api.project import (
             TemplateProject,
             generate_project,
             parse_option_assignments,
@@ -204,7 +204,7 @@ def retry_policy(args: argparse.Namespace) -> Any:
 
 def run_and_time(session: Any, module: Any, inputs: Sequence[Any], number: int,
                  repeat: int) -> tuple[list[Any], Any]:
-    """One inference of ``module`` (an :class:`project_api.mlf.ModuleInfo`) on the device of
+    """One inference of ``module`` (an :class:`project_api.archive.mlf.ModuleInfo`) on the device of
     ``session`` with ``inputs``, then the device's timing of ``repeat`` x ``number`` runs:
     ``(outputs, timing)``. The inference streams as one sample (so with recovery on,
     ``Session(retry=...)``, it goes on where a link fault cut it, as ``validate`` does); the
@@ -212,7 +212,7 @@ def run_and_time(session: Any, module: Any, inputs: Sequence[Any], number: int,
     import numpy as np
 
     from project_api.micro.stream import stream_samples
-    from project_api.validate import TensorSpec
+    from project_api.tools.samples import TensorSpec
 
     specs = [TensorSpec.from_tensor_info(t) for t in module.outputs]
     session.recovery.begin_run(1)
@@ -245,7 +245,7 @@ def model_with_specs(model: str | Path, specs: Sequence[str], workdir: str | Pat
     supplied facts (so the template server sees them too)."""
     if not specs:
         return Path(model)
-    from project_api.mlf import write_mlf_with_specs
+    from project_api.archive.mlf import write_mlf_with_specs
 
     return write_mlf_with_specs(model, specs, Path(workdir) / "model-with-input-specs.tar")
 

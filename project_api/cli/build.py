@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from project_api.api.project import GeneratedProject, parse_option_assignments
 from project_api.cli.base import Subcommand, add_option_argument
-from project_api.project import GeneratedProject, parse_option_assignments
 
 
 def run_project_step(cmd: Subcommand, step: str, past: str) -> int:

@@ -100,9 +100,9 @@ examples:
         coordinator = a.coordinator or os.environ.get("LG_COORDINATOR")
         data["labgrid"] = None
         if coordinator:
-            from project_api import extras
-            from project_api.labgrid_places import list_places
+            from project_api.system import extras
             from project_api.template.labgrid_place import coordinator_address
+            from project_api.tools.places import list_places
 
             extras.require("labgrid", "listing labgrid places (--coordinator, LG_COORDINATOR)")
             address = coordinator_address({"labgrid_coordinator": coordinator})

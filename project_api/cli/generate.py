@@ -10,14 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from project_api.cli.base import Subcommand, add_option_argument, format_options, model_with_specs
-from project_api.errors import ProjectAPIError
-from project_api.project import (
+from project_api.api.project import (
     TemplateProject,
     add_unspecified_options,
     parse_option_assignments,
     resolve_template,
 )
+from project_api.cli.base import Subcommand, add_option_argument, format_options, model_with_specs
+from project_api.errors import ProjectAPIError
 
 _LOG = logging.getLogger(__name__)
 
@@ -79,8 +79,8 @@ examples:
         parser.epilog = f"{title}\n{listing}\n\n{parser.epilog or ''}"
 
     def invoke(self) -> int:
-        from project_api.mlf import open_mlf
-        from project_api.project import load_project_options
+        from project_api.api.project import load_project_options
+        from project_api.archive.mlf import open_mlf
 
         args = self.args
         template_dir = resolve_template(args.template)
@@ -107,7 +107,7 @@ examples:
     def _notes(self, library: Any, template_dir: Path, options: dict[str, Any],
                project_options: list[dict[str, Any]]) -> list[str]:
         """A progress line for each tensor whose facts were inferred, not read (see
-        :attr:`project_api.mlf.TensorInfo.note`); the warnings to show after generating
+        :attr:`project_api.archive.mlf.TensorInfo.note`); the warnings to show after generating
         (kernels slower than the board's, float in software)."""
         from project_api.cli.base import _default_of
         from project_api.template.boards import board_entry

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from project_api import TVM_COMPAT_VERSION
+from project_api.api.project import OPTIONS_FILE, SERVER_SCRIPT, load_project_options
+from project_api.archive.mlf import ModelLibrary, open_mlf
 from project_api.cli.base import (
     Subcommand,
     UsageError,
@@ -13,8 +15,6 @@ from project_api.cli.base import (
     is_tflite_file,
     tflite_not_mlf_error,
 )
-from project_api.mlf import ModelLibrary, open_mlf
-from project_api.project import OPTIONS_FILE, SERVER_SCRIPT, load_project_options
 
 
 def describe_library(lib: ModelLibrary) -> str:
@@ -92,7 +92,7 @@ examples:
     def invoke(self) -> int:
         path = Path(self.args.path)
         if not path.exists():
-            from project_api.project import builtin_templates
+            from project_api.api.project import builtin_templates
 
             builtin = builtin_templates().get(str(self.args.path))
             if builtin is None:
@@ -109,7 +109,7 @@ examples:
                 self.output(data, lambda: f"{path}: Model Library Format\n{describe_library(lib)}")
             return 0
 
-        from project_api import client as client_mod
+        from project_api.api import client as client_mod
 
         client = client_mod.instantiate_from_dir(str(path.absolute()), debug=self.verbosity >= 2)
         try:

@@ -1,5 +1,5 @@
 """``project-api mlperftiny``: the MLPerf Tiny benchmark's host side, open, over a project's own
-transport (the logic is :mod:`project_api.mlperftiny`)."""
+transport (the logic is :mod:`project_api.tools.mlperftiny`)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ examples:
                     "no second 'results')")
 
     def invoke(self) -> int:
-        from project_api import mlperftiny
-        from project_api.project import GeneratedProject
+        from project_api.api.project import GeneratedProject
+        from project_api.tools import mlperftiny
 
         a = self.args
         if a.windows < 1 or a.warmups < 0 or a.min_window_seconds <= 0 or a.timeout <= 0:
@@ -142,7 +142,7 @@ def _name(device: Any, timeout: float, recovering: bool) -> str:
     """The device's start-up lines read and its name asked. With recovery on, a noisy link
     may garble them: the run's set-up brings the device back in step, so the name is then
     left out."""
-    from project_api import mlperftiny
+    from project_api.tools import mlperftiny
 
     try:
         device.start(min(timeout, 3.0))
@@ -154,8 +154,8 @@ def _name(device: Any, timeout: float, recovering: bool) -> str:
 
 
 def _summary(report: Any, text: str) -> str:
-    from project_api import mlperftiny
-    from project_api.mlperftiny import PerformanceReport
+    from project_api.tools import mlperftiny
+    from project_api.tools.mlperftiny import PerformanceReport
 
     if isinstance(report, PerformanceReport):
         tail = (f"model {report.model}: median inference {report.median_inference_ms:.3f} ms, "

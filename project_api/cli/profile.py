@@ -1,6 +1,6 @@
 """``project-api profile PROJECT``: where the time goes, per operator, on the device.
 
-The logic is :mod:`project_api.profile`; this verb picks the inputs, opens the session (or reads
+The logic is :mod:`project_api.tools.profile`; this verb picks the inputs, opens the session (or reads
 a standalone firmware's captured output with ``--log``), prints the table (or ``--json``) and
 writes ``--plot``'s picture.
 """
@@ -25,7 +25,7 @@ from project_api.cli.run import (
     random_input,
 )
 from project_api.errors import ProjectError
-from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
+from project_api.micro.timing import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
 
 
 def _opt(value: float | None, fmt: str) -> str:
@@ -138,7 +138,7 @@ the first operator to the last."""
     def invoke(self) -> int:
         a = self.args
         if a.plot:
-            from project_api import extras
+            from project_api.system import extras
 
             extras.require("matplotlib", "profile --plot")
         if a.project_dir and (a.template or a.model):
@@ -148,12 +148,12 @@ the first operator to the last."""
                 raise UsageError("--log FILE needs the project DIR it was built from (for the "
                                  "model's layers)")
             return self._from_log(Path(a.project_dir), Path(a.log))
-        from project_api.project import GeneratedProject
+        from project_api.api.project import GeneratedProject
 
         if a.project_dir:
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as prj:
                 if a.options:
-                    from project_api.project import parse_option_assignments
+                    from project_api.api.project import parse_option_assignments
 
                     prj.override(parse_option_assignments(a.options, prj.project_options,
                                                           prj.where))
@@ -170,7 +170,7 @@ the first operator to the last."""
             return self._profile(project)
 
     def _library(self, project_dir: Path) -> Any:
-        from project_api import mlf
+        from project_api.archive import mlf
 
         extracted = project_dir / "model"
         if not (extracted / "metadata.json").is_file():
@@ -194,7 +194,7 @@ the first operator to the last."""
         return inputs
 
     def _profile(self, project: Any) -> int:
-        from project_api.profile import instructions_per_second, profile_session
+        from project_api.tools.profile import instructions_per_second, profile_session
 
         a = self.args
         with self._library(Path(project.directory)) as lib:
@@ -216,7 +216,7 @@ the first operator to the last."""
         return self._emit(report, where, same)
 
     def _baseline(self, report: Any, inputs: list[np.ndarray]) -> bool:
-        from project_api.project import GeneratedProject
+        from project_api.api.project import GeneratedProject
 
         a = self.args
         self.progress(f"timing the baseline {a.baseline}")
@@ -234,13 +234,13 @@ the first operator to the last."""
             x.tobytes() == y.tobytes() for x, y in zip(outputs, report.outputs, strict=True))
 
     def _from_log(self, project_dir: Path, log: Path) -> int:
-        from project_api.profile import (
+        from project_api.template.options import load_options
+        from project_api.tools.profile import (
             build_report,
             instructions_per_second,
             module_layers,
             parse_log,
         )
-        from project_api.template.options import load_options
 
         a = self.args
         if not log.is_file():
@@ -265,7 +265,7 @@ the first operator to the last."""
         a = self.args
         written: list[str] = []
         if a.plot:
-            from project_api.plot import PROFILE_PICTURES, write_pictures
+            from project_api.tools.plot import PROFILE_PICTURES, write_pictures
 
             written = [str(p) for p in write_pictures(report, a.plot, PROFILE_PICTURES,
                                                       force=a.force)]
@@ -293,7 +293,7 @@ def _ours(model: Path) -> bool:
     ``-o profile=true`` can instrument."""
     if model.suffix == ".tflite":
         return True
-    from project_api import mlf
+    from project_api.archive import mlf
 
     try:
         with mlf.open_mlf(model) as lib:

@@ -3,7 +3,7 @@
 ``run DIR`` opens an RPC session with the built project in DIR, feeds the inputs, runs the model
 once, prints the outputs and times runs on the device. ``run --template T --model M`` does
 generate + build + run in one go (a ``.tflite`` model is emitted to MLF first). ``demo`` runs the
-bundled demo model on the host template (:func:`project_api.demo.run_demo`).
+bundled demo model on the host template (:func:`project_api.tools.demo.run_demo`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from project_api import extras
 from project_api.cli.base import (
     Subcommand,
     UsageError,
@@ -26,7 +25,8 @@ from project_api.cli.base import (
     run_and_time,
 )
 from project_api.errors import ProjectError
-from project_api.micro.api import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
+from project_api.micro.timing import MAX_TIMING_NUMBER, MAX_TIMING_REPEAT
+from project_api.system import extras
 
 _LOG = logging.getLogger(__name__)
 
@@ -232,11 +232,11 @@ examples:
             if getattr(a, "input_specs", None):
                 raise UsageError("--input-spec goes with --template/--model (or 'generate'); "
                                  "a generated project's archive already records its facts")
-            from project_api.project import GeneratedProject
+            from project_api.api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
                 if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
-                    from project_api.project import parse_option_assignments
+                    from project_api.api.project import parse_option_assignments
 
                     project.override(parse_option_assignments(
                         a.options, project.project_options, project.where))
@@ -261,7 +261,7 @@ examples:
             return self._run(project, tflite)
 
     def _run(self, project: Any, tflite: bytes | None) -> int:
-        from project_api import mlf
+        from project_api.archive import mlf
 
         a = self.args
         mlf_path = project.info().get("model_library_format_path")
@@ -459,7 +459,7 @@ examples:
         parser.add_argument("--seed", type=_seed, default=DEFAULT_SEED, help="seed of weights and inputs (>= 0)")
 
     def invoke(self) -> int:
-        from project_api.demo import run_demo
+        from project_api.tools.demo import run_demo
 
         a = self.args
         result = run_demo(a.out, model=a.model, force=a.force, seed=a.seed, progress=self.progress)

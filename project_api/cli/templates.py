@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from project_api.api.project import TemplateProject, builtin_templates
 from project_api.cli.base import Subcommand, format_options
 from project_api.errors import ProjectAPIError
-from project_api.project import TemplateProject, builtin_templates
 
 
 class TemplatesCommand(Subcommand):

@@ -1,6 +1,6 @@
 """``project-api validate``: run many samples on the device and compare with references.
 
-The logic is :func:`project_api.validate.validate`; this verb parses the command line, shows
+The logic is :func:`project_api.tools.validate.validate`; this verb parses the command line, shows
 progress on stderr (:mod:`project_api.cli.progress`) and prints a table (or ``--json``).
 Thresholds given with ``--fail-under`` / ``--fail-over`` make the exit status 1 when a metric
 falls short, for CI.
@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from project_api import extras
 from project_api.cli.base import (
     Subcommand,
     UsageError,
@@ -24,13 +23,14 @@ from project_api.cli.base import (
 )
 from project_api.cli.run import _seconds
 from project_api.errors import ProjectError
+from project_api.system import extras
 
 #: Comparison keys a threshold may name after ``@``.
 _REFERENCE_KEYS = ("reference", "tflm", "litert")
 
 
 def _metrics_help() -> str:
-    from project_api.validate import METRICS
+    from project_api.tools.metrics import METRICS
 
     lines = ["metrics (per output, over all samples):"]
     for name, (higher, text) in METRICS.items():
@@ -159,7 +159,8 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
     # --- checks before anything runs -----------------------------------------------------------
 
     def _thresholds(self, tflite: bool) -> list[Any]:
-        from project_api.validate import ValidationError, parse_thresholds
+        from project_api.tools.metrics import parse_thresholds
+        from project_api.tools.validate import ValidationError
 
         a = self.args
         try:
@@ -216,11 +217,11 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                     raise UsageError("--places needs the labgrid coordinator: pass --coordinator "
                                      "HOST:PORT or set LG_COORDINATOR")
                 return self._on_places(model if is_tflite else None, thresholds)
-            from project_api.project import GeneratedProject
+            from project_api.api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
                 if a.options:  # e.g. -o serial_url=... or -o labgrid_place=... for the session
-                    from project_api.project import parse_option_assignments
+                    from project_api.api.project import parse_option_assignments
 
                     project.override(parse_option_assignments(
                         a.options, project.project_options, project.where))
@@ -240,15 +241,19 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
 
     def _per_layer(self, tflite: Path | None) -> int:
 
-        from project_api.project import (
+        from project_api.api.project import (
             GeneratedProject,
             TemplateProject,
             generate_project,
             parse_option_assignments,
             resolve_template,
         )
-        from project_api.validate import parse_thresholds
-        from project_api.validate_layers import DEFAULT_THRESHOLDS, debug_archive, validate_layers
+        from project_api.tools.metrics import parse_thresholds
+        from project_api.tools.validate_layers import (
+            DEFAULT_THRESHOLDS,
+            debug_archive,
+            validate_layers,
+        )
 
         a = self.args
         if tflite is None:
@@ -338,8 +343,8 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
         return retry_policy(self.args)
 
     def _on_places(self, tflite: Path | None, thresholds: list[Any]) -> int:
-        from project_api.farm import validate_on_places
-        from project_api.validate import save_outputs
+        from project_api.tools.farm import validate_on_places
+        from project_api.tools.validate import save_outputs
 
         a = self.args
         bars, progress = self._bars()
@@ -368,7 +373,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
         return 1 if failures else 0
 
     def _validate(self, project: Any, tflite: Path | None, thresholds: list[Any]) -> int:
-        from project_api.validate import save_outputs, validate
+        from project_api.tools.validate import save_outputs, validate
 
         a = self.args
         bars, progress = self._bars()

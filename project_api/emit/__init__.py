@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from project_api.tflite.reader import read_tflite
+
 from .codegen import Generated, IOTensor, generate
 from .mlf_writer import tar_bytes, write_mlf
 from .target import GENERIC, TARGET_NAMES, WEIGHT_LAYOUTS, Target, resolve, with_weights
-from .tflite_reader import read_tflite
 
 __all__ = ["GENERIC", "TARGET_NAMES", "WEIGHT_LAYOUTS", "EmitResult", "IOTensor", "KernelUse", "Target", "emit",
            "emit_sources", "kernel_uses", "read_tflite", "resolve"]

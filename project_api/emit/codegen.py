@@ -16,11 +16,12 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from .. import dtypes
+from project_api.archive import dtypes
+from project_api.tflite.graph import Graph, Operator, Tensor, reachable_subgraphs
+
 from ..errors import EmitError, UnsupportedOperatorError
 from ..template.quoting import c_comment
 from . import planner, quantize
-from .graph import Graph, Operator, Tensor, reachable_subgraphs
 from .ops import REGISTRY
 from .ops.common import ConstArray, Kernel, float_literal
 from .state import StateLayout

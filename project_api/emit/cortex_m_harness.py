@@ -17,7 +17,7 @@ instructions are reported. A stateful model (LSTM, SVDF, resource variables) can
 ``sequence`` of input sets after the first, in turn (its state carried from run to run, reset
 before run ``reset_at``): every run's outputs are reported (``Result.runs``), the first timed.
 
-Used by ``tests/test_emit_cortex_m.py`` and ``bench/cortex_m.py``.
+Used by ``tests/emit/test_emit_cortex_m.py`` and ``bench/cortex_m.py``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from project_api.system.paths import crt_dir
+
 from ..errors import EmitError
-from ..paths import crt_dir
 from .codegen import Generated
 from .harness import NUMPY_DTYPES, WORKSPACE_SLACK_BYTES, backend_sources
 from .machines import Machine, linker_script, machine, startup_source

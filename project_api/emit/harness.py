@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from project_api.system.paths import crt_dir
+
 from ..errors import EmitError
-from ..paths import crt_dir
 from .codegen import Generated
 
 NUMPY_DTYPES = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32,

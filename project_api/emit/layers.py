@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
 
 __all__ = ["Layer", "PoolBuffer", "TensorFacts", "function_name", "layers", "macs", "pool_plan"]
 

@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+from project_api.tflite.reader import read_tflite
+
 from . import quantize as q
-from .graph import Graph, Operator, Tensor
-from .tflite_reader import read_tflite
 
 __all__ = ["OPERATORS", "evaluate", "run_numpy"]
 

@@ -197,7 +197,7 @@ def softmax_params(input_scale: float, beta: float) -> tuple[int, int, int]:
 #: TFLM's ``sigmoid_table_uint16``: sigmoid(i / 24) in Q0.16 for i in 0..255, the table its int16
 #: LOGISTIC and TANH (and the LSTM's gates) interpolate. Its values are TFLM's own: 43 of them are
 #: one above round(65536 sigmoid(i / 24)) and the last is 65535, so no formula reproduces them
-#: (``tests/test_ops_sequence.py`` reads every entry back through TFLM's int16 TANH).
+#: (``tests/emit/test_ops_sequence.py`` reads every entry back through TFLM's int16 TANH).
 SIGMOID_TABLE_Q16: tuple[int, ...] = (
     32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149,
     40794, 41432, 42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369,

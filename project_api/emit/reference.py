@@ -12,7 +12,7 @@ Two independent references:
 ``RecordingMicroAllocator`` report that ``print_allocations()`` writes from C.
 
 Both packages are optional (the ``reference`` extra). Missing ones raise
-:class:`ReferenceUnavailableError` (:class:`project_api.extras.MissingExtraError`) naming the
+:class:`ReferenceUnavailableError` (:class:`project_api.system.extras.MissingExtraError`) naming the
 extra to install.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from project_api.extras import MissingExtraError, require
+from project_api.system.extras import MissingExtraError, require
 
 __all__ = [
     "ReferenceArenaError",
@@ -374,8 +374,8 @@ def dequantized_rebuild(model: bytes) -> bytes:
     models (CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, RESHAPE, FULLY_CONNECTED, SOFTMAX).
     """
     from project_api.emit import read_tflite
-    from project_api.emit.builder import ModelBuilder
     from project_api.emit.ops.fully_connected import dequantized_weights
+    from project_api.tflite.builder import ModelBuilder
 
     g = read_tflite(model)
     b = ModelBuilder()

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ..errors import UnsupportedOperatorError
-from .graph import Graph, Operator, Tensor
 
 #: Alignment of every tensor-sized slot (the widest element the kernels read is 8 bytes).
 ALIGN = 8

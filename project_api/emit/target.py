@@ -11,7 +11,7 @@ M33 without DSP) and ``cortex-m3`` have no DSP extension and get the portable ke
 
 Every target name is bound to the emulated machine of its core (:mod:`.machines`), and a kernel
 scheme (:func:`scheme`: ``generic``, ``dsp-int8``, ``dsp-int16``) is offered for a core only if
-CI runs it there bit-exact with TFLite Micro (:data:`RUN_ON`, ``tests/test_emit_cores.py``); any
+CI runs it there bit-exact with TFLite Micro (:data:`RUN_ON`, ``tests/emit/test_emit_cores.py``); any
 other pair is refused.
 
 A target is named directly (``cortex-m4``) or read from a TVM target string or compiler flags
@@ -46,7 +46,7 @@ _PLAIN_CPUS = {"cortex-m0": "cortex-m0", "cortex-m0plus": "cortex-m0", "cortex-m
 
 _CORES = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
 #: (kernel scheme, core) pairs that CI runs bit-exact with TFLite Micro on the core's QEMU
-#: machine (``tests/test_emit_cores.py``). Only these are offered.
+#: machine (``tests/emit/test_emit_cores.py``). Only these are offered.
 RUN_ON: frozenset[tuple[str, str]] = frozenset(
     {("generic", c) for c in _CORES}
     | {(s, c) for s in ("dsp-int8", "dsp-int16")

@@ -5,6 +5,7 @@ Layers, bottom up (spec §4): :mod:`.framing` (frames, escaping, CRC), :mod:`.se
 high-level :class:`Session` / :class:`Model` API in :mod:`.api`.
 """
 
-from project_api.micro.api import Model, Session, TimingResult
+from project_api.micro.api import Model, Session
+from project_api.micro.timing import TimingResult
 
 __all__ = ["Model", "Session", "TimingResult"]

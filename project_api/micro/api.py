@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import statistics
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,21 +38,14 @@ from project_api.micro.session import SessionChannel, TimeoutsLike
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from project_api.transport import Transport
+    from project_api.api.transport import Transport
+from project_api.micro.timing import TIMING_WAIT_FACTOR, TimingResult, _check_timing
 
 _LOG = logging.getLogger(__name__)
 
+
 #: How long :meth:`Session.close` waits for each cleanup reply before giving up on the device.
 CLEANUP_WAIT_SEC = 2.0
-
-#: The device time evaluator's limits (crt/src/time_evaluator/time_evaluator.c; TVM's are alike):
-#: runs per round and rounds per :meth:`Session.time` call.
-MAX_TIMING_NUMBER = 1_000_000_000
-MAX_TIMING_REPEAT = 65536
-
-#: A timing call's wait is this many times the work it asks for (per-run time measured on the
-#: device x runs), plus the session's usual per-reply wait.
-TIMING_WAIT_FACTOR = 2.0
 
 #: The executor functions a Model looks up (the reference's AOT executor registry names).
 EXECUTOR_FUNCTIONS = (
@@ -67,47 +59,12 @@ EXECUTOR_FUNCTIONS = (
     "get_input_name",
 )
 
-
 #: The device global function that resets a model's state (crt/src/aot_executor).
 RESET_STATE_FUNCTION = "project_api.reset_state"
 
 #: The device global function that stores a host's mark and answers the one stored before, 0
 #: after a boot (crt/src/rpc_server): how a host tells whether the device kept its memory.
 BOOT_MARK_FUNCTION = "project_api.boot_mark"
-
-
-@dataclass(frozen=True)
-class TimingResult:
-    """Device-measured seconds per call, one entry per repeat, with summary statistics."""
-
-    results: tuple[float, ...]
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.results)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.results)
-
-    @property
-    def min(self) -> float:
-        return min(self.results)
-
-    @property
-    def max(self) -> float:
-        return max(self.results)
-
-    @property
-    def std(self) -> float:
-        return statistics.pstdev(self.results)
-
-    def __str__(self) -> str:
-        return (
-            f"mean {self.mean * 1e3:.4f} ms, median {self.median * 1e3:.4f} ms, "
-            f"min {self.min * 1e3:.4f} ms, max {self.max * 1e3:.4f} ms, std {self.std * 1e3:.4f} ms "
-            f"({len(self.results)} repeats)"
-        )
 
 
 def _tensor_shape_text(t: DLTensor) -> str:
@@ -323,7 +280,7 @@ class _Timeouts:
 
 
 class Session:
-    """An RPC session with a device over ``transport`` (a ``project_api.transport.Transport``).
+    """An RPC session with a device over ``transport`` (a ``project_api.api.transport.Transport``).
 
     ``timeouts`` overrides ``transport.timeouts()``; ``timeout_sec`` replaces only their
     per-reply wait (``session_established_timeout_sec``; 0 waits forever) for every call, timing
@@ -775,22 +732,6 @@ class Session:
         if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
             raise SessionError(f"the time evaluator returned {raw!r}; expected {repeat} doubles")
         return struct.unpack(f"<{repeat}d", raw)
-
-
-def _check_timing(number: int, repeat: int, min_repeat_ms: int) -> None:
-    for what, value, top in (("number", number, MAX_TIMING_NUMBER),
-                             ("repeat", repeat, MAX_TIMING_REPEAT)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise SessionError(f"time(): {what} must be an integer; got {value!r}")
-        if not 1 <= int(value) <= top:
-            raise SessionError(
-                f"time(): {what} {value} is out of range; the device's time evaluator takes "
-                f"1 <= {what} <= {top}"
-            )
-    if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, int | np.integer) or (
-        not 0 <= int(min_repeat_ms) < 2**63
-    ):
-        raise SessionError(f"time(): min_repeat_ms must be an integer >= 0; got {min_repeat_ms!r}")
 
 
 def _create_failed(name: str, err: RPCError) -> RPCError:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from project_api import dtypes
+from project_api.archive import dtypes
 from project_api.errors import RPCError, SessionDesyncError, SessionError, SessionTimeoutError
 
 _LOG = logging.getLogger(__name__)

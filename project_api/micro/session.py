@@ -84,7 +84,7 @@ def reads_may_wait_for_n(transport: Any) -> bool:
     host does), or every read would sit out its timeout. Direct channels (pipes, FIFOs, serial
     ports, a server's fast-path endpoint) return what is available, so they get large reads.
     """
-    from project_api.transport import ProjectTransport, TransportLogger
+    from project_api.api.transport import ProjectTransport, TransportLogger
 
     while isinstance(transport, TransportLogger):
         transport = transport.child
@@ -116,7 +116,7 @@ def pipeline_depth_for(transport: Any) -> int:
     copy-from reply may be large, but its requests are ~70 bytes: the host's writes never fill
     the device's input pipe, so it is always free to read the replies.
     """
-    from project_api.transport import ProjectTransport, TransportLogger
+    from project_api.api.transport import ProjectTransport, TransportLogger
 
     while isinstance(transport, TransportLogger):
         transport = transport.child
@@ -331,7 +331,7 @@ class _Pending:
 
 
 class TimeoutsLike(Protocol):
-    """The three fields of ``project_api.server.TransportTimeouts`` (seconds; 0 = see below)."""
+    """The three fields of ``project_api.api.server.TransportTimeouts`` (seconds; 0 = see below)."""
 
     session_start_retry_timeout_sec: float
     session_start_timeout_sec: float

@@ -84,7 +84,7 @@ Position = tuple[int, int, int, int]  #: (sample, stage, tensor, byte offset)
 
 
 class OutputSpec(Protocol):
-    """What streaming needs to know of an output (``project_api.validate.TensorSpec`` is one)."""
+    """What streaming needs to know of an output (``project_api.tools.validate.TensorSpec`` is one)."""
 
     @property
     def shape(self) -> tuple[int, ...]: ...

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from project_api import mlf
+from project_api.archive import mlf
 from project_api.errors import OptionValueError, ServerError
 from project_api.template import glue, quoting, symbols
 from project_api.template.options import option

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from project_api import server
+from project_api.api import server
 from project_api.errors import BuildError, FlashError
 from project_api.template import flash as flash_runners
 from project_api.template import memory, remote, serial_ports

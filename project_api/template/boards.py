@@ -40,7 +40,7 @@ def templates_boards(templates_root: Path | None = None) -> Iterator[tuple[str, 
     warning naming it."""
     import yaml
 
-    from project_api import paths
+    from project_api.system import paths
 
     root = templates_root or paths.templates_dir()
     for path in sorted(root.glob(f"*/{BOARDS_FILE}")):

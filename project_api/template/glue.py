@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from project_api import dtypes, paths
+from project_api.archive import dtypes
 from project_api.errors import ServerError
+from project_api.system import paths
 from project_api.template import graph_lowering
 from project_api.template.quoting import (
     Environments,
@@ -46,7 +47,7 @@ def _fail(message: str) -> ServerError:
 
 
 def module_context(mod: Any, platform: str) -> dict[str, Any]:
-    """What ``model_glue.c.j2`` needs about one :class:`~project_api.mlf.ModuleInfo`.
+    """What ``model_glue.c.j2`` needs about one :class:`~project_api.archive.mlf.ModuleInfo`.
 
     ``platform`` names the template in error messages ("the host template ...").
     """
@@ -102,7 +103,7 @@ def module_context(mod: Any, platform: str) -> dict[str, Any]:
         "inputs": tensors(mod.inputs, "input"), "outputs": tensors(mod.outputs, "output"),
         "workspace_size_bytes": module_workspace_bytes(mod),
         # A profile build (emit --profile) exports <prefix>_profile_read: the glue answers
-        # project_api.profile with it.
+        # project_api.tools.profile with it.
         "profile_read": f"{prefix}_profile_read" if getattr(mod, "profile", False) else None,
         "state_size_bytes": state,
         "reset_function": check_c_identifier(reset, f"{where}: its reset function")

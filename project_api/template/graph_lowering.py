@@ -2,12 +2,12 @@
 
 TVM's graph executor parsed the graph JSON on the device, allocated one buffer per storage id,
 loaded the params into RAM and looked each fused function up by name. The graph is static, so
-:func:`plan` does all of that here, once, from the :class:`~project_api.mlf.GraphModule` that
+:func:`plan` does all of that here, once, from the :class:`~project_api.archive.mlf.GraphModule` that
 ``mlf`` read, and ``jinja/graph_model.c.j2`` writes it down:
 
 * **storage**: one static pool; each storage id that is not bound to an input, output or
   parameter gets the largest of its entries' sizes (shape x dtype), at an offset aligned to
-  :data:`~project_api.tvm_graph.ALLOC_ALIGNMENT` (``kAllocAlignment``, the executor's);
+  :data:`~project_api.archive.tvm_graph.ALLOC_ALIGNMENT` (``kAllocAlignment``, the executor's);
 * **bindings**: a storage id whose entries all hold the same value (an entry and the ``__nop``
   reshapes of it) is bound to that value's home instead of the pool: the model input's buffer,
   the output's buffer (one per value), or the parameter's ``const`` array. What cannot be bound
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from project_api import dtypes
+from project_api.archive import dtypes
+from project_api.archive.tvm_graph import ALLOC_ALIGNMENT
 from project_api.errors import ServerError
 from project_api.template.quoting import Environments, c_identifier, check_c_identifier
-from project_api.tvm_graph import ALLOC_ALIGNMENT
 
 #: The lowered code of every graph module of a project, relative to the project.
 GRAPH_MODEL_SOURCE = "src/graph_model.c"
@@ -93,7 +93,7 @@ class Plan:
 
 
 def plan(mod: Any) -> Plan:
-    """The storage plan of graph module ``mod`` (a :class:`~project_api.mlf.ModuleInfo` whose
+    """The storage plan of graph module ``mod`` (a :class:`~project_api.archive.mlf.ModuleInfo` whose
     ``graph`` is set)."""
     gm = mod.graph
     g = gm.graph

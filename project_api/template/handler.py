@@ -47,7 +47,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from project_api import server
+from project_api.api import server
 from project_api.errors import (
     BuildError,
     ServerError,
@@ -170,7 +170,7 @@ class TemplateHandler(server.ProjectAPIHandler):
     def _generate(self, mlf_path: Path, crt_dir: Path, project_dir: Path,
                   values: dict[str, Any]) -> None:
         # Imported here: a generated project's server needs neither to build or run.
-        from project_api import mlf
+        from project_api.archive import mlf
         from project_api.template import quoting
 
         shutil.copy2(self._script, project_dir / SERVER_SCRIPT)
@@ -227,7 +227,7 @@ class TemplateHandler(server.ProjectAPIHandler):
     @functools.cached_property
     def library(self) -> Any:
         """The project's extracted archive (``model/``), as a ModelLibrary, opened once."""
-        from project_api import mlf
+        from project_api.archive import mlf
 
         return mlf.open_mlf(self.project_dir / "model")
 

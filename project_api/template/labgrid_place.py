@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from project_api import extras
 from project_api.errors import ServerError
+from project_api.system import extras
 from project_api.template.quoting import tcl_word
 
 _LOG = logging.getLogger(__name__)

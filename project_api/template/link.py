@@ -17,7 +17,7 @@ serial_url``, ``-o labgrid_place``). A link holds nothing a later ``open_transpo
 base closes the old one first, so the hook can run again after the device went away.
 
 An endpoint is an object with ``to_json()`` (the ``"endpoint"`` value of the reply, or None for
-a channel only the server can hold) and ``close()``: :class:`project_api.server.FifoEndpoint`
+a channel only the server can hold) and ``close()``: :class:`project_api.api.server.FifoEndpoint`
 for FIFOs on this computer, :class:`SerialEndpoint` for a UART.
 """
 
@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from project_api.processes import stop_process
-from project_api.server import FifoEndpoint, TransportTimeouts
-from project_api.transport import FdTransport, Transport
+from project_api.api.fifo import FifoEndpoint
+from project_api.api.server import TransportTimeouts
+from project_api.api.transport import FdTransport, Transport
+from project_api.system.processes import stop_process
 
 _LOG = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ class NewProject:
 
     @functools.cached_property
     def library(self) -> Any:
-        """The extracted archive (``model/``), a :class:`project_api.mlf.ModelLibrary`."""
-        from project_api import mlf
+        """The extracted archive (``model/``), a :class:`project_api.archive.mlf.ModelLibrary`."""
+        from project_api.archive import mlf
         from project_api.template import glue
 
         glue.check_build_files(self.dir / "model", "model.tar")
@@ -60,7 +60,7 @@ class NewProject:
     @property
     def crt_sources(self) -> list[str]:
         """The runtime's sources of the project type's crt project (``crt/libraries.txt``)."""
-        from project_api.crt_manifest import read_manifest
+        from project_api.archive.crt_manifest import read_manifest
 
         if self.project_type is None:
             raise ServerError(message=f"the {self.platform} template declares no project types")
@@ -84,10 +84,10 @@ class NewProject:
 
     def copy_crt(self, sources: Iterable[str], dest: str = "crt") -> None:
         """Copy the runtime's ``include/``, the given sources (paths relative to the runtime
-        directory, e.g. from :mod:`project_api.crt_manifest`) and the private headers the
+        directory, e.g. from :mod:`project_api.archive.crt_manifest`) and the private headers the
         manifest lists for their libraries, so the project builds without project-api
         installed."""
-        from project_api.crt_manifest import CrtManifestError, read_manifest
+        from project_api.archive.crt_manifest import CrtManifestError, read_manifest
 
         if not (self.crt_dir / "include").is_dir():
             raise ServerError(message=f"standalone_crt_dir {self.crt_dir} holds no include/ "
@@ -110,7 +110,7 @@ class NewProject:
     def extract_tar(self, archive: str | Path, option: str = "extra_files_tar") -> None:
         """Extract a user's tar archive (the ``option`` that names it) into the project, safely
         (no absolute paths, no ``..``, no links out)."""
-        from project_api import mlf
+        from project_api.archive import mlf
 
         archive = Path(archive)
         if not archive.is_file():

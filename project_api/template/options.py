@@ -2,7 +2,7 @@
 
 A template declares each option once with :func:`option`; the declaration carries what the wire
 format has no room for (a minimum and maximum for integers), while :attr:`DeclaredOption.wire` is
-the plain :class:`~project_api.server.ProjectOption` sent in ``server_info_query``. The limits are
+the plain :class:`~project_api.api.server.ProjectOption` sent in ``server_info_query``. The limits are
 also written into the option's help, so ``project-api generate --template T --help`` shows them::
 
     OPTIONS = [
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from project_api import server
+from project_api.api import server
 from project_api.errors import OptionValueError, ServerError
 
 #: The options a generated project was generated with, in the project directory.

@@ -3,7 +3,7 @@
 An archive from ``project-api emit`` calls ``TVMGEN_OP_HOOK(node)`` before each operator;
 :func:`instrument_model` rewrites its C and header as ``emit --profile`` would have written them
 (:mod:`.profile_build`) and marks the module ``"profile": true`` in ``metadata.json``,
-so the model glue answers ``project_api.profile`` and ``project-api profile`` reads per-operator
+so the model glue answers ``project_api.tools.profile`` and ``project-api profile`` reads per-operator
 times. A module compiled by TVM has no hooks: it is refused in one line, since profiling can
 only time it whole (which ``project-api profile`` does for any build).
 """

@@ -11,7 +11,7 @@ counter (``TVMCrtPlatform_CycleCount`` and ``TVMCrtPlatform_CycleFrequencyHz`` o
 ``tvm/runtime/crt/platform.h``, which every port defines for the measurement timer) and charges
 the ticks since the previous hook to the operator that ran in between. The table of the last run stays in static storage;
 ``tvmgen_<name>_profile_read(out, size)`` writes it as one record (:data:`RECORD`) that the
-model glue answers to the host's ``project_api.profile`` RPC call, and that standalone firmware
+model glue answers to the host's ``project_api.tools.profile`` RPC call, and that standalone firmware
 prints in hex. Nothing is allocated; the outputs are those of the plain build, bit for bit.
 
 **Overhead.** Each hook reads the counter twice: once to close the previous operator, once (after

@@ -48,11 +48,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from project_api.api.fifo import remove_fifo_dir
+from project_api.api.server import TransportTimeouts
+from project_api.api.transport import FdTransport, Transport
 from project_api.errors import IoTimeoutError, ServerError
-from project_api.server import TransportTimeouts, remove_fifo_dir
 from project_api.template.link import DeviceProcess, Link
 from project_api.template.quoting import qemu_option_value
-from project_api.transport import FdTransport, Transport
 
 _LOG = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from project_api.server import TransportTimeouts
+from project_api.api.server import TransportTimeouts
 from project_api.template.link import Closeable, Link, SerialEndpoint
 from project_api.template.serial_ports import UartTransport
 

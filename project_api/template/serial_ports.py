@@ -19,9 +19,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from project_api.api.server import TransportTimeouts
+from project_api.api.transport import SerialTransport
 from project_api.errors import ServerError, TransportClosedError
-from project_api.server import TransportTimeouts
-from project_api.transport import SerialTransport
 
 _LOG = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def board_port(usb: Any, serial_port: str | None,
 
 
 class UartTransport(SerialTransport):
-    """A :class:`~project_api.transport.SerialTransport` whose :meth:`open` failing is a
+    """A :class:`~project_api.api.transport.SerialTransport` whose :meth:`open` failing is a
     one-line ServerError saying why (no such port, no permission, held by another program)."""
 
     def __init__(self, port: str, baudrate: int = 115200,

@@ -4,7 +4,7 @@ Two archives whose modules share a name (two ``default`` models in one standalon
 define the same ``tvmgen_<name>_*`` functions; :func:`rename_module` gives one of them a new
 name before anything is compiled: its ``metadata.json`` entry, its files and every
 ``tvmgen_<old>`` / ``TVMGEN_<OLD>`` identifier in its C. A module name may hold any character
-(``vision/kws``); the C identifier is its sanitized form (:func:`project_api.mlf.sanitize_c_name`),
+(``vision/kws``); the C identifier is its sanitized form (:func:`project_api.archive.mlf.sanitize_c_name`),
 and files named after it may sit in a sub-folder, as the name's ``/`` makes them.
 """
 
@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 
-from project_api import mlf
+from project_api.archive import mlf
 from project_api.errors import ServerError
 
 #: The suffixes of the generated code the renaming rewrites.

@@ -1,6 +1,6 @@
 """Emitter cases more than one test module runs: the shapes that reach every path of the DSP
-kernels (``tests/test_emit_random.py`` on the host, ``tests/test_emit_cortex_m.py`` on QEMU's
-Cortex-M4) and a small int16x8 network (``tests/test_emit_random_networks.py``, the same)."""
+kernels (``tests/emit/test_emit_random.py`` on the host, ``tests/emit/test_emit_cortex_m.py`` on QEMU's
+Cortex-M4) and a small int16x8 network (``tests/emit/test_emit_random_networks.py``, the same)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from helpers.emit_parity import Case
-from project_api.emit import builder as B
+from project_api.tflite import builder as B
 
 #: The operators with weights (their int8 cases run per channel too).
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")

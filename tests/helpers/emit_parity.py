@@ -1,5 +1,5 @@
 """Randomized parity of the emitted C against TFLite Micro and LiteRT: the machinery every
-operator test module shares (``tests/test_emit_random.py``, ``tests/test_ops_<family>.py``).
+operator test module shares (``tests/emit/test_emit_random.py``, ``tests/test_ops_<family>.py``).
 
 A test module declares only its cases and one test::
 
@@ -59,8 +59,8 @@ import numpy as np
 import pytest
 from conftest import require_tool
 
-from project_api.emit import builder as B
 from project_api.emit import reference as R
+from project_api.tflite import builder as B
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 CRT_DIR = REPO_ROOT / "crt"

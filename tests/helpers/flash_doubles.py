@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from project_api import paths
+from project_api.system import paths
 from project_api.template.boards import read_boards
 
 BOARDS = read_boards(paths.template_dir("stm32") / "boards.yaml")

@@ -1,6 +1,6 @@
 """The MLPerf Tiny benchmark's protocol as a test plays it: the golden transcript of a KWS run
 (``tests/golden/mlperftiny/kws01.txt``: ``> command`` lines and the ``< reply`` lines they get),
-the transcript of a live run (:class:`Transcript`, a :class:`~project_api.mlperftiny.Device`
+the transcript of a live run (:class:`Transcript`, a :class:`~project_api.tools.mlperftiny.Device`
 log), and the reference results from TFLite Micro. Shared by the host, stm32 and Zephyr tests of
 project type mlperftiny."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from project_api.api.transport import Transport
 from project_api.errors import IoTimeoutError
-from project_api.mlperftiny import DB_CHUNK_BYTES
-from project_api.transport import Transport
-from project_api.validate import tflm_outputs
+from project_api.tools.mlperftiny import DB_CHUNK_BYTES
+from project_api.tools.references import tflm_outputs
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "mlperftiny" / "kws01.txt"
 RESULTS = r"-?\d+\.\d{3}(?:,-?\d+\.\d{3})*"
@@ -99,7 +99,7 @@ def tflm_results(tflite: Path, mlf, x: np.ndarray) -> list[str]:
 
 
 class Transcript:
-    """A :class:`~project_api.mlperftiny.Device` ``log``: every command sent (with its ``%``)
+    """A :class:`~project_api.tools.mlperftiny.Device` ``log``: every command sent (with its ``%``)
     and every line received, in order, as ``(">" or "<", text)``."""
 
     def __init__(self) -> None:

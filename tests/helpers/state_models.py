@@ -1,4 +1,4 @@
-"""Stateful models built in code, shared by the tests of the state region (tests/test_ops_state.py,
+"""Stateful models built in code, shared by the tests of the state region (tests/emit/test_ops_state.py,
 the ai_ API, the Cortex-M harness): a streaming accumulator over a resource variable."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from helpers.emit_parity import SEEDS, Case
-from project_api.emit.builder import ModelBuilder, TensorRef, quantize_params
+from project_api.tflite.builder import ModelBuilder
+from project_api.tflite.tensors import TensorRef, quantize_params
 
 #: ``branch(mb, dtype, options, name) -> output``: one branch of a parity case.
 Branch = Callable[[ModelBuilder, str, dict[str, Any], str], TensorRef]

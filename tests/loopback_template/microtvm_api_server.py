@@ -32,9 +32,9 @@ import threading
 import time
 
 from project_api import server
+from project_api.api.transport import LoopTransport
 from project_api.errors import FlashError, IoTimeoutError
 from project_api.template import Link, NewProject, TemplateHandler, option
-from project_api.transport import LoopTransport
 
 _LOG = logging.getLogger("loopback_template")
 

@@ -3,7 +3,8 @@ rank-3 tensor ``[B, H, C]`` as ``[B, H, 1, C]`` with a block width of 1."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator, Tensor
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ._movement import check_rank, check_types, const_ints
 from .common import check_counts, tensor_in, tensor_out, unsupported
 

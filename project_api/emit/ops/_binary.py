@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .. import quantize as q
-from ..graph import Graph, Operator, Tensor
 from .common import (
     C_TYPES,
     ConstArray,

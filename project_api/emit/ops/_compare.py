@@ -10,8 +10,9 @@ different scales compare by their real values up to that fixed-point precision.
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .. import quantize as q
-from ..graph import Graph, Operator, Tensor
 from ._binary import broadcast
 from .common import (
     C_TYPES,

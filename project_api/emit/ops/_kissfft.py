@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from . import _signal
 from .common import C_TYPES, ConstArray, Kernel, unsupported
 

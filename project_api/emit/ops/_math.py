@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Operator, Tensor
+
 from .. import quantize as q
-from ..graph import Operator, Tensor
 from .common import unsupported
 
 f32 = np.float32

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
-from ..graph import Graph, Operator, Tensor
+from project_api.archive import dtypes
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .common import ConstArray, Kernel, float_literal, tensor_in, unsupported
 
 #: The element types TFLM's plain data movers take (each op narrows it to its kernel's list).

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Graph, Operator, Tensor
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .common import C_TYPES, check_counts, check_same_type, tensor_in, tensor_out, unsupported
 
 

@@ -4,7 +4,8 @@ division."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator, Tensor
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ._movement import check_rank, check_types, const_ints, expect_shape
 from .common import check_counts, tensor_in, tensor_out, unsupported
 

@@ -10,7 +10,8 @@ ASSIGN copy bytes, as TFLM's ``memcpy``; their schemes are the value's element t
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from .common import unsupported
 
 #: The element types a resource variable holds here (those a model's values take).

@@ -16,8 +16,9 @@ its fixed-point paths.
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from .common import Kernel, check_dtype, check_same_type, per_tensor, unary_operands, unsupported
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from flatbuffers import flexbuffers
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ...errors import EmitError
-from ..graph import Graph, Operator, Tensor
 from .common import check_counts, dtype_scheme, tensor_in, tensor_out, unsupported
 
 #: Keys of at most this many entries (the largest signal op has 9).

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes
-from ..graph import Graph, Operator, Tensor
+from project_api.archive import dtypes
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .common import ConstArray, unsupported
 
 

@@ -5,7 +5,8 @@ copies only between two caller buffers, with ``copy.c.j2``)."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from .common import Kernel, check_same_type, tensor_in, tensor_out, unsupported
 
 #: The element types a view op moves (any the graph's I/O and the tests can carry).

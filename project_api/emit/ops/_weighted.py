@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ...errors import UnsupportedOperatorError
 from .. import quantize as q
-from ..graph import Graph, Operator, Tensor
 from .common import (
     ConstArray,
     check_activation,

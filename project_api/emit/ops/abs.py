@@ -4,7 +4,8 @@ zero points 0), and plain (unquantized) int16 (``abs``, ``-32768`` staying ``-32
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._math import f32, multiplier
 from .common import (

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
 from ._binary import operands, rescaled_sum_params

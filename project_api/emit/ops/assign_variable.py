@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._resource import VALUE_TYPES, resource_input, value_scheme
 from .common import C_TYPES, ConstArray, Kernel, OpSpec, check_counts, unsupported

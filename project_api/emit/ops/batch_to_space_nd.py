@@ -10,7 +10,8 @@ as they are. One move per block offset.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._batch_space import TYPES, operands, valid_run
 from ._movement import Sources, box, move_kernel, strides

@@ -8,7 +8,8 @@ bool. One loop nest that reads a broadcast dimension with stride 0.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     MOVER_TYPES,

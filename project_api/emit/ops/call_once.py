@@ -7,7 +7,8 @@ without running the init again; here a reset is a boot).
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..planner import align
 from ..target import GENERIC, Target
 from ._subgraph import callee, ctype, subgraph_scheme

@@ -12,7 +12,8 @@ TFLM refuses uint8 and int64 (in or out) and the other types.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from .common import C_TYPES, Kernel, OpSpec, conversion_scheme, unary_operands, unsupported
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ...errors import UnsupportedOperatorError
 from .. import quantize as q
-from ..graph import Graph, Operator, Tensor
 
 #: Per-pixel accumulators up to this size live on the C stack; larger ones are planned in the
 #: activation pool (as scratch live during that op only), so deep layers cannot overflow a

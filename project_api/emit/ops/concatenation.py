@@ -8,7 +8,8 @@ int16 ones zero point 0 (scales unchecked, as TFLM). The fused activation must b
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     MOVER_TYPES,

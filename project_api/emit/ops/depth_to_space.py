@@ -9,7 +9,8 @@ loop nest over ``(b, h / bs, h % bs, w / bs, w % bs, d)``.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

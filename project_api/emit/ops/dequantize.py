@@ -3,8 +3,9 @@ does."""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     Kernel,

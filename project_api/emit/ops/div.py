@@ -10,8 +10,9 @@ Cortex-M ``SDIV`` gives."""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._binary import operands
 from ._math import check_unquantized, int32_activation, multiplier

@@ -4,8 +4,9 @@ dequantized input, rescaled and rounded, :func:`..quantize.lut_int8`)."""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._math import f32
 from .common import (

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._compare import prepare_comparison
 from .common import Kernel, OpSpec, dtype_scheme

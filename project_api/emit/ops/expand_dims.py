@@ -7,7 +7,8 @@ TFLM's kernel takes float32, int8 and int16.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._view import view_kernel
 from .common import (

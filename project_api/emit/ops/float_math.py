@@ -5,7 +5,8 @@ TFLM's on the same C library (the host's, in the parity tests)."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from .common import Kernel, OpSpec, check_same_type, unary_operands, unsupported
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from .. import quantize as q
-from ..graph import Graph, Operator, Tensor
 from ..target import GENERIC, Target
 from . import _dsp
 from ._weighted import (

@@ -6,7 +6,8 @@ multiplied in, both multipliers (divided in double) rounded from Q31 to Q15."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._math import f32, multiplier
 from .common import (

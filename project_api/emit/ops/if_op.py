@@ -7,7 +7,8 @@ node's inputs and writes its outputs in place.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._subgraph import Operands, callee, same
 from .common import Kernel, OpSpec, unsupported

@@ -6,7 +6,8 @@ assumes without checking)."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from .common import (
     Kernel,

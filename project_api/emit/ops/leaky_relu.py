@@ -5,8 +5,9 @@ negates)."""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._math import f32, multiplier
 from .common import (

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     Kernel,

@@ -4,7 +4,8 @@ the types are bool in every model TFLite writes, and anything else is refused he
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._binary import broadcast
 from .common import (

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._sigmoid import prepare_activation
 from .common import Kernel, OpSpec

@@ -4,7 +4,8 @@ them), no requantization, in float32, int8, int16 and int32."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._binary import operands
 from .common import Kernel, OpSpec

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from . import _dsp
 from ._reduce import reduction

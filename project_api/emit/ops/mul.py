@@ -4,8 +4,9 @@ wrapping as TFLM's int32 arithmetic, clamped to the fused activation's range).""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._binary import operands
 from ._math import check_unquantized, int32_activation

@@ -7,7 +7,8 @@ Types: float32, int8, int16, int32, int64, the same for all; the codes are copie
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

@@ -10,8 +10,9 @@ elements) gets ``pool2d.dsp.c.j2``: four channels per word (SXTAB16 sums, SSUB8/
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     Kernel,

@@ -5,7 +5,8 @@ product on the negative side, in double as TFLM)."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._binary import operands
 from ._math import multiplier

@@ -7,8 +7,9 @@ of image models whose converter kept a uint8 input or output (with equal scales 
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     C_TYPES,

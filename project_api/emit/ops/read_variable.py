@@ -3,7 +3,8 @@ region, see ``_resource.py``) copied to the output."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._resource import VALUE_TYPES, resource_input, value_scheme
 from .common import Kernel, OpSpec, check_counts, tensor_out

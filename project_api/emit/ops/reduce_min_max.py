@@ -8,8 +8,9 @@ refuses.
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._reduce import reduction
 from .common import Kernel, OpSpec, check_dtype, per_tensor, unsupported

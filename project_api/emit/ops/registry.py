@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from project_api.tflite import schema
+from project_api.tflite.graph import Graph, Operator
+
 from ...errors import UnsupportedOperatorError
-from .. import schema
-from ..graph import Graph, Operator
 from ..target import Target
 from .common import Kernel, OpSpec
 

@@ -11,8 +11,9 @@ requantizes as RELU and clamps to the quantized [-1, 1] of the output."""
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._math import f32, multiplier
 from .common import (

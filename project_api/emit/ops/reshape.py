@@ -8,7 +8,8 @@ or in the options.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._view import VIEW_SCHEMES, view_kernel
 from .common import Kernel, OpSpec, check_counts, dtype_scheme

@@ -18,7 +18,8 @@ import math
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import Sources
 from ._resize import cdiv, operands

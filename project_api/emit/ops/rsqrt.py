@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._math import multiplier
 from .common import (

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, Operator, Tensor
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ..target import GENERIC, Target
 from .common import (
     C_TYPES,

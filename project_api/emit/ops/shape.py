@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import Sources, box, expect_shape, move_kernel, output_scheme
 from .common import ConstArray, Kernel, OpSpec, check_counts, tensor_in, tensor_out

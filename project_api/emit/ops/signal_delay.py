@@ -7,7 +7,8 @@ stream.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

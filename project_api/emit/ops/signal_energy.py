@@ -10,7 +10,8 @@ read or write past them).
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

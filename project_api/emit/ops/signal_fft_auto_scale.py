@@ -9,7 +9,8 @@ reads no options.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

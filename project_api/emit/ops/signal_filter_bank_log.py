@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import ConstArray, Kernel, OpSpec, unsupported

@@ -11,7 +11,8 @@ after Prepare and after a reset): ``4 * num_channels`` bytes of the module's sta
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

@@ -12,7 +12,8 @@ the prefill: ``4 + 2 * rows * capacity`` bytes of the module's state, all zero a
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

@@ -7,7 +7,8 @@ scaling by its radix, as the forward transform), float32 through its float kissf
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from ._kissfft import prepare_fft

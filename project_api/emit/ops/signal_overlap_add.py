@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import C_TYPES, Kernel, OpSpec, unsupported

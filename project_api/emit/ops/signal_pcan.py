@@ -10,7 +10,8 @@ noise estimate is an activation (the spectral subtraction's second output).
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import ConstArray, Kernel, OpSpec, unsupported

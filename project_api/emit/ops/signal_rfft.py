@@ -7,7 +7,8 @@ fixed-point kissfft (scaled by ``1 / fft_length``), float32 through its float ki
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from ._kissfft import prepare_fft

@@ -10,7 +10,8 @@ the first frame has come: ``8 + 2 * size`` bytes of the module's state, all zero
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import Kernel, OpSpec, unsupported

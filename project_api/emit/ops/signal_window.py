@@ -8,7 +8,8 @@ innermost dimension, which TFLM steps through the input by.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from . import _signal
 from .common import ConstArray, Kernel, OpSpec, unsupported

@@ -14,8 +14,9 @@ inverted through its ``1 / (1 + x)`` table (both tables computed here exactly as
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from .common import (
     ConstArray,

@@ -14,7 +14,8 @@ pads. TFLM's result there is undefined: its kernel pads with its parameters'
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._batch_space import TYPES, operands, valid_run
 from ._movement import Sources, box, fill_outside, literal, move_kernel, strides

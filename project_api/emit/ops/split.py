@@ -14,7 +14,8 @@ static, so this is decided exactly at emit time. Otherwise every output is copie
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

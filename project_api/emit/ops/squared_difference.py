@@ -6,7 +6,8 @@ points 0)."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._binary import operands
 from ._math import check_unquantized, multiplier

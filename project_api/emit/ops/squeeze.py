@@ -6,7 +6,8 @@ size-1 dimension goes. The output tensor's static shape must be the result.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._view import VIEW_SCHEMES, view_kernel
 from .common import Kernel, OpSpec, check_counts, dtype_scheme, tensor_in, tensor_out, unsupported

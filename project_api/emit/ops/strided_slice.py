@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

@@ -5,8 +5,9 @@ double, subtracted, requantized to the output; int16 whatever ``pot_scale_int16`
 
 from __future__ import annotations
 
+from project_api.tflite.graph import Graph, Operator
+
 from .. import quantize as q
-from ..graph import Graph, Operator
 from ..target import GENERIC, Target
 from ._binary import operands, rescaled_sum_params
 from ._math import check_unquantized, int32_activation

@@ -13,7 +13,8 @@ stride 0 along every ``m``.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator, Tensor
+from project_api.tflite.graph import Graph, Operator, Tensor
+
 from ..target import GENERIC, Target
 from ._movement import (
     MOVER_TYPES,

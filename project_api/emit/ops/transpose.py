@@ -9,7 +9,8 @@ contiguous run, if the permutation keeps one, as ``memcpy``).
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

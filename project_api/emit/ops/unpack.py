@@ -11,7 +11,8 @@ raise the pool's lower bound; otherwise every output is copied.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import (
     Sources,

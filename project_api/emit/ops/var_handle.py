@@ -3,7 +3,8 @@ the state region (see ``_resource.py``). It computes nothing at run time."""
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from .common import Kernel, OpSpec, check_counts, dtype_scheme, tensor_out, unsupported
 

@@ -7,7 +7,8 @@ bool of one element.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..planner import align
 from ..target import GENERIC, Target
 from ._subgraph import Operands, callee, ctype, same, subgraph_scheme

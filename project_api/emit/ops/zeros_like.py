@@ -6,7 +6,8 @@ Types: float32, int8, int32, int64 (TFLM's list).
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from project_api.tflite.graph import Graph, Operator
+
 from ..target import GENERIC, Target
 from ._movement import Sources, box, check_types, expect_shape, literal, move_kernel, strides
 from .common import Kernel, OpSpec, check_counts, dtype_scheme, tensor_in, tensor_out
