@@ -105,8 +105,10 @@ def pipeline_depth_for(transport: Any) -> int:
     """How many RPC copy requests may be in flight at once on ``transport``.
 
     Only a Project API server's FIFO endpoint (a device process on this host, such as the
-    host template's) gets :data:`FIFO_PIPELINE_DEPTH`; every other link gets 1, the reference
-    behaviour, because a microcontroller may not read its UART while it handles a request.
+    host template's) gets :data:`FIFO_PIPELINE_DEPTH`, or less when the endpoint's optional
+    ``"pipeline_depth"`` asks for less (an emulated microcontroller behind QEMU's FIFOs asks
+    for 1); every other link gets 1, the reference behaviour, because a microcontroller may
+    not read its UART while it handles a request.
 
     Why this cannot deadlock: the host blocks writing only while the device is not reading, and
     the device stops reading only while its output pipe is full. A copy-to request's reply is
@@ -122,6 +124,9 @@ def pipeline_depth_for(transport: Any) -> int:
         transport = transport.child
     endpoint = getattr(transport, "endpoint", None) if isinstance(transport, ProjectTransport) else None
     if isinstance(endpoint, dict) and endpoint.get("type") == "fifo":
+        asked = endpoint.get("pipeline_depth")
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
+            return min(asked, FIFO_PIPELINE_DEPTH)
         return FIFO_PIPELINE_DEPTH
     return 1
 

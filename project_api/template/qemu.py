@@ -103,6 +103,14 @@ def log_tail(log_path: Path, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
 
 
+#: Copy requests a client keeps in flight to an emulated microcontroller: one. Its UART
+#: receive ring holds one packet (``ProjectType.rx_ring_bytes``) and the receive interrupt
+#: drains the emulated UART into it whether or not the firmware keeps up, so a second packet
+#: sent while the first is being handled may overflow the ring (bytes lost, the request never
+#: answered). The host template's FIFOs lose nothing and keep the client's default.
+EMULATED_PIPELINE_DEPTH = 1
+
+
 class QemuSerialLine:
     """Two FIFOs for QEMU's ``pipe`` chardev: ``<dir>/uart.in`` (host to device) and
     ``<dir>/uart.out`` (device to host), in a fresh temporary folder."""
@@ -134,7 +142,7 @@ class QemuSerialLine:
         """The ``"fifo"`` endpoint for the ``open_transport`` reply; our client removes the
         FIFOs once it has opened them, so nothing stays behind if the server is killed."""
         return {"type": "fifo", "rx_path": str(self.rx_path), "tx_path": str(self.tx_path),
-                "remove_after_open": True}
+                "remove_after_open": True, "pipeline_depth": EMULATED_PIPELINE_DEPTH}
 
     def release_spares(self) -> None:
         """Close the spare ends once QEMU holds its own (after the firmware's first output), so

@@ -92,6 +92,26 @@ def test_depth_only_for_fifo_endpoints() -> None:
     project.endpoint = {"type": "fifo", "rx_path": "a", "tx_path": "b"}
     assert pipeline_depth_for(project) == FIFO_PIPELINE_DEPTH
     assert pipeline_depth_for(TransportLogger("x", project)) == FIFO_PIPELINE_DEPTH
+    # An endpoint may ask for less (never more); a bad value is ignored.
+    for asked, want in ((1, 1), (2, 2), (99, FIFO_PIPELINE_DEPTH), (0, FIFO_PIPELINE_DEPTH),
+                        ("2", FIFO_PIPELINE_DEPTH), (True, FIFO_PIPELINE_DEPTH)):
+        project.endpoint = {"type": "fifo", "rx_path": "a", "tx_path": "b",
+                            "pipeline_depth": asked}
+        assert pipeline_depth_for(project) == want, asked
+
+
+def test_emulated_microcontroller_gets_one_request_in_flight(tmp_path) -> None:
+    """QEMU's FIFO endpoint asks for one request in flight: the firmware's receive ring holds
+    one packet, and a second one sent while it works on the first may overflow it."""
+    from project_api.template.qemu import QemuSerialLine
+
+    line = QemuSerialLine(tmp_path)
+    try:
+        project = ProjectTransport(api_client=None)
+        project.endpoint = line.to_json()
+        assert pipeline_depth_for(project) == 1
+    finally:
+        line.close()
 
 
 def test_big_message_is_written_in_pieces() -> None:
