@@ -7,9 +7,11 @@ one there is a broken set-up, never a reason to test less).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,22 @@ def require_tool(name: str) -> str:
     if path is None:
         missing(f"'{name}' is not installed; run 'make setup' (see README) to install the toolchains")
     return path
+
+
+@contextlib.contextmanager
+def path_with_only(bin_dir: Path, tools: tuple[str, ...] = ("make", "sh")) -> Iterator[None]:
+    """Run the block with ``PATH`` holding only ``tools`` and ``python3`` (links in ``bin_dir``):
+    what a machine without the toolchains (or QEMU) looks like to a template server."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for tool in tools:
+        os.symlink(require_tool(tool), bin_dir / tool)
+    os.symlink(sys.executable, bin_dir / "python3")
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = str(bin_dir)
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
 
 
 def shared_path() -> Path | None:

@@ -31,7 +31,8 @@ from project_api.template.runner import require, run_logged
 
 _LOG = logging.getLogger(__name__)
 
-#: The shared firmware sources: the mains of each project type and the port they call.
+#: The shared firmware sources: the mains of each project type, the port they call, and the
+#: platform calls that need nothing but the port (``random.c``).
 FIRMWARE_DIR = Path(__file__).resolve().parent / "firmware"
 #: The firmware of every bare-metal project.
 ELF = "build/firmware.elf"
@@ -51,6 +52,7 @@ def project_types(platform: str, board_sources: tuple[str, ...]) -> dict[str, Pr
     """The three project types of a bare-metal template whose board support is
     ``board_sources`` (start-up, UART, platform, ...): each adds its shared main."""
     ready = banner(platform)
+    board_sources = (*board_sources, "src/random.c")  # TVMPlatformGenerateRandom, shared
     return {
         "host_driven": ProjectType(sources=(*board_sources, "src/main.c"), crt="host_driven",
                                    link="rpc", banner=ready, help="an RPC server on the UART"),

@@ -7,7 +7,6 @@ toolchain or QEMU. Every firmware is built once per session; QEMU boots are shar
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ai_api_helpers import check_against_tflm, hex_of, parse_lines
-from conftest import require_tool
+from conftest import path_with_only, require_tool
 from fault_proxy import KillAfter
 
 from project_api.api.project import GeneratedProject, generate_project
@@ -285,14 +284,7 @@ def test_models_that_do_not_fit_the_fe310_say_so(models_dir: Path, tmp_path: Pat
 def test_missing_toolchain_and_qemu_name_the_debian_package(projects: dict,
                                                             tmp_path: Path) -> None:
     project, _, emitted = projects["qemu_sifive_e", "hello_world_int8"]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("make", "sh"):
-        os.symlink(require_tool(tool), bin_dir / tool)
-    os.symlink(sys.executable, bin_dir / "python3")
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = str(bin_dir)
-    try:
+    with path_with_only(tmp_path / "bin"):
         with generate_project("riscv", emitted.path, tmp_path / "prj", {}) as fresh:
             with pytest.raises(MissingProgramError) as info:
                 fresh.build()
@@ -300,8 +292,6 @@ def test_missing_toolchain_and_qemu_name_the_debian_package(projects: dict,
             with pytest.raises(ProjectAPIError) as no_qemu:
                 with built.session():
                     pass
-    finally:
-        os.environ["PATH"] = saved
     assert "'riscv64-unknown-elf-gcc' is not installed" in str(info.value)
     assert "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in str(info.value)
     assert len(str(info.value).splitlines()) == 1

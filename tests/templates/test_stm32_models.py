@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
+from conftest import path_with_only
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     QEMU_BOARD,
     build_project,
@@ -96,18 +95,9 @@ def test_qemu_killed_mid_session_is_a_clear_error(projects: dict) -> None:
 
 def test_missing_toolchain_gets_the_install_hint(projects: dict, tmp_path: Path) -> None:
     _, _, mlf = projects["hello_world_int8"]
-    bin_dir = tmp_path / "bin"  # make and python, but no arm-none-eabi-gcc
-    bin_dir.mkdir()
-    for tool in ("make", "sh"):
-        os.symlink(require_tool(tool), bin_dir / tool)
-    os.symlink(sys.executable, bin_dir / "python3")
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = str(bin_dir)
-    try:
+    with path_with_only(tmp_path / "bin"):  # make and python, but no arm-none-eabi-gcc
         with generate_project("stm32", mlf.path, tmp_path / "prj", {"board": QEMU_BOARD}) as project:
             with pytest.raises(MissingProgramError) as info:
                 project.build()
-    finally:
-        os.environ["PATH"] = saved
     assert "'arm-none-eabi-gcc' is not installed" in str(info.value)
     assert "gcc-arm-none-eabi" in str(info.value)

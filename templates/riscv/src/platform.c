@@ -2,8 +2,9 @@
  * The board half of platform.h (the generic half is the runtime's "platform" library). Cycle
  * counter: mcycle/mcycleh read as one 64-bit value (under QEMU's -icount shift=0 it counts
  * instructions), or the ESP32-C3's performance counter, which counts cycles in 32 bits and is
- * extended here. Random: xorshift over the counter. Abort: semihosting exit on QEMU; on
- * hardware the core stops with interrupts off until the flash runner resets it.
+ * extended here. Random bytes: the shared firmware/random.c over FirmwareCycles. Abort:
+ * semihosting exit on QEMU; on hardware the core stops with interrupts off until the flash
+ * runner resets it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,24 +54,6 @@ tvm_crt_error_t TVMCrtPlatform_CycleCount(uint64_t* out_cycles) {
 }
 
 uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return BOARD_CPU_HZ; }
-
-static uint32_t g_random_state;
-static uint32_t g_random_calls;
-
-tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
-  size_t i;
-  g_random_state ^= (uint32_t)FirmwareCycles() ^ (++g_random_calls * 0x9E3779B9u);
-  if (g_random_state == 0) {
-    g_random_state = 0x6D2B79F5u;
-  }
-  for (i = 0; i < num_bytes; ++i) {
-    g_random_state ^= g_random_state << 13;
-    g_random_state ^= g_random_state >> 17;
-    g_random_state ^= g_random_state << 5;
-    buffer[i] = (uint8_t)(g_random_state >> 24);
-  }
-  return kTvmErrorNoError;
-}
 
 tvm_crt_error_t TVMPlatformInitialize(void) {
   CounterInit();

@@ -3,8 +3,8 @@
  * memory pool, message formatting, the timer, no-op hooks). Cycle counter: SysTick at SYSCLK,
  * extended to 64 bits by its wrap interrupt (under QEMU's -icount shift=0 it counts instructions
  * deterministically).
- * Random: xorshift over SysTick mixed with a call counter. Abort: semihosting exit on QEMU, a
- * system reset on hardware. Also the semihosting calls and FirmwareStop.
+ * Random bytes: the shared firmware/random.c over FirmwareCycles (SysTick). Abort:
+ * semihosting exit on QEMU, a system reset on hardware. Also the semihosting calls and FirmwareStop.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,24 +52,6 @@ uint64_t TVMCrtPlatform_CycleFrequencyHz(void) { return g_sysclk_hz; }
 uint64_t FirmwareCycles(void) { return SysTickCycles(); }
 
 uint32_t FirmwareCpuHz(void) { return g_sysclk_hz; }
-
-static uint32_t g_random_state;
-static uint32_t g_random_calls;
-
-tvm_crt_error_t TVMPlatformGenerateRandom(uint8_t* buffer, size_t num_bytes) {
-  size_t i;
-  g_random_state ^= (uint32_t)SysTickCycles() ^ (++g_random_calls * 0x9E3779B9u);
-  if (g_random_state == 0) {
-    g_random_state = 0x6D2B79F5u;
-  }
-  for (i = 0; i < num_bytes; ++i) {
-    g_random_state ^= g_random_state << 13;
-    g_random_state ^= g_random_state >> 17;
-    g_random_state ^= g_random_state << 5;
-    buffer[i] = (uint8_t)(g_random_state >> 24);
-  }
-  return kTvmErrorNoError;
-}
 
 tvm_crt_error_t TVMPlatformInitialize(void) {
   SysTickInit();
