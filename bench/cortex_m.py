@@ -15,9 +15,9 @@ Per model: instructions per inference (generic, cortex-m4 with int8 and with int
 the module's ``.text`` and ``.rodata`` and our activation pool (with its lower bound and the
 generic build's pool); the constants beside the ``.tflite``'s weight bytes (every constant
 tensor's buffer plus 4 bytes per per-channel scale of its int8 weights) and their ratio; TFLM +
-CMSIS-NN's instructions as quoted in issue #22 (same setup, measured with
-``bench/anchors/tflm_cmsis_nn.py``; pass its ``--json`` output as ``--anchors`` to print the
-re-measured figures beside them) and our ratio to each. Then per model and per operator
+CMSIS-NN's instructions as quoted in issue #22 (same setup, measured by hand; ``--anchors FILE``
+prints figures re-measured by hand, ``{"models": {NAME: {"instructions": N}}}``, beside them)
+and our ratio to each. Then per model and per operator
 (profile builds): nominal MACs and instructions per MAC, generic vs cortex-m4.
 
 Then every core (``--cores``; :mod:`project_api.emit.machines`: micro:bit M0, AN385 M3, AN386
@@ -252,7 +252,7 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=REPO.parent / "shared" / "models")
     ap.add_argument("--models", help="comma-separated model names (default: every shared one)")
     ap.add_argument("--anchors", type=Path,
-                    help="the JSON written by bench/anchors/tflm_cmsis_nn.py --json")
+                    help='M4 anchors re-measured by hand: {"models": {NAME: {"instructions": N}}}')
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     ap.add_argument("--cores", default=",".join(MACHINES),
                     help=f"comma-separated cores for the every-core table (default: "
