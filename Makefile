@@ -33,6 +33,7 @@ bench: setup
 	$(VENV)/bin/python bench/validate.py
 	$(VENV)/bin/python bench/stm32.py
 	$(VENV)/bin/python bench/cortex_m.py
+	$(VENV)/bin/python bench/riscv.py
 	$(VENV)/bin/python bench/profile.py
 	$(VENV)/bin/python bench/farm.py
 	$(VENV)/bin/python bench/graph_memory.py
