@@ -296,3 +296,18 @@ def test_missing_toolchain_and_qemu_name_the_debian_package(projects: dict,
     assert "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in str(info.value)
     assert len(str(info.value).splitlines()) == 1
     assert "apt-get install qemu-system-misc" in str(no_qemu.value), str(no_qemu.value)
+
+
+def test_one_go_run_on_the_fe310_equals_tflite_micro(models_dir: Path, tmp_path: Path) -> None:
+    """docs/riscv.md's one command: emit for the board's core, generate, build, boot QEMU's
+    FE310 and run, the output checked against TFLite Micro; nothing left in the folder."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "project_api", "run", "--template", "riscv", "--model",
+         str(models_dir / "micro_speech_int8.tflite"), "-o", "board=qemu_sifive_e", "--check",
+         "--repeat", "1"],
+        capture_output=True, text=True, timeout=600, cwd=work)
+    assert out.returncode == 0, out.stderr
+    assert "check output 0 against TFLite Micro: OK" in out.stdout, out.stdout
+    assert list(work.iterdir()) == []
