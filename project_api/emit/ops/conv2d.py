@@ -106,7 +106,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 0, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc)
-    if target.dsp:
+    if target.dsp and not target.mve:
         if target.weights == "int8":
             kernel = prepare_dsp8(op, x, w, y, params, bias, consts)
             if kernel is not None:
@@ -122,8 +122,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
                                                                                bound)
+    params["mve"] = target.mve  # the portable loops with their dot products on Helium
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
-                  scratch_bytes=scratch)
+                  scratch_bytes=scratch, headers=("mve.h.j2",) if target.mve else ())
 
 
 def _folded_overflows(op: Operator, graph: Graph, w: Tensor, b: Tensor | None, oc: int) -> bool:
