@@ -134,8 +134,11 @@ def kernels_summary(result: EmitResult) -> str:
         return f"{target.name} kernels (portable C)"
     uses = result.kernels
     dsp = sum(1 for u in uses if u.kernel == "dsp")
+    mve = sum(1 for u in uses if u.kernel == "mve")
     generic = result.generic_on_dsp
     words = f"{dsp} with {target.name} DSP kernels" if dsp else f"no {target.name} DSP kernel applies"
+    if mve:
+        words = f"{mve} with {target.name} Helium (MVE) kernels, {words}"
     if not generic:
         return words
     nodes: dict[str, list[int]] = {}

@@ -87,8 +87,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc).astype(np.int32)
-    dsp = target.dsp and not target.mve  # Helium: the portable loops with MVE taps
-    if dsp and g["c"] == 1:
+    if target.dsp and g["c"] == 1:
         # out[.., o] = sum over taps of w[ky, kx, o] * x[.., 0]: CONV_2D weights [o, ky, kx, 1]
         as_conv = SimpleNamespace(shape=(oc, kh, kw, 1),
                                   data=np.ascontiguousarray(w.data.transpose(3, 1, 2, 0)))
@@ -99,11 +98,11 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                 return kernel
         return prepare_dsp(op, x, as_conv, y, dict(params, in_off=-in_zp),
                            bias.astype(np.int64), consts)
-    if dsp and dm == 1 and oc % 4 == 0 and target.weights == "int8":
+    if target.dsp and dm == 1 and oc % 4 == 0 and target.weights == "int8":
         kernel = _prepare_dsp8(op, x, w, y, params, bias, consts)
         if kernel is not None:
             return kernel
-    if dsp and dm == 1 and oc % 4 == 0:
+    if target.dsp and dm == 1 and oc % 4 == 0:
         wi = w.data.astype(np.int64).reshape(kh * kw, oc)
         m, s = consts
         rq = _dsp.requant(params, m, s, _dsp.acc_bound(wi.T, bias, 255))
@@ -114,9 +113,11 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     bound = _dsp.acc_bound(w.data.reshape(kh * kw, oc).T, bias, 255)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + _dsp.requant(params, *consts, bound)
-    params["mve"] = target.mve
+    # where no DSP kernel applies, Helium's taps (where the DSP ones do, they beat these:
+    # bench/cortex_m.py on mps3-an547)
+    params["mve"] = target.mve and dm == 1
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
-                  scratch_bytes=scratch, headers=("mve.h.j2",) if target.mve else ())
+                  scratch_bytes=scratch, headers=("mve.h.j2",) if params["mve"] else ())
 
 
 #: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).
