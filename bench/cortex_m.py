@@ -21,8 +21,8 @@ and our ratio to each. Then per model and per operator
 (profile builds): nominal MACs and instructions per MAC, generic vs cortex-m4.
 
 Then every core (``--cores``; :mod:`project_api.emit.machines`: micro:bit M0, AN385 M3, AN386
-M4, AN500 M7, AN505 M33, AN547 M55) on its own machine with the fastest scheme offered there:
-one profile firmware per core holding every model that fits (one boot), outputs checked against
+M4, AN500 M7, AN505 M33, AN547 M55) on its own machine with the fastest scheme offered there
+(the M55: its DSP kernels, then Helium's mve-int8): one profile firmware per core and scheme holding every model that fits (one boot), outputs checked against
 TFLM, instructions per inference beside that core's anchor from ``bench/anchors/cortex_m.json``
 (``n/a (not measured)`` where it has none) and the ratio, then per operator (and per MAC).
 
@@ -73,11 +73,19 @@ CORE_GOAL = {"cortex-m0": 0.5, "cortex-m3": 0.5, "cortex-m4": 0.45, "cortex-m7":
              "cortex-m33": 0.5, "cortex-m55": 0.6}
 
 
-def core_scheme(core: str) -> tuple[str, str | None, str]:
-    """The fastest scheme offered on ``core``: (kernel target, weights, scheme)."""
+def core_schemes(core: str) -> list[tuple[str, str | None, str]]:
+    """The schemes measured on ``core``, (kernel target, weights, scheme) each: the fastest
+    offered there, after the DSP kernels where the fastest is Helium's (the figure before it)."""
+    if ("mve-int8", core) in RUN_ON:
+        return [(f"-mcpu={core}+nomve", "int8", "dsp-int8"), (core, "int8", "mve-int8")]
     if ("dsp-int8", core) in RUN_ON:
-        return core, "int8", "dsp-int8"
-    return "generic", None, "generic"
+        return [(core, "int8", "dsp-int8")]
+    return [("generic", None, "generic")]
+
+
+def kernel_label(kernel) -> str:
+    """The kernel's template, ``+mve`` where its loops are Helium's."""
+    return kernel.template.replace(".c.j2", "") + ("+mve" if kernel.params.get("mve") else "")
 
 
 def load_anchors(path: Path) -> dict[tuple[str, str], dict]:
@@ -89,11 +97,14 @@ def load_anchors(path: Path) -> dict[tuple[str, str], dict]:
             for model, rec in c.get("models", {}).items() if "instructions" in rec}
 
 
-def measure_core(core: str, models: dict[str, bytes], work: Path, cal_lines: set) -> dict:
-    """Every model on ``core``'s machine with its fastest scheme: one profile firmware for all
-    that fit together (one boot), outputs checked against TFLM, instructions and per-operator
-    instructions (the operator hooks, a few instructions each, are inside the total)."""
-    target, weights, scheme = core_scheme(core)
+def measure_core(core: str, models: dict[str, bytes], work: Path, cal_lines: set,
+                 spec: tuple[str, str | None, str]) -> dict:
+    """Every model on ``core``'s machine with scheme ``spec`` (:func:`core_schemes`): one
+    profile firmware for all that fit together (one boot), outputs checked against TFLM,
+    instructions and per-operator instructions (the operator hooks, a few instructions each,
+    are inside the total)."""
+    target, weights, scheme = spec
+    work = work / scheme
     cases = []
     for k, (name, data) in enumerate(models.items()):
         gen = emit_sources(data, name=f"m{k}", target=target, weights=weights)
@@ -117,7 +128,7 @@ def measure_core(core: str, models: dict[str, bytes], work: Path, cal_lines: set
             check(models[name], x, r.outputs, f"{name} on {core}")
             cal_lines.add(f"{MACHINES[core].name}: {r.calibration.line()}")
             ops = [{"node": k.op.index, "op": k.op.opcode,
-                    "kernel": k.template.replace(".c.j2", ""), "macs": macs(k),
+                    "kernel": kernel_label(k), "macs": macs(k),
                     "instructions": r.per_op.get(k.op.index, 0.0)}
                    for k in gen.kernels if not k.alias]
             out["models"][name] = {"instructions": r.instructions, "ops": ops}
@@ -129,9 +140,10 @@ def print_cores(cores: dict, anchors: dict[tuple[str, str], dict]) -> None:
           " the fastest scheme offered there, outputs bit-exact with TFLM ==")
     print(f"  {'core':10} {'machine':11} {'scheme':9} {'model':20} {'ours':>10}  "
           f"{'anchor (TFLM+CMSIS-NN)':>24} {'ratio':>6} {'goal':>5}")
-    for core, c in cores.items():
+    runs = [(core, c, run) for core, c in cores.items() for run in c["runs"]]
+    for core, c0, c in runs:
         goal = CORE_GOAL[core]
-        for name in c["all"]:
+        for name in c0["all"]:
             r = c["models"].get(name)
             if r is None:
                 print(f"  {core:10} {MACHINES[core].name:11} {c['scheme']:9} {name:20} "
@@ -144,12 +156,23 @@ def print_cores(cores: dict, anchors: dict[tuple[str, str], dict]) -> None:
             print(f"  {core:10} {MACHINES[core].name:11} {c['scheme']:9} {name:20} "
                   f"{fmt_m(r['instructions'])}  {cell} {g:5.2f}")
     print(f"  (anchors from {ANCHORS_FILE.relative_to(REPO)}; ratio: ours / anchor)")
+    print("\nInstructions per MAC per kernel on every core (all layers of the models above):")
+    for core, _, c in runs:
+        per: dict = {}
+        for r in c["models"].values():
+            for o in r["ops"]:
+                if o["macs"]:
+                    k = per.setdefault(o["kernel"], [0, 0.0])
+                    k[0] += o["macs"]
+                    k[1] += o["instructions"]
+        for k, (m, n) in sorted(per.items()):
+            print(f"  {core:10} {c['scheme']:9} {k:32} {n / m:6.2f}  ({m} MACs)")
     print("\nPer operator on every core (instructions, and per MAC where it has MACs):")
-    for core, c in cores.items():
+    for core, _, c in runs:
         for name, r in c["models"].items():
             tm = sum(o["macs"] for o in r["ops"])
             tot = sum(o["instructions"] for o in r["ops"])
-            head = f"  {core} {name}: {len(r['ops'])} operators"
+            head = f"  {core} {c['scheme']} {name}: {len(r['ops'])} operators"
             print(head + (f", {tot / tm:.2f} instructions per MAC overall" if tm else ""))
             for o in r["ops"]:
                 ipm = f"{o['instructions'] / o['macs']:7.2f}/MAC" if o["macs"] else ""
@@ -289,8 +312,9 @@ def main() -> int:
             if core not in MACHINES:
                 print(f"unknown core {core!r}: one of {', '.join(MACHINES)}", file=sys.stderr)
                 return 2
-            cores[core] = measure_core(core, models, Path(tmp), cal_lines)
-            cores[core]["all"] = list(models)
+            cores[core] = {"all": list(models),
+                           "runs": [measure_core(core, models, Path(tmp), cal_lines, spec)
+                                    for spec in core_schemes(core)]}
         report["cores"] = cores
     for line in sorted(cal_lines):
         print(line)

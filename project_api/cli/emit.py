@@ -35,6 +35,9 @@ examples:
 cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
 portable C with the same results) or cortex-m0 (generic kernels). A TVM target string or
 -mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
+cortex-m55 adds Helium (MVE) kernels where they beat the DSP ones (fully connected, unpadded
+convolutions); -mcpu=cortex-m55+nomve keeps the DSP kernels alone, and cortex-m85 (no emulator
+has run Helium on it) gets them too. docs/cores.md lists what runs on each core.
 On a DSP target the summary says how many operators got its DSP kernels and lists those that
 took a generic one ('project-api ops' shows which operators and types have DSP kernels).
 --weights picks the DSP convolutions' weight layout: int8 (the default: the model's int8
@@ -134,8 +137,11 @@ def kernels_summary(result: EmitResult) -> str:
         return f"{target.name} kernels (portable C)"
     uses = result.kernels
     dsp = sum(1 for u in uses if u.kernel == "dsp")
+    mve = sum(1 for u in uses if u.kernel == "mve")
     generic = result.generic_on_dsp
     words = f"{dsp} with {target.name} DSP kernels" if dsp else f"no {target.name} DSP kernel applies"
+    if mve:
+        words = f"{mve} with {target.name} Helium (MVE) kernels, {words}"
     if not generic:
         return words
     nodes: dict[str, list[int]] = {}

@@ -35,15 +35,16 @@ class KernelUse:
     node: int
     op: str  # the operator's name
     scheme: str  # its dtype scheme (float32, int8, int16x8, ...)
-    kernel: str  # "dsp" (a DSP-extension kernel), "generic" (portable C) or "view" (no code:
-    # a view of its input, or a VAR_HANDLE naming a state slot)
+    kernel: str  # "dsp" (a DSP-extension kernel), "mve" (a Helium one), "generic" (portable C)
+    # or "view" (no code: a view of its input, or a VAR_HANDLE naming a state slot)
     template: str
 
 
 def kernel_uses(gen: Generated) -> list[KernelUse]:
     """The kernel each node of ``gen`` got, in execution order."""
     return [KernelUse(k.op.index, k.op.name, k.scheme,
-                      "view" if k.alias or k.no_code else "dsp" if k.dsp else "generic",
+                      "view" if k.alias or k.no_code else "dsp" if k.dsp
+                      else "mve" if k.params.get("mve") else "generic",
                       k.template)
             for k in gen.kernels]
 

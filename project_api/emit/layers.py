@@ -56,7 +56,8 @@ class Layer:
     position: int
     node: int  #: the operator's index in the model
     op: str  #: its BuiltinOperator name (a custom operator's name)
-    kernel: str  #: "dsp", "generic", "view" (no code) or "tvm" (a fused function TVM compiled)
+    #: "dsp", "mve" (Helium), "generic", "view" (no code) or "tvm" (a fused function TVM compiled)
+    kernel: str
     scheme: str  #: the dtype scheme (int8, float32, int16x8, ...)
     function: str | None  #: its C function (None: a view, no code)
     inputs: tuple[TensorFacts, ...]
@@ -214,7 +215,8 @@ def layers(gen: Any, graph: Graph) -> list[Layer]:
     out = []
     for pos, k in enumerate(gen.kernels):
         view = bool(k.alias)
-        kernel = "view" if view else "dsp" if k.dsp else "generic"
+        kernel = ("view" if view else "dsp" if k.dsp
+                  else "mve" if k.params.get("mve") else "generic")
         weights = 0 if view else sum(int(c.values.size) * _CTYPE_BYTES[c.ctype]
                                      for c in k.constants)
         out.append(Layer(

@@ -5,12 +5,15 @@
 the SIMD loops, ACLE intrinsics (``__smlad``, ``__sxtb16``, ``__ssat``, ...) from the compiler's
 own ``<arm_acle.h>``, and a portable C definition of each intrinsic (``kernels/arm_dsp.h.j2``)
 when the C is compiled for a CPU without the extension, so the same source runs bit-exact on the
-host. ``cortex-m55`` (and ``cortex-m85``, the same MVE) gets those DSP kernels too until Helium
-kernels exist: they are the ones shown bit-exact on its machine. ``cortex-m0`` (and M0+, M1, M23,
-M33 without DSP) and ``cortex-m3`` have no DSP extension and get the portable kernels.
+host. ``cortex-m55`` gets the Helium (MVE) kernels (scheme ``mve-int8``: the convolutions, depthwise
+convolutions and FULLY_CONNECTED as the portable loops with their dot products in MVE intrinsics,
+``kernels/mve.h.j2``; every other operator the DSP kernels); ``-mcpu=cortex-m55+nomve`` the DSP
+kernels alone. ``cortex-m85`` has the same MVE but no emulator runs it, so it gets the DSP kernels
+that ran on the M55's machine, never the MVE ones. ``cortex-m0`` (and M0+, M1, M23, M33 without
+DSP) and ``cortex-m3`` have no DSP extension and get the portable kernels.
 
 Every target name is bound to the emulated machine of its core (:mod:`.machines`), and a kernel
-scheme (:func:`scheme`: ``generic``, ``dsp-int8``, ``dsp-int16``) is offered for a core only if
+scheme (:attr:`Target.scheme`: ``generic``, ``dsp-int8``, ``dsp-int16``, ``mve-int8``) is offered for a core only if
 CI runs it there bit-exact with TFLite Micro (:data:`RUN_ON`, ``tests/emit/test_emit_cores.py``); any
 other pair is refused.
 
@@ -50,12 +53,16 @@ _CORES = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cor
 RUN_ON: frozenset[tuple[str, str]] = frozenset(
     {("generic", c) for c in _CORES}
     | {(s, c) for s in ("dsp-int8", "dsp-int16")
-       for c in ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")})
+       for c in ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")}
+    | {("mve-int8", "cortex-m55")})
+#: CPUs with Helium (integer MVE) whose MVE kernels have run on an emulated machine (the M85's
+#: has none: it gets the DSP kernels).
+_MVE_CPUS = ("cortex-m55",)
 
 
 @dataclass(frozen=True)
 class Target:
-    """A kernel target: its name and whether it gets the DSP-extension kernels."""
+    """A kernel target: its name and whether it gets the DSP-extension (and Helium) kernels."""
 
     name: str
     dsp: bool
@@ -63,10 +70,15 @@ class Target:
     mcpu: str | None = None
     #: Weight layout of the DSP convolution kernels: ``int8`` or ``int16`` (:data:`WEIGHT_LAYOUTS`).
     weights: str = "int8"
+    #: Whether the convolutions and FULLY_CONNECTED get the Helium (MVE) kernels.
+    mve: bool = False
 
     @property
     def scheme(self) -> str:
-        """The kernel scheme: ``generic``, or ``dsp-<weights>`` on a DSP target."""
+        """The kernel scheme: ``generic``, ``dsp-<weights>`` on a DSP target, ``mve-<weights>``
+        on a Helium one."""
+        if self.mve:
+            return f"mve-{self.weights}"
         return f"dsp-{self.weights}" if self.dsp else "generic"
 
     @property
@@ -124,8 +136,9 @@ def offered(target: Target) -> Target:
     if core is None or (target.scheme, core) in RUN_ON:
         return target
     there = sorted(s for s, c in RUN_ON if c == core)
+    hint = " (-mcpu=cortex-m55+nomve for the DSP kernels)" if target.mve else ""
     raise EmitError(f"--target {target.name}: the {target.scheme} kernels have never run on "
-                    f"{core}; use {' or '.join(there) or '--target generic'}")
+                    f"{core}; use {' or '.join(there) or '--target generic'}{hint}")
 
 
 def from_mcpu(mcpu: str) -> Target:
@@ -135,7 +148,8 @@ def from_mcpu(mcpu: str) -> Target:
     if base in _DSP_CPUS:
         if "nodsp" in features:
             return Target("cortex-m0", False, cpu)
-        return Target(_DSP_CPUS[base], True, cpu)
+        mve = base in _MVE_CPUS and "nomve" not in features
+        return Target(_DSP_CPUS[base], True, cpu, mve=mve)
     if base in _PLAIN_CPUS:
         return Target(_PLAIN_CPUS[base], False, cpu)
     raise EmitError(f"-mcpu={mcpu}: no kernel target for this CPU (known: "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import require_tool
-from helpers.emit_cases import dsp_cases
+from helpers.emit_cases import MVE_CASES, dsp_cases
 from helpers.emit_parity import WEIGHT_LAYOUT_OPS
 
 from project_api.emit import cortex_m_harness as H
@@ -35,8 +35,10 @@ MODELS = ["hello_world_int8", "hello_world_float", "micro_speech_int8", "kws_ref
 #: Models that do not fit a machine (the micro:bit's nRF51 has 16 KiB of RAM).
 DOES_NOT_FIT = {"cortex-m0": {"kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8",
                               "ad01_int8"}}
-#: The kernel target each core's schemes are emitted for.
-TARGET_OF_CORE = {c: c for c in MACHINES}
+#: The kernel target each core's DSP schemes are emitted for (the M55's without its MVE).
+TARGET_OF_CORE = {c: c for c in MACHINES} | {"cortex-m55": "-mcpu=cortex-m55+nomve"}
+#: The kernel target of each MVE scheme's core.
+MVE_TARGET = {"cortex-m55": "cortex-m55"}
 #: The cores whose DSP cases the test here runs (the M4 runs them all in test_emit_cortex_m).
 DSP_SHARE = {"cortex-m7": 0, "cortex-m33": 1, "cortex-m55": 2}
 PAIRS = sorted(RUN_ON, key=lambda p: (list(MACHINES).index(p[1]), p[0]))
@@ -47,6 +49,9 @@ MODEL_PAIRS = [p for p in PAIRS if p[1] != "cortex-m4"]
 def _emit(data: bytes, name: str, core: str, scheme: str):
     if scheme == "generic":
         return emit_sources(data, name=name, target="generic")
+    if scheme.startswith("mve-"):
+        return emit_sources(data, name=name, target=MVE_TARGET[core],
+                            weights=scheme.removeprefix("mve-"))
     return emit_sources(data, name=name, target=TARGET_OF_CORE[core],
                         weights=scheme.removeprefix("dsp-"))
 
@@ -133,7 +138,7 @@ def test_models_on_their_core_match_tflm(arm_tools, model_bytes, tmp_path, schem
 
 
 @pytest.mark.parametrize(("scheme", "core"),
-                         [p for p in PAIRS if p[1] in DSP_SHARE and p[0] != "generic"],
+                         [p for p in PAIRS if p[1] in DSP_SHARE and p[0].startswith("dsp-")],
                          ids=lambda v: v)
 def test_dsp_cases_on_their_core_match_tflm(arm_tools, tmp_path, scheme, core):
     """A third of the DSP kernels' parity cases (every code path over the three cores), one
@@ -153,6 +158,48 @@ def test_dsp_cases_on_their_core_match_tflm(arm_tools, tmp_path, scheme, core):
     suite = H.build_suite(built, tmp_path, core=core)
     results = H.run_suite(suite, timeout=240)
     _check(results, labelled, MACHINES[core].name)
+
+
+def test_mve_cases_on_m55_match_tflm(arm_tools, tmp_path):
+    """The Helium kernels over channel counts that leave every MVE loop a tail, and the M55's
+    third of the DSP cases (the operators without MVE kernels keep the DSP ones), emitted for
+    the mve-int8 scheme: one firmware, one boot on mps3-an547."""
+    core = "cortex-m55"
+    share = [c for k, c in enumerate(dsp_cases()) if k % 3 == DSP_SHARE[core]]
+    mve_cases = list(dsp_cases(rows=MVE_CASES))
+    built, labelled = [], []
+    for k, case in enumerate([*mve_cases, *share]):
+        model, _ = case.build()
+        gen = emit_sources(model, name=f"c{k}", target=MVE_TARGET[core])
+        if k < len(mve_cases):  # the case reaches a Helium kernel
+            assert any(kn.params.get("mve") for kn in gen.kernels), case.id
+        inputs = _inputs(gen, 11)
+        built.append((gen, inputs))
+        labelled.append((f"{case.id} (mve-int8)", model, inputs))
+    suite = H.build_suite(built, tmp_path, core=core)
+    _check(H.run_suite(suite, timeout=240), labelled, MACHINES[core].name)
+
+
+@pytest.mark.parametrize(("mcpu", "helium"), [("cortex-m55", True), ("cortex-m4", False)])
+def test_mve_c_is_helium_on_the_m55_and_portable_elsewhere(arm_tools, model_bytes, tmp_path,
+                                                           mcpu, helium):
+    """The mve-int8 C compiles -Werror to MVE's VMLADAVA for the M55, and to its portable loops
+    for a CPU without MVE (the same source runs on both). (KWS's depths are whole vectors, so
+    the compiler drops the VCTP tails; test_mve_cases_on_m55_match_tflm runs them.)"""
+    import subprocess
+
+    from project_api.system.paths import crt_dir
+
+    gen = emit_sources(model_bytes["kws_ref_model_int8"], target="cortex-m55")
+    (tmp_path / "tvmgen_default.h").write_text(gen.header)
+    src = tmp_path / "lib0.c"
+    src.write_text(gen.source)
+    subprocess.run([H.CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", f"-mcpu={mcpu}",
+                    "-mthumb", "-mfloat-abi=hard", f"-I{tmp_path}", f"-I{crt_dir() / 'include'}",
+                    "-S", str(src), "-o", str(tmp_path / "lib0.s")], check=True,
+                   capture_output=True, text=True)
+    asm = (tmp_path / "lib0.s").read_text()
+    assert ("vmladava.s8" in asm) == helium
 
 
 @pytest.mark.parametrize("core", ["cortex-m0", "cortex-m3"])
@@ -181,7 +228,11 @@ def test_targets_are_bound_to_their_machines():
         assert (t.scheme, t.core) in RUN_ON
     assert resolve("cortex-m85").core == "cortex-m55"  # the same MVE: run on the M55's machine
     assert resolve("-mcpu=cortex-m3").name == "cortex-m3"
-    assert resolve("cortex-m55").dsp
+    assert resolve("cortex-m55").scheme == "mve-int8"  # Helium by default, run on AN547
+    assert resolve("-mcpu=cortex-m55+nomve").scheme == "dsp-int8"
+    # no emulator runs the M85: it gets the DSP kernels shown on the M55's machine, never MVE
+    assert resolve("cortex-m85").scheme == "dsp-int8"
+    assert not any(c == "cortex-m85" for _, c in RUN_ON)
 
 
 def test_a_scheme_that_never_ran_is_refused(monkeypatch):

@@ -53,6 +53,7 @@ DSP_MODELS = ("kws_ref_model_int8", "vww_96_int8", "ic_resnet8_int8", "ad01_int8
     ("-mcpu=cortex-m3", "cortex-m3", False),
     ("cortex-m3", "cortex-m3", False),
     ("cortex-m55", "cortex-m55", True),
+    ("-mcpu=cortex-m55+nomve", "cortex-m55", True),
     ("-mcpu=cortex-m85", "cortex-m85", True),
 ])
 def test_target_resolution(spec, name, dsp):

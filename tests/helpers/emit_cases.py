@@ -71,10 +71,31 @@ DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-def dsp_cases(seeds: Iterable[int] = (0, 1, 2)) -> Iterator[Case]:
-    """One case per DSP_CASES row and mode (per-channel too for the weighted operators), a
-    branch per seed."""
-    for op, label, opts in DSP_CASES:
+#: Shapes that reach a Helium kernel of the mve-int8 scheme with channel counts that leave its
+#: MVE loops a partial last vector (16 int8 lanes in the dot products, 4 int32 lanes in the
+#: depthwise taps): 1x1 and unpadded convolutions (a whole filter row per dot product, or a tap
+#: at a time when dilated), depthwise convolutions no DSP kernel takes, fully connected.
+MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("CONV_2D", "pw_c19_f5", {"input_shape": (1, 3, 4, 19), "filters": 5, "kernel_size": 1}),
+    ("CONV_2D", "pw_c37_f3_s2", {"input_shape": (1, 5, 5, 37), "filters": 3, "kernel_size": 1,
+                                 "stride": 2, "padding": "VALID"}),
+    ("CONV_2D", "k3_c7_f6_valid", {"input_shape": (1, 6, 7, 7), "filters": 6,
+                                   "kernel_size": 3, "padding": "VALID"}),
+    ("CONV_2D", "k3_c19_f5_valid_d2", {"input_shape": (1, 7, 8, 19), "filters": 5,
+                                       "kernel_size": 3, "padding": "VALID", "dilation": 2}),
+    ("DEPTHWISE_CONV_2D", "c7_k3_same", {"input_shape": (1, 5, 6, 7), "kernel_size": 3}),
+    ("DEPTHWISE_CONV_2D", "c13_k3_s2", {"input_shape": (1, 7, 6, 13), "kernel_size": 3,
+                                        "stride": 2}),
+    ("FULLY_CONNECTED", "d23_u5", {"input_shape": (1, 23), "units": 5}),
+    ("FULLY_CONNECTED", "d33_u3_batch2", {"input_shape": (2, 33), "units": 3}),
+]
+
+
+def dsp_cases(seeds: Iterable[int] = (0, 1, 2),
+              rows: list[tuple[str, str, dict[str, Any]]] | None = None) -> Iterator[Case]:
+    """One case per DSP_CASES (or ``rows``) row and mode (per-channel too for the weighted
+    operators), a branch per seed."""
+    for op, label, opts in DSP_CASES if rows is None else rows:
         modes = ("int8", "int8_per_channel") if op in WEIGHTED else ("int8",)
         for mode in modes:
             case = Case(op, mode, {"dsp": label})

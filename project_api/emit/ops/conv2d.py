@@ -106,7 +106,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 0, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc)
-    if target.dsp:
+    mve = target.mve and _mve_wins(params)
+    if target.dsp and not mve:
         if target.weights == "int8":
             kernel = prepare_dsp8(op, x, w, y, params, bias, consts)
             if kernel is not None:
@@ -122,8 +123,18 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
                                                                                bound)
+    params["mve"] = mve  # the portable loops with their dot products on Helium
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
-                  scratch_bytes=scratch)
+                  scratch_bytes=scratch, headers=("mve.h.j2",) if mve else ())
+
+
+def _mve_wins(params: dict) -> bool:
+    """Whether the Helium kernel beats the DSP ones (measured on mps3-an547, bench/cortex_m.py):
+    the dot form (no tap in the padding) with at least one full 16-lane vector per dot product
+    (a filter row of kw x c contiguous bytes, or c per tap when dilated). The padded "tap" form,
+    its accumulators in memory, and shallow inputs stay with the DSP kernels."""
+    run = params["kw"] * params["c"] if params["dw"] == 1 else params["c"]
+    return params["form"] == "dot" and run >= 16
 
 
 def _folded_overflows(op: Operator, graph: Graph, w: Tensor, b: Tensor | None, oc: int) -> bool:

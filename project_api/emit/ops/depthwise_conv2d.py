@@ -113,8 +113,11 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     bound = _dsp.acc_bound(w.data.reshape(kh * kw, oc).T, bias, 255)
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias)] + _dsp.requant(params, *consts, bound)
+    # where no DSP kernel applies, Helium's taps (where the DSP ones do, they beat these:
+    # bench/cortex_m.py on mps3-an547)
+    params["mve"] = target.mve and dm == 1
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
-                  scratch_bytes=scratch)
+                  scratch_bytes=scratch, headers=("mve.h.j2",) if params["mve"] else ())
 
 
 #: Most taps the DSP kernel unrolls over all its pixel classes (else it loops with bounds checks).

@@ -89,8 +89,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     m, s = per_channel_consts
     params.update(rq, per_channel=w.quant.per_channel, mult=int(m.values[0]),
                   shift=int(s.values[0]), wrap=wrap)
-    if target.dsp and depth % 4 == 0 and not wrap:
+    if target.dsp and not target.mve and depth % 4 == 0 and not wrap:
         return prepare_dsp(op, x, y, params, wi, folded, m, s)
+    params["mve"] = target.mve  # the portable kernel with its dot product on Helium
     consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", _dsp.wrap32(folded))]
     # wrapping: nothing bounds the accumulator below int32, so TFLM's general requantization
@@ -99,7 +100,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq = _dsp.requant(params, m, s, bound)
     if w.quant.per_channel:
         consts += rq
-    return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts)
+    return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts,
+                  headers=("mve.h.j2",) if target.mve else ())
 
 
 #: Output rows per pass of the DSP kernel (4 accumulators, the input's P/Q pair, a weight word
