@@ -397,14 +397,20 @@ class Recovery:
         self.budget = policy.run_budget(1)
         #: Link faults seen so far (timeouts and lost frames), for the fault rate.
         self.link_faults = 0
+        self._run_begun = False
 
     @property
     def enabled(self) -> bool:
         return self.policy.enabled
 
     def begin_run(self, samples: int) -> RecoveryStats:
-        """Start counting a run of ``samples`` samples: fresh counters and budget."""
-        self.stats = RecoveryStats()
+        """Start counting a run of ``samples`` samples: fresh counters and budget. The first
+        run of a session also counts what recovery did while the session was opened."""
+        stats = RecoveryStats()
+        if not self._run_begun:
+            stats.merge(self.stats)
+            self._run_begun = True
+        self.stats = stats
         self.budget = self.policy.run_budget(samples)
         self.waits.scale = 1.0
         return self.stats
@@ -490,6 +496,24 @@ class Recovery:
             raise RetriesExhaustedError(f"{where}: gave up: {failed}", stats) from err
         finally:
             stats.reopen_seconds += time.monotonic() - began
+
+    def opening(self, session: Reopenable, step: Callable[[], None],
+                heard: Callable[[], bool]) -> None:
+        """Open ``session`` by ``step()`` (its handshake and every check made at open: build
+        hash, boot mark, ...) under this policy, like any other request: a link fault in any of
+        them is counted as a fault while setting up and mended by :meth:`recover`, whose
+        :meth:`~project_api.micro.Session.reopen` starts a new session and runs the checks
+        again (within ``setup_retries``, the budget and the reopen attempts). A handshake that
+        timed out with nothing ``heard()`` from the device is no noisy link but an absent or
+        stopped device: raised at once, as without recovery."""
+        try:
+            step()
+        except (ProjectAPIError, OSError) as err:
+            kind = fault_kind(err)
+            if not self.policy.enabled or kind is None or (kind == "timeout" and not heard()):
+                raise
+            waited = getattr(session, "last_wait_sec", 0.0) if kind == "timeout" else 0.0
+            self.recover(session, err, setup=1, what="opening the session", wait_sec=waited)
 
     def progress(self) -> None:
         """A sample got a reply: waits go back to their measured size."""
