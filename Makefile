@@ -37,7 +37,7 @@ bench: setup
 	$(VENV)/bin/python bench/profile.py
 	$(VENV)/bin/python bench/farm.py
 	$(VENV)/bin/python bench/graph_memory.py
-	$(VENV)/bin/python bench/faults.py --samples 10000 --samples-at 1e-3=2000
+	$(VENV)/bin/python bench/faults.py --parts validate,mlperftiny --rates 1e-3 --samples 300 --kws-samples 100
 
 clean:
 	rm -rf build demo-out .pytest_cache .ruff_cache

@@ -24,9 +24,20 @@ unequal to TFLite Micro's for the same input; MLPerf Tiny scores unequal to the 
 The overhead is the ratio of clean to faulty samples/s. The exit status is 1 if any of the
 three counts is not 0 or a run ended early.
 
-``make bench`` runs it with ``--samples 10000 --samples-at 1e-3=2000``: 10,000 samples at
-1e-3 take about an hour on the 2-core machine CI uses (its figures, from a run of their own,
-are in the README).
+Every faulty run goes twice: with faults after the start-up (as before) and with faults from
+byte 0 ("from byte 0": the emulator's start-up, the handshake, the build-hash check, the boot
+mark, the model lookup all under faults), beside the clean run in the same process. The
+``s/fault`` column is the wall time a run took beyond the clean rate, per link fault seen.
+Every run's time includes its opening (where byte-0 faults land).
+
+``make bench`` runs it with ``--parts validate,mlperftiny --rates 1e-3 --samples 300
+--kws-samples 100``: about 170 s wall on this 2-core machine (a 60/20-sample run took 48 s:
+validate from byte 0 at 1e-3 streams 2.6 samples/s, the clean run 7.3), within the 240 s its
+line may take. 10,000 samples at 1e-3 (the issue's size) would take over an hour, the biggest
+bench by far, and say no more: the counts that must be 0 are per sample, and the overhead and
+time per fault settle within a few hundred samples. The farm soak (``--parts farm``, 600
+samples over three labgrid boards) is left to a run of its own; ``bench/farm.py`` measures the
+farm in ``make bench``.
 
 Usage: python bench/faults.py [--samples N] [--rates 1e-4,1e-3] [--samples-at RATE=N ...]
        [--kws-samples N] [--farm-samples N] [--parts validate,mlperftiny,farm]
@@ -77,6 +88,8 @@ SEED = 20261202
 #: The per-reply ceiling (as ``validate --timeout``): what a lost reply would cost without the
 #: waits sized from measured times.
 CEILING_SEC = 10.0
+#: The suffix of a run whose faults start at the first byte (start-up, handshake, checks).
+BYTE0 = " from byte 0"
 #: How long the farm's stopped board stays stopped.
 STOP_SEC = 5.0
 
@@ -131,15 +144,17 @@ class _Counter:
             0, self.count - len(self.answered))
 
 
-def _proxied(project: GeneratedProject, rate: float, seed: int) -> tuple[Any, FaultProxy | None]:
+def _proxied(project: GeneratedProject, rate: float, seed: int,
+             byte0: bool = False) -> tuple[Any, FaultProxy | None]:
     """The project's device link, open, behind a fault proxy of ``rate`` (none at 0); the
-    emulator's start-up is not under test."""
+    emulator's start-up is not under test unless ``byte0`` (faults from the first byte either
+    way: the start-up, the handshake and every check at open)."""
     transport = project.transport()
     if rate <= 0:
         transport.open()
         transport.is_open = True
         return transport, None
-    proxy = FaultProxy.opened(transport, rate, seed)
+    proxy = (FaultProxy.from_byte_0 if byte0 else FaultProxy.opened)(transport, rate, seed)
     return proxy, proxy
 
 
@@ -178,14 +193,15 @@ def validate_soak(models: Path, work: Path, counts: dict[float, int]) -> list[Ru
     want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
     generate_project("stm32", emitted.path, work / "prj", {"board": BOARD}, build=True).close()
 
-    def job(rate: float, samples: int) -> Callable[[], Run]:
+    def job(rate: float, samples: int, byte0: bool = False) -> Callable[[], Run]:
         def go() -> Run:
-            run = Run("validate", rate, samples)
+            run = Run("validate" + BYTE0 * byte0, rate, samples)
             counter = _Counter(samples)
             try:
                 with GeneratedProject.from_directory(work / "prj") as project:
                     project.flash()
-                    link, proxy = _proxied(project, rate, SEED + int(rate * 1e6))
+                    link, proxy = _proxied(project, rate, SEED + int(rate * 1e6) + byte0, byte0)
+                    began = time.monotonic()  # the opening counts: faults may hit it
                     try:
                         with Session(link, timeout_sec=CEILING_SEC, retry=RetryPolicy()) as s:
                             report = validate(s, {info.inputs[0].name: xs[:samples]},
@@ -194,7 +210,7 @@ def validate_soak(models: Path, work: Path, counts: dict[float, int]) -> list[Ru
                                               if label == "device" else None)
                     finally:
                         link.close()
-                run.seconds = report.stream_seconds
+                run.seconds = time.monotonic() - began
                 run.stats = report.recovery or RecoveryStats()
                 run.injected = proxy.counts.total if proxy is not None else 0
                 got = report.outputs[0].reshape(want[:samples].shape)
@@ -209,7 +225,8 @@ def validate_soak(models: Path, work: Path, counts: dict[float, int]) -> list[Ru
 
     _LOG.info("validate: %s, side by side...", ", ".join(
         f"{c} samples at {r:g}" for r, c in counts.items()))
-    return _side_by_side([job(rate, c) for rate, c in counts.items()])
+    return _side_by_side([job(rate, c) for rate, c in counts.items()]
+                         + [job(rate, c, True) for rate, c in counts.items() if rate > 0])
 
 
 # --- 2. mlperftiny ---------------------------------------------------------------------------
@@ -238,18 +255,23 @@ def mlperftiny_soak(models: Path, work: Path, rates: list[float], samples: int) 
                      {"board": BOARD, "project_type": "mlperftiny"}, build=True).close()
     data = [mt.Sample(f"s{i}", int(labels[i]), [xs[i].tobytes()]) for i in range(samples)]
 
-    def job(rate: float) -> Callable[[], Run]:
+    def job(rate: float, byte0: bool = False) -> Callable[[], Run]:
         def go() -> Run:
-            run = Run("mlperftiny accuracy", rate, samples)
+            run = Run("mlperftiny accuracy" + BYTE0 * byte0, rate, samples)
             counter = _Counter(samples)
             try:
                 with GeneratedProject.from_directory(work / "kws-prj") as project:
                     project.flash()
-                    link, proxy = _proxied(project, rate, SEED + 7 + int(rate * 1e6))
+                    link, proxy = _proxied(project, rate, SEED + 7 + int(rate * 1e6) + byte0,
+                                           byte0)
+                    began = time.monotonic()  # the start-up and set-up count
                     try:
                         device = mt.Device(link, timeout_sec=CEILING_SEC)
-                        device.start(3.0)
-                        began = time.monotonic()
+                        try:  # as the CLI: a garbled start-up is left to the run's set-up
+                            device.start(3.0)
+                        except mt.MlperfTinyError as err:
+                            if not byte0 or isinstance(err, mt.LinkClosedError):
+                                raise
                         report = mt.accuracy(device, data, retry=RetryPolicy(),
                                              progress=lambda k, total: counter.advance())
                         run.seconds = time.monotonic() - began
@@ -269,7 +291,8 @@ def mlperftiny_soak(models: Path, work: Path, rates: list[float], samples: int) 
 
     _LOG.info("mlperftiny: %d KWS samples at %s, side by side...", samples,
               ", ".join(f"{r:g}" for r in rates))
-    runs = _side_by_side([job(rate) for rate in rates])
+    runs = _side_by_side([job(rate) for rate in rates]
+                         + [job(rate, True) for rate in rates if rate > 0])
     clean = runs[0]
     for i, s in clean.scores.items():  # the clean run against TFLite Micro
         if not np.allclose(s, want[i], atol=5e-4 + 1e-9, rtol=0):
@@ -355,13 +378,18 @@ def table(title: str, runs: list[Run]) -> list[str]:
     """The runs of one soak, the clean one (rate 0, first) as the baseline of the others."""
     clean = runs[0]
     header = ("run", "samples", "samples/s", "clean/s", "overhead", "injected", "faults",
-              "retries", "resumed", "recovering s", "links reopened", "lost", "twice", "wrong")
+              "s/fault", "retries", "resumed", "recovering s", "links reopened", "lost",
+              "twice", "wrong")
     rows = [header]
     for r in runs:
         overhead = clean.sps / r.sps if r.sps else float("inf")
+        # Wall time per link fault: what the run took beyond the clean rate, per fault seen.
+        extra = r.seconds - (r.samples / clean.sps if clean.sps else r.seconds)
+        per_fault = f"{extra / r.stats.fault_count:.3f}" if r.stats.fault_count else "-"
         rows.append((r.what if r.rate == 0 else f"{r.what} at {r.rate:g}", str(r.samples),
                      f"{r.sps:.1f}", f"{clean.sps:.1f}", f"{overhead:.2f}x", str(r.injected),
-                     str(r.stats.fault_count), str(r.stats.retries), str(r.stats.resumed),
+                     str(r.stats.fault_count), per_fault, str(r.stats.retries),
+                     str(r.stats.resumed),
                      f"{r.stats.recovery_seconds:.2f}", str(r.stats.restarts), str(r.lost),
                      str(r.twice), str(r.wrong)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -440,7 +468,8 @@ def main() -> int:
     for line in out:
         _LOG.info("%s", line)
     _LOG.info("")
-    _LOG.info("(%d s in all)", time.monotonic() - began)
+    _LOG.info("(%d s in all; sized by --samples %d --kws-samples %d, see the module doc)",
+              time.monotonic() - began, args.samples, args.kws_samples)
     return 0 if all(r.ok for r in runs) else 1
 
 

@@ -100,6 +100,19 @@ class FaultProxy(WrappedTransport):
         proxy.enabled = True
         return proxy
 
+    @classmethod
+    def from_byte_0(cls, child: Transport, rate: float, seed: int) -> FaultProxy:
+        """A proxy over ``child`` opened with faults on: every byte may be hit, from the first
+        one either way (the device's start-up, the handshake, the checks at open). Over a link
+        already open (one emulator boot shared by several runs) the first byte is the first one
+        a run sends or reads."""
+        proxy = cls(child, rate, seed)
+        if not getattr(child, "is_open", False):
+            proxy.open()
+        else:
+            proxy.is_open = True
+        return proxy
+
     def _next_gap(self) -> int:
         return int(self._rng.geometric(self.rate)) - 1
 
@@ -189,3 +202,58 @@ class KillAfter(WrappedTransport):
             for pid in self.killed:
                 os.kill(pid, signal.SIGKILL)
         self.child.write(data, timeout_sec)
+
+
+class FaultNth(WrappedTransport):
+    """Damages the ``nth`` request (from 0) the host writes, or with ``reply=True`` the first
+    bytes read after it: one fault forced into one chosen request of a run (the handshake, each
+    check at open, the model lookup, ...). ``framing`` says what a request is: ``"rpc"``, a
+    micro-RPC frame (a damaged one fails its CRC and is dropped); ``"text"``, an MLPerf Tiny
+    command up to its ``%``. With ``nth=None`` nothing is damaged and :attr:`requests` counts
+    the requests of a clean run. :attr:`damaged` tells whether the fault was made."""
+
+    def __init__(self, child: Transport, nth: int | None, *, framing: str = "rpc",
+                 reply: bool = False) -> None:
+        if framing not in ("rpc", "text"):
+            raise ValueError(f"framing must be 'rpc' or 'text'; got {framing!r}")
+        super().__init__(child)
+        self.nth, self.framing, self.reply = nth, framing, reply
+        self.requests = 0
+        self.damaged = False
+        self._unframer = Unframer()
+        self._reply_due = False
+
+    def _ends(self, data: bytes) -> list[int]:
+        """Offsets in ``data`` just past each request that ends in it."""
+        if self.framing == "text":
+            return [i + 1 for i, b in enumerate(data) if b == ord("%")]
+        ends = []
+        for i in range(len(data)):
+            if list(self._unframer.feed(data[i:i + 1])):
+                ends.append(i + 1)
+        return ends
+
+    def write(self, data: bytes, timeout_sec: float | None) -> None:
+        data = bytearray(data)
+        start = 0
+        for end in self._ends(bytes(data)):
+            if self.nth is not None and self.requests == self.nth and not self.damaged:
+                if self.reply:
+                    self._reply_due = True
+                else:
+                    # The byte before the request's end (its CRC, or its last character).
+                    hit = max(start, end - 2)
+                    data[hit] ^= 0x10
+                    self.damaged = True
+            self.requests += 1
+            start = end
+        self.child.write(bytes(data), timeout_sec)
+
+    def read(self, n: int, timeout_sec: float | None) -> bytes:
+        data = self.child.read(n, timeout_sec)
+        if self._reply_due and data:
+            self._reply_due = False
+            self.damaged = True
+            hit = len(data) // 2
+            data = data[:hit] + bytes([data[hit] ^ 0x10]) + data[hit + 1:]
+        return data

@@ -297,7 +297,9 @@ class Session:
     (:func:`project_api.micro.stream.stream_samples`, :meth:`time`). Without it a fault is only
     reported, as microTVM did. ``verify`` is called with the session after it opens and after
     every reopen on a device that may have restarted (e.g. to check the firmware's build hash);
-    what it raises ends the run.
+    what it raises ends the run, but a link fault in it (or in the handshake) is recovered from
+    like any other request's (:meth:`Recovery.opening
+    <project_api.micro.recovery.Recovery.opening>`).
     """
 
     def __init__(
@@ -353,14 +355,23 @@ class Session:
             self.transport.open()
             self._opened_transport = True
         try:
-            self._start_channel()
-            if self.verify is not None:
-                self.verify(self)
+            # One policy from the first byte: the handshake and the checks at open are
+            # requests like any other (a fault in them is mended by a reopen).
+            self.recovery.opening(self, self._open_checked, self._heard)
         except BaseException:
             self._drop_channel()
             self._close_transport()
             raise
         return self
+
+    def _open_checked(self) -> None:
+        self._start_channel()
+        if self.verify is not None:
+            self.verify(self)
+
+    def _heard(self) -> bool:
+        """Whether the device sent any byte to the session last started (or tried)."""
+        return self._last_started is not None and self._last_started.bytes_received > 0
 
     def _start_channel(self, retry_sec: float | None = None,
                        limit_sec: float | None = None) -> None:
@@ -476,7 +487,7 @@ class Session:
                         keep = False  # a kept handle refused: look everything up again
                     # A device that answered, if garbled, is up behind a noisy link: only
                     # silence counts towards reopening the link itself.
-                    heard = self._last_started is not None and self._last_started.bytes_received
+                    heard = self._heard()
                     if heard:
                         noisy += 1
                     else:
@@ -616,7 +627,17 @@ class Session:
     # --- models ---------------------------------------------------------------------------
 
     def model(self, name: str = "default") -> Model:
-        """The AOT model ``name`` on the device (created once per session)."""
+        """The AOT model ``name`` on the device (created once per session). With recovery on,
+        a link fault in the lookup is mended like any other request's: the session is reopened
+        and the model looked up again."""
+        if name in self._models:
+            return self._models[name]
+        if self.recovery.enabled:
+            return self.recovery.call(self, lambda: self._look_up(name),
+                                      f"looking up model {name!r}")
+        return self._look_up(name)
+
+    def _look_up(self, name: str) -> Model:
         if name in self._models:
             return self._models[name]
         syslib = self.system_lib()

@@ -169,11 +169,22 @@ class RecoveryStats:
     retries: int = 0  #: recoveries made (one per fault recovered from)
     retried_samples: set[int] = field(default_factory=set)
     failed_samples: dict[int, str] = field(default_factory=dict)  #: sample -> why, given up
+    #: sample -> why it was given up by one runner (a place of ``validate --places``) and then
+    #: answered by another: not lost, and not in :attr:`failed_samples`.
+    answered_elsewhere: dict[int, str] = field(default_factory=dict)
     resumed: int = 0  #: recoveries that went on mid-sample instead of sending it again whole
     reopens: int = 0  #: new sessions started on the open link
     restarts: int = 0  #: the link itself reopened (emulator started again, board reset)
     wait_seconds: float = 0.0  #: spent waiting for replies that were lost
     reopen_seconds: float = 0.0  #: spent starting sessions and reopening the link
+
+    def settle(self, answered: Callable[[int], bool]) -> list[int]:
+        """Move the given-up samples that ``answered(sample)`` says another runner answered
+        from :attr:`failed_samples` to :attr:`answered_elsewhere`; returns them, in order."""
+        moved = sorted(s for s in self.failed_samples if answered(s))
+        for s in moved:
+            self.answered_elsewhere[s] = self.failed_samples.pop(s)
+        return moved
 
     @property
     def fault_count(self) -> int:
@@ -190,6 +201,8 @@ class RecoveryStats:
         self.retried_samples |= {s + sample_offset for s in other.retried_samples}
         self.failed_samples.update({s + sample_offset: why
                                     for s, why in other.failed_samples.items()})
+        self.answered_elsewhere.update({s + sample_offset: why
+                                        for s, why in other.answered_elsewhere.items()})
         self.resumed += other.resumed
         self.reopens += other.reopens
         self.restarts += other.restarts
@@ -201,6 +214,8 @@ class RecoveryStats:
                 "retries": self.retries, "samples_retried": len(self.retried_samples),
                 "resumed_mid_sample": self.resumed,
                 "samples_failed": {str(s): why for s, why in sorted(self.failed_samples.items())},
+                "samples_answered_elsewhere": {
+                    str(s): why for s, why in sorted(self.answered_elsewhere.items())},
                 "sessions_reopened": self.reopens, "links_reopened": self.restarts,
                 "recovery_seconds": self.recovery_seconds}
 
@@ -397,14 +412,20 @@ class Recovery:
         self.budget = policy.run_budget(1)
         #: Link faults seen so far (timeouts and lost frames), for the fault rate.
         self.link_faults = 0
+        self._run_begun = False
 
     @property
     def enabled(self) -> bool:
         return self.policy.enabled
 
     def begin_run(self, samples: int) -> RecoveryStats:
-        """Start counting a run of ``samples`` samples: fresh counters and budget."""
-        self.stats = RecoveryStats()
+        """Start counting a run of ``samples`` samples: fresh counters and budget. The first
+        run of a session also counts what recovery did while the session was opened."""
+        stats = RecoveryStats()
+        if not self._run_begun:
+            stats.merge(self.stats)
+            self._run_begun = True
+        self.stats = stats
         self.budget = self.policy.run_budget(samples)
         self.waits.scale = 1.0
         return self.stats
@@ -490,6 +511,24 @@ class Recovery:
             raise RetriesExhaustedError(f"{where}: gave up: {failed}", stats) from err
         finally:
             stats.reopen_seconds += time.monotonic() - began
+
+    def opening(self, session: Reopenable, step: Callable[[], None],
+                heard: Callable[[], bool]) -> None:
+        """Open ``session`` by ``step()`` (its handshake and every check made at open: build
+        hash, boot mark, ...) under this policy, like any other request: a link fault in any of
+        them is counted as a fault while setting up and mended by :meth:`recover`, whose
+        :meth:`~project_api.micro.Session.reopen` starts a new session and runs the checks
+        again (within ``setup_retries``, the budget and the reopen attempts). A handshake that
+        timed out with nothing ``heard()`` from the device is no noisy link but an absent or
+        stopped device: raised at once, as without recovery."""
+        try:
+            step()
+        except (ProjectAPIError, OSError) as err:
+            kind = fault_kind(err)
+            if not self.policy.enabled or kind is None or (kind == "timeout" and not heard()):
+                raise
+            waited = getattr(session, "last_wait_sec", 0.0) if kind == "timeout" else 0.0
+            self.recover(session, err, setup=1, what="opening the session", wait_sec=waited)
 
     def progress(self) -> None:
         """A sample got a reply: waits go back to their measured size."""

@@ -1,0 +1,76 @@
+"""Faults from the first byte (issue 32) on the emulated STM32F405's UART (QEMU netduinoplus2):
+20 seeds at 1e-3 both ways, faults allowed from each run's first byte (the handshake, the
+build-hash check, the boot mark, the model lookup), for ``validate``, ``run --repeat`` and
+``Session.time``: every output equals TFLite Micro's, every sample answered once. One
+emulator boot serves every run (a run that must reopen the link boots it again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_proxy import FaultProxy
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    build_project,
+    stm32_tools_and_no_qemu_left,
+)
+
+from project_api.archive import mlf
+from project_api.cli.base import run_and_time
+from project_api.emit import emit
+from project_api.emit.reference import run_tflm
+from project_api.micro import Session
+from project_api.micro.recovery import RetryPolicy
+from project_api.tools.validate import validate
+
+RATE = 1e-3
+SEEDS = range(20)
+REPLY_SEC = 1.0
+
+
+@pytest.fixture(scope="module")
+def hello(models_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("stm32_byte0")
+    tflite = models_dir / "hello_world_int8.tflite"
+    emitted = emit(tflite, tmp / "hello_world.tar", name="default")
+    with mlf.open_mlf(emitted.path) as library:
+        info = library.module(None)
+    project = build_project(emitted.path, tmp / "prj")
+    link = project.transport()
+    link.open()  # the one boot the runs share
+    link.is_open = True
+    yield project, link, info, tflite.read_bytes(), emitted.inputs[0]
+    link.close()
+    project.close()
+
+
+def _inputs(tensor, seed: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(-128, 127, (n, *tensor.shape), dtype=np.int8, endpoint=True)
+
+
+@pytest.mark.parametrize("command", ["validate", "run --repeat", "Session.time"])
+def test_seed_sweep_faulting_from_byte_0_on_qemu(hello, command: str) -> None:
+    project, link, info, model_bytes, tensor = hello
+    injected = 0
+    for seed in SEEDS:
+        proxy = FaultProxy.from_byte_0(link, RATE, 3400 + seed)
+        xs = _inputs(tensor, seed, 2)
+        want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
+        with Session(proxy, timeout_sec=REPLY_SEC, retry=RetryPolicy(),
+                     verify=project.build_hash_check()) as session:
+            if command == "validate":
+                report = validate(session, {tensor.name: xs}, module=info, number=0)
+                assert report.samples == 2
+                assert not (report.recovery and report.recovery.failed_samples)
+                np.testing.assert_array_equal(report.outputs[0].reshape(want.shape), want)
+            elif command == "run --repeat":
+                outputs, timing = run_and_time(session, info, [xs[0]], 2, 2)
+                np.testing.assert_array_equal(outputs[0].reshape(want[0].shape), want[0])
+                assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
+            else:
+                timing = session.time(session.model(info.name), number=2, repeat=2)
+                assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
+        injected += proxy.counts.total
+    assert injected > 0

@@ -1,0 +1,71 @@
+"""Faults from the first byte in ``project-api mlperftiny`` (issue 32) on the emulated STM32F405
+(QEMU netduinoplus2), both modes: 20 seeds at 1e-3 both ways, faults allowed from each run's
+first byte (``name``, the set-up's sync, ``profile``, ``db crc``, ...), over one shared boot.
+Accuracy scores equal TensorFlow Lite Micro's; performance windows complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_proxy import FaultProxy
+from stm32_support import (  # noqa: F401  (the fixture is autouse)
+    build_project,
+    stm32_tools_and_no_qemu_left,
+)
+
+from project_api.emit import emit
+from project_api.micro.recovery import RetryPolicy
+from project_api.tools import mlperftiny as mt
+from project_api.tools.references import tflm_outputs
+
+TIMEOUT_SEC = 2.0
+
+
+@pytest.fixture(scope="module")
+def kws(models_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("mlperf_stm32_byte0")
+    tflite = models_dir / "kws_ref_model_int8.tflite"
+    emitted = emit(tflite, tmp / "kws.tar")
+    project = build_project(emitted.path, tmp / "prj", project_type="mlperftiny")
+    rng = np.random.default_rng(34)
+    xs = rng.integers(-128, 128, (2, *emitted.inputs[0].shape), dtype=np.int8)
+    (out,) = tflm_outputs(tflite.read_bytes(), [xs])
+    q = emitted.outputs[0].quantization
+    scale, zero = np.float32(q["scale"][0]), int(q["zero_point"][0])
+    scores = [[float(f"{float(v):.3f}") for v in
+               (scale * (o.reshape(-1).astype(np.int32) - zero).astype(np.float32))]
+              for o in out]
+    samples = [mt.Sample(f"s{i}", i, [xs[i].tobytes()]) for i in range(2)]
+    link = project.transport()
+    link.open()  # the one boot the runs share
+    link.is_open = True
+    yield link, samples, scores
+    link.close()
+    project.close()
+
+
+@pytest.mark.parametrize("mode", ["accuracy", "performance"])
+def test_seed_sweep_faulting_from_byte_0_on_qemu(kws, mode: str) -> None:
+    link, samples, scores = kws
+    injected = 0
+    for seed in range(20):
+        proxy = FaultProxy.from_byte_0(link, 1e-3, 3500 + seed)
+        device = mt.Device(proxy, timeout_sec=TIMEOUT_SEC)
+        try:  # as the CLI: a garbled name is left to the run's set-up
+            device.name()
+        except mt.MlperfTinyError as err:
+            if isinstance(err, mt.LinkClosedError):
+                raise
+        if mode == "accuracy":
+            report = mt.accuracy(device, samples, retry=RetryPolicy())
+            assert not report.failed and not report.stopped
+            assert report.answered == [0, 1] and report.scores == scores
+        else:
+            perf = mt.performance(device, samples[:1], windows=1, warmups=1,
+                                  min_window_seconds=0.01, retry=RetryPolicy())
+            assert not perf.failed and not perf.stopped
+            assert len(perf.windows) == 1 and perf.windows[0].inference_ms > 0
+        injected += proxy.counts.total
+    assert injected > 0
