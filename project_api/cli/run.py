@@ -399,7 +399,7 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
         _LOG.debug("TFLite Micro printed:\n%s", said.rstrip())
     against = "TFLite Micro"
     if failure is not None:
-        why = _tflm_reason(said, failure)
+        why = reference.tflm_failure_reason(said, failure)
         if isinstance(failure, reference.ReferenceArenaError):
             raise ProjectError(f"{failure}; run without --check (the device ran it)") from None
         # TFLM lacks an operator (TILE) or refuses an operand it wants constant (FILL's dims
@@ -429,16 +429,6 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
                      f"(max abs difference {diff:g})")
         status = status or (0 if ok else 1)
     return status, lines
-
-
-def _tflm_reason(printed: str, exc: Exception) -> str:
-    """The most telling line TFLM printed (without its source file), else the exception."""
-    lines = [line.strip() for line in printed.splitlines() if line.strip()]
-    best = next((line for line in lines if "not supported" in line.lower()), None)
-    best = best or (lines[0] if lines else f"{type(exc).__name__}: {exc}")
-    if best.startswith("tensorflow/") and " " in best:
-        best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
-    return " ".join(best.split()).rstrip(".")
 
 
 class DemoCommand(Subcommand):

@@ -43,6 +43,7 @@ __all__ = [
     "run_tflm_sequence",
     "tflm_arena",
     "tflm_arena_size",
+    "tflm_failure_reason",
     "tflm_interpreter",
 ]
 
@@ -339,6 +340,17 @@ def _captured_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[list[str]]:
                 os.close(copy)
             sink.seek(0)
             text.append(sink.read().decode("utf-8", errors="replace"))
+
+
+def tflm_failure_reason(printed: str, exc: Exception) -> str:
+    """Why TFLM could not run a model: the most telling line it printed (``printed``, without
+    its source file), else the exception ``exc``."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    best = next((line for line in lines if "not supported" in line.lower()), None)
+    best = best or (lines[0] if lines else f"{type(exc).__name__}: {exc}")
+    if best.startswith("tensorflow/") and " " in best:
+        best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
+    return " ".join(best.split()).rstrip(".")
 
 
 _ARENA_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")

@@ -9,6 +9,7 @@ wants FILL's dims constant), so the reference is LiteRT with its reference kerne
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -128,3 +129,33 @@ def test_run_check_says_which_reference_it_used(which, tmp_path):
                            "cannot run this model: "), line
     assert line.endswith("): OK (max abs difference 0)"), line
     assert ("Non-constant >dims<" if which == "fill" else "TILE") in line, line
+
+
+def test_validate_says_which_reference_it_used(tmp_path):
+    """``validate`` on a model TFLM cannot run: its first reference is LiteRT's reference
+    kernels, named so, and the device matches them bit for bit; LiteRT's own kernels too."""
+    require_tool("make")
+    require_tool("gcc")
+    path = tmp_path / "tile.tflite"
+    path.write_bytes(tiled_model("int8", "pack"))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "project_api", *map(str, args)],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    x = np.random.default_rng(7).integers(-128, 128, (4, 1, 3, 2)).astype(np.int8)
+    np.save(tmp_path / "x.npy", x)
+    out = cli("validate", "--template", "host", "--model", path, "--data", tmp_path / "x.npy",
+              "--json", "-q", "--number", "0")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    first = report["comparisons"][0]
+    assert first["key"] == "tflm"
+    assert first["reference"].startswith("LiteRT's reference kernels (TFLite Micro cannot run "
+                                         "this model: "), first["reference"]
+    assert "TILE" in first["reference"]
+    (metrics,) = first["outputs"]
+    assert metrics["max_abs"] == 0
+    want = np.concatenate([run_litert(path.read_bytes(), [s], reference_kernels=True)[0][None]
+                           for s in x])
+    assert want.shape[0] == 4 and np.abs(want).max() > 0  # a real comparison, not of zeros
