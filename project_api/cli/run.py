@@ -402,6 +402,9 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
         why = reference.tflm_failure_reason(said, failure)
         if isinstance(failure, reference.ReferenceArenaError):
             raise ProjectError(f"{failure}; run without --check (the device ran it)") from None
+        if not reference.litert_ref_stands_in(why):
+            raise ProjectError(f"TFLite Micro cannot run this model as the --check reference "
+                               f"({why}); run without --check (the device ran it)") from None
         # TFLM lacks an operator (TILE) or refuses an operand it wants constant (FILL's dims
         # computed from shapes): LiteRT's reference kernels are the reference then
         try:

@@ -43,6 +43,7 @@ __all__ = [
     "run_tflm_sequence",
     "tflm_arena",
     "tflm_arena_size",
+    "litert_ref_stands_in",
     "tflm_failure_reason",
     "tflm_interpreter",
 ]
@@ -351,6 +352,13 @@ def tflm_failure_reason(printed: str, exc: Exception) -> str:
     if best.startswith("tensorflow/") and " " in best:
         best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
     return " ".join(best.split()).rstrip(".")
+
+
+def litert_ref_stands_in(reason: str) -> bool:
+    """Whether LiteRT's reference kernels may stand in for TFLM that failed for ``reason`` (an
+    operator it lacks, an operand it wants constant): not for a hybrid model, whose weights
+    the emitter dequantizes where LiteRT quantizes activations (a different computation)."""
+    return "hybrid" not in reason.lower()
 
 
 _ARENA_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")

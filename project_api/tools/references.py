@@ -99,6 +99,8 @@ def tflm_or_litert_ref(model: bytes, inputs: Sequence[np.ndarray],
         except (RuntimeError, TypeError, IndexError, KeyError) as exc:
             failure = exc
     why = reference.tflm_failure_reason("".join(printed), failure)
+    if not reference.litert_ref_stands_in(why):
+        raise ValidationError(f"TFLite Micro cannot run this model as the reference ({why})")
     try:
         outs = litert_outputs(model, inputs, progress, state=litert_state,
                               reference_kernels=True)

@@ -23,7 +23,7 @@ from project_api.emit.reference import run_litert, run_tflm
 from project_api.tflite.builder import ModelBuilder
 
 UNITS = 12
-QUANT = {"int8": (1 / 64, 3), "int16": (1 / 1024, 0)}
+QUANT = {"int8": (1 / 64, 3), "uint8": (1 / 64, 128), "int16": (1 / 1024, 0)}
 
 
 def _inputs(gen, seed: int) -> list[np.ndarray]:
@@ -94,7 +94,7 @@ def test_fill_with_dims_from_shape(dtype, tmp_path):
 
 
 @pytest.mark.parametrize("chain", ["shape", "pack"])
-@pytest.mark.parametrize("dtype", ["float32", "int8", "int16", "int32", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int8", "int16", "int32", "int64", "bool"])
 def test_tile_with_computed_multiples(dtype, chain, tmp_path):
     _check_against_litert_ref(tiled_model(dtype, chain), tmp_path)
 

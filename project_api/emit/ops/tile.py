@@ -29,7 +29,8 @@ from ._movement import (
 )
 from .common import Kernel, OpSpec, check_counts, dtype_scheme, tensor_in, tensor_out, unsupported
 
-SPEC = OpSpec(opcodes=("TILE",), schemes=MOVER_TYPES, classify=dtype_scheme)
+#: LiteRT's TILE list: every mover type and uint8 (string tensors have no static C plan).
+SPEC = OpSpec(opcodes=("TILE",), schemes=(*MOVER_TYPES, "uint8"), classify=dtype_scheme)
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
