@@ -212,7 +212,9 @@ examples:
         one_go.add_argument("--out", help="where to keep the generated project (default: a "
                                           "temporary directory, removed afterwards)")
         one_go.add_argument("--check", action="store_true",
-                            help="compare the outputs with the TFLite Micro reference (.tflite only)")
+                            help="compare the outputs with TFLite Micro (.tflite only); for a "
+                                 "model TFLite Micro cannot run (an operator it lacks, such as "
+                                 "TILE) with LiteRT's reference kernels, and say so")
         add_option_argument(one_go)
         from project_api.cli.generate import add_input_spec_argument
 
@@ -395,15 +397,28 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
     said = "".join(printed)
     if said.strip():
         _LOG.debug("TFLite Micro printed:\n%s", said.rstrip())
+    against = "TFLite Micro"
     if failure is not None:
-        raise ProjectError(
-            f"TFLite Micro cannot run this model as the --check reference "
-            f"({_tflm_reason(said, failure)}); run without --check (the device ran it)"
-        ) from None
+        why = reference.tflm_failure_reason(said, failure)
+        if isinstance(failure, reference.ReferenceArenaError):
+            raise ProjectError(f"{failure}; run without --check (the device ran it)") from None
+        if not reference.litert_ref_stands_in(why):
+            raise ProjectError(f"TFLite Micro cannot run this model as the --check reference "
+                               f"({why}); run without --check (the device ran it)") from None
+        # TFLM lacks an operator (TILE) or refuses an operand it wants constant (FILL's dims
+        # computed from shapes): LiteRT's reference kernels are the reference then
+        try:
+            ref = reference.run_litert(tflite, inputs, reference_kernels=True)
+        except (ImportError, RuntimeError, ValueError) as exc:
+            raise ProjectError(
+                f"TFLite Micro cannot run this model as the --check reference ({why}), nor "
+                f"LiteRT's reference kernels ({' '.join(str(exc).split())[:200]}); run without "
+                "--check (the device ran it)") from None
+        against = f"LiteRT's reference kernels (TFLite Micro cannot run this model: {why})"
     lines, status = [], 0
     for i, (got, want) in enumerate(zip(outputs, ref, strict=True)):
         if got.size != want.size:
-            lines.append(f"check output {i} against TFLite Micro: MISMATCH (device shape "
+            lines.append(f"check output {i} against {against}: MISMATCH (device shape "
                          f"{list(got.shape)}, reference shape {list(want.shape)})")
             status = 1
             continue
@@ -413,20 +428,10 @@ def _check(tflite: bytes, inputs: list[np.ndarray], outputs: list[np.ndarray]) -
         else:
             ok = bool(np.array_equal(got, want))
         diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if got.size else 0.0
-        lines.append(f"check output {i} against TFLite Micro: {'OK' if ok else 'MISMATCH'} "
+        lines.append(f"check output {i} against {against}: {'OK' if ok else 'MISMATCH'} "
                      f"(max abs difference {diff:g})")
         status = status or (0 if ok else 1)
     return status, lines
-
-
-def _tflm_reason(printed: str, exc: Exception) -> str:
-    """The most telling line TFLM printed (without its source file), else the exception."""
-    lines = [line.strip() for line in printed.splitlines() if line.strip()]
-    best = next((line for line in lines if "not supported" in line.lower()), None)
-    best = best or (lines[0] if lines else f"{type(exc).__name__}: {exc}")
-    if best.startswith("tensorflow/") and " " in best:
-        best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
-    return " ".join(best.split()).rstrip(".")
 
 
 class DemoCommand(Subcommand):

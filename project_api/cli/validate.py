@@ -99,7 +99,10 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                                  ".txt or .h (the sample output published beside a model)")
         parser.add_argument("--model", "-m", metavar="MODEL",
                             help="a .tflite: compare with TFLite Micro and LiteRT run on it "
-                                 "(with --template: the model to build, .tflite or MLF .tar)")
+                                 "(for a model TFLite Micro cannot run, such as one with TILE, "
+                                 "LiteRT's reference kernels stand in for it, and the report "
+                                 "says so; with --template: the model to build, .tflite or "
+                                 "MLF .tar)")
         parser.add_argument("--no-litert", action="store_true",
                             help="with a .tflite --model, compare with TFLite Micro only")
         parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",

@@ -43,6 +43,8 @@ __all__ = [
     "run_tflm_sequence",
     "tflm_arena",
     "tflm_arena_size",
+    "litert_ref_stands_in",
+    "tflm_failure_reason",
     "tflm_interpreter",
 ]
 
@@ -339,6 +341,24 @@ def _captured_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[list[str]]:
                 os.close(copy)
             sink.seek(0)
             text.append(sink.read().decode("utf-8", errors="replace"))
+
+
+def tflm_failure_reason(printed: str, exc: Exception) -> str:
+    """Why TFLM could not run a model: the most telling line it printed (``printed``, without
+    its source file), else the exception ``exc``."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    best = next((line for line in lines if "not supported" in line.lower()), None)
+    best = best or (lines[0] if lines else f"{type(exc).__name__}: {exc}")
+    if best.startswith("tensorflow/") and " " in best:
+        best = best.split(" ", 1)[1]  # "tensorflow/lite/micro/kernels/x.cc Hybrid ..." -> "Hybrid ..."
+    return " ".join(best.split()).rstrip(".")
+
+
+def litert_ref_stands_in(reason: str) -> bool:
+    """Whether LiteRT's reference kernels may stand in for TFLM that failed for ``reason`` (an
+    operator it lacks, an operand it wants constant): not for a hybrid model, whose weights
+    the emitter dequantizes where LiteRT quantizes activations (a different computation)."""
+    return "hybrid" not in reason.lower()
 
 
 _ARENA_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")

@@ -17,7 +17,8 @@ from project_api.errors import (
 if TYPE_CHECKING:
     pass
 
-
+#: The label of LiteRT's reference kernels standing in for TFLM (a model TFLM cannot run).
+LITERT_REF = "LiteRT's reference kernels"
 
 Progress = Callable[[int], None]  #: called with how many more samples are done
 
@@ -71,20 +72,56 @@ def tflm_outputs(model: bytes, inputs: Sequence[np.ndarray], progress: Progress 
     return outs
 
 
+def tflm_or_litert_ref(model: bytes, inputs: Sequence[np.ndarray],
+                       progress: Progress | None = None, *, state: str = "reset",
+                       litert_state: str = "carry") -> tuple[str, list[np.ndarray]]:
+    """TFLite Micro's outputs (:func:`tflm_outputs`) and its label; for a model TFLM cannot
+    run (an operator it lacks, such as TILE, or an operand it wants constant, such as FILL's
+    dims computed from shapes), LiteRT's reference kernels' (``BUILTIN_REF``), labelled with
+    why TFLM could not. An arena too big for the host, or a missing package, still raises."""
+    from project_api.emit import reference
+
+    failure: Exception | None = None
+    printed: list[str] = []
+    try:
+        with reference._captured_fds() as printed:  # TFLM's C code says why it fails
+            try:
+                return "TFLite Micro", tflm_outputs(model, inputs, progress, state=state)
+            except reference.ReferenceArenaError:
+                raise
+            except (RuntimeError, TypeError, IndexError, KeyError) as exc:
+                failure = exc
+    except OSError:  # no descriptors to redirect: run it plainly
+        try:
+            return "TFLite Micro", tflm_outputs(model, inputs, progress, state=state)
+        except reference.ReferenceArenaError:
+            raise
+        except (RuntimeError, TypeError, IndexError, KeyError) as exc:
+            failure = exc
+    why = reference.tflm_failure_reason("".join(printed), failure)
+    if not reference.litert_ref_stands_in(why):
+        raise ValidationError(f"TFLite Micro cannot run this model as the reference ({why})")
+    try:
+        outs = litert_outputs(model, inputs, progress, state=litert_state,
+                              reference_kernels=True)
+    except (RuntimeError, ValueError) as exc:
+        raise ValidationError(
+            f"TFLite Micro cannot run this model as the reference ({why}), nor "
+            f"{LITERT_REF} ({' '.join(str(exc).split())[:200]})") from None
+    return f"{LITERT_REF} (TFLite Micro cannot run this model: {why})", outs
+
+
 def litert_outputs(model: bytes, inputs: Sequence[np.ndarray],
-                   progress: Progress | None = None, *, state: str = "carry") -> list[np.ndarray]:
-    """Run every sample in one LiteRT interpreter (built-in kernels, no delegates, one thread);
-    return each output as ``(samples, *shape)``. ``state``: ``"carry"`` (one interpreter, the
-    default) or ``"boot"`` (a new one per sample, for a stateful model whose state is reset)."""
+                   progress: Progress | None = None, *, state: str = "carry",
+                   reference_kernels: bool = False) -> list[np.ndarray]:
+    """Run every sample in one LiteRT interpreter (built-in kernels, no delegates, one thread;
+    with ``reference_kernels`` its reference kernels); return each output as
+    ``(samples, *shape)``. ``state``: ``"carry"`` (one interpreter, the default) or ``"boot"``
+    (a new one per sample, for a stateful model whose state is reset)."""
     from project_api.emit import reference
 
     def fresh() -> Any:
-        mod = reference._litert_interpreter()
-        interp = mod.Interpreter(
-            model_content=bytes(model), num_threads=1,
-            experimental_op_resolver_type=mod.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-        interp.allocate_tensors()
-        return interp
+        return reference._litert(model, reference_kernels)
 
     interp = fresh()
     ins, outs_d = interp.get_input_details(), interp.get_output_details()

@@ -81,7 +81,13 @@ from project_api.tools.metrics import (
     compute_metrics,
     parse_thresholds,
 )
-from project_api.tools.references import Progress, _tflite_bytes, litert_outputs, tflm_outputs
+from project_api.tools.references import (
+    Progress,
+    _tflite_bytes,
+    litert_outputs,
+    tflm_or_litert_ref,
+    tflm_outputs,
+)
 from project_api.tools.samples import (
     TensorSpec,
     bind_inputs,
@@ -390,8 +396,12 @@ class ValidationPlan:
             for key, label, fn in computed:
                 began = time.monotonic()
                 try:
-                    ref = fn(self.model_bytes, self.inputs, bar(label),
-                             state=tflm_state if key == "tflm" else litert_state)
+                    if key == "tflm":  # the label names LiteRT's reference kernels where they
+                        # stand in for TFLM (a model it cannot run); the key stays the slot
+                        label, ref = tflm_or_litert_ref(self.model_bytes, self.inputs, bar(label),
+                                                        state=tflm_state, litert_state=litert_state)
+                    else:
+                        ref = fn(self.model_bytes, self.inputs, bar(label), state=litert_state)
                 except ImportError as err:  # ReferenceUnavailableError
                     if key == "litert":
                         _LOG.warning("skipping the LiteRT comparison: %s", err)

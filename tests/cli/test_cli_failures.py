@@ -127,13 +127,18 @@ def test_reference_failure_is_a_clear_error(built, tmp_path, capsys, monkeypatch
         os.write(2, b"tensorflow/lite/micro/kernels/x.cc Operator FOO is not supported.\n")
         raise RuntimeError("TFLM failed to allocate tensors")
 
+    def refuse_too(model, inputs, reference_kernels=False):  # LiteRT, which stands in, too
+        raise RuntimeError("Encountered unresolved custom op: FOO.")
+
     monkeypatch.setattr(reference, "run_tflm", refuse)
+    monkeypatch.setattr(reference, "run_litert", refuse_too)
     status, _, err = _run(capsys, "run", "--template", "host", "--model", str(built["tflite"]),
                           "--check", "--repeat", "1", "-q")
     assert status == 1
     line = _one_line_error(err)
     assert "TFLite Micro cannot run this model" in line
     assert "Operator FOO is not supported" in line and "x.cc" not in line
+    assert "nor LiteRT's reference kernels (Encountered unresolved custom op: FOO" in line
 
 
 # --- small surprises -----------------------------------------------------------------------------

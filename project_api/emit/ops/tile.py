@@ -3,8 +3,8 @@ times along each dimension ``d``, as SSD detectors' anchor and box layers write 
 
 ``multiples`` is an int32 or int64 vector, one entry >= 1 per input dimension (a multiple of 0
 would make an empty output, which static C plans do not hold). Where the model computes it
-(SSD detectors take it from a SHAPE), the static shapes say what it is: the output's size over
-the input's, per dimension. LiteRT copies
+(SSD detectors take it from a SHAPE), it is evaluated at emit time (:mod:`._fold`), else the
+static shapes say what it is: the output's size over the input's, per dimension. LiteRT copies
 elements, so any element type goes and a quantized output keeps the input's values: the
 output's scale and zero point must be the input's. One move per output: the output seen as
 ``(m0, n0, m1, n1, ...)`` (``m`` the multiples, ``n`` the input's sizes) reads the input with
@@ -16,6 +16,7 @@ from __future__ import annotations
 from project_api.tflite.graph import Graph, Operator, Tensor
 
 from ..target import GENERIC, Target
+from ._fold import static_ints
 from ._movement import (
     MOVER_TYPES,
     Sources,
@@ -28,7 +29,8 @@ from ._movement import (
 )
 from .common import Kernel, OpSpec, check_counts, dtype_scheme, tensor_in, tensor_out, unsupported
 
-SPEC = OpSpec(opcodes=("TILE",), schemes=MOVER_TYPES, classify=dtype_scheme)
+#: LiteRT's TILE list: every mover type and uint8 (string tensors have no static C plan).
+SPEC = OpSpec(opcodes=("TILE",), schemes=(*MOVER_TYPES, "uint8"), classify=dtype_scheme)
 
 
 def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
@@ -37,8 +39,11 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     y = tensor_out(graph, op)
     check_types(op, SPEC.schemes, x, y)
     m = tensor_in(graph, op, 1)
+    folded = None if m.is_const else static_ints(graph, op.inputs[1])
     if m.is_const:
         multiples = const_ints(op, graph, 1, "multiples", ("int32", "int64"))
+    elif folded is not None:  # computed from shapes: evaluated at emit time
+        multiples = [int(v) for v in folded.reshape(-1)]
     else:
         multiples = _static_multiples(op, m, x, y)
     if len(multiples) != len(x.shape):
