@@ -92,6 +92,7 @@ from project_api.archive.layouts import _ModuleParser
 from project_api.archive.model import InputSpec, ModuleInfo, _spec_table
 from project_api.archive.unpack import safe_extract
 from project_api.errors import MLFError
+from project_api.system import bounded
 
 #: The public names, those of the parts that callers reach as ``mlf.NAME`` included.
 __all__ = [
@@ -299,8 +300,8 @@ def _load(root: Path, source: Path, tempdir: Path | None,
             "pass the .tar written by export_model_library_format or 'project-api emit'"
         )
     try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        metadata = bounded.load_json(meta_path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
         raise MLFError(f"{source}: metadata.json is not valid JSON ({exc})") from None
     if not isinstance(metadata, dict):
         raise MLFError(f"{source}: metadata.json must hold a JSON object")
