@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from project_api import TVM_COMPAT_VERSION
+from project_api.api import output_dir
 from project_api.errors import (
     NotATemplateProjectError,
     OptionError,
@@ -438,9 +439,9 @@ class TemplateProject(_ServerOwner):
                 opened.close()
         mlf = Path(library.path)
         project = Path(project_dir).absolute()
-        _prepare_output_dir(project, force, protect=[mlf, self.directory])
-
-        with tempfile.TemporaryDirectory(prefix="project-api-gen-") as tmp:
+        with output_dir.locked(project), \
+                tempfile.TemporaryDirectory(prefix="project-api-gen-") as tmp:
+            output_dir.prepare(project, force, protect=[mlf, self.directory])
             tar_path = mlf if mlf.is_file() else _pack_dir(mlf, Path(tmp) / "model.tar")
             try:
                 client.generate_project(
@@ -485,31 +486,6 @@ def _pack_dir(directory: Path, tar_path: Path) -> Path:
     with tarfile.open(tar_path, "w") as tar:
         tar.add(str(directory), arcname=".")
     return tar_path
-
-
-def _prepare_output_dir(project: Path, force: bool, protect: list[Path | None]) -> None:
-    if not project.exists() and not project.is_symlink():
-        return
-    if not force:
-        raise ProjectError(
-            f"{project} already exists; choose a new output directory, or replace it with "
-            "--force (force=True from Python)"
-        )
-    resolved = project.resolve()
-    guarded = [Path("/"), Path.home().resolve(), Path.cwd().resolve()]
-    for p in guarded:
-        if resolved == p or p.is_relative_to(resolved):
-            raise ProjectError(f"refusing to remove {project} with --force: it holds {p}")
-    for p in protect:
-        if p is not None and Path(p).resolve().is_relative_to(resolved):
-            raise ProjectError(
-                f"refusing to remove {project} with --force: it holds the input {p}; "
-                "write the project elsewhere"
-            )
-    if project.is_symlink() or project.is_file():
-        project.unlink()
-    else:
-        shutil.rmtree(project)
 
 
 def _save_options(project: Path, options: Mapping[str, Any]) -> None:

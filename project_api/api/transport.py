@@ -505,8 +505,47 @@ def open_failure(port: str, exc: BaseException) -> str:
     return f"cannot open {port}: {text or type(exc).__name__}; {check}"
 
 
+#: The pyserial URL schemes a user may give, beside a device path (``/dev/ttyACM0``, ``COM3``).
+SERIAL_SCHEMES = ("socket://", "rfc2217://", "loop://", "spy:// (without file=)")
+
+#: ``hwgrep://`` scans every port of the machine; it is taken only when this variable is 1.
+HWGREP_ENV = "PROJECT_API_ALLOW_HWGREP"
+
+
+def serial_url_refusal(url: str) -> str | None:
+    """Why ``url`` is not a serial URL a user may give (None when it is one).
+
+    Allowed: a device path, ``socket://``, ``rfc2217://``, ``loop://`` and ``spy://`` that logs
+    to stderr. Refused: every other pyserial handler, ``spy://`` with ``file=`` (it creates or
+    truncates that file) and ``hwgrep://`` unless ``$PROJECT_API_ALLOW_HWGREP=1``.
+    """
+    accepted = ("accepted: a device path (/dev/ttyACM0, COM3), " + ", ".join(SERIAL_SCHEMES)
+                + f", hwgrep:// with ${HWGREP_ENV}=1")
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    if "\0" in url or "\n" in url:
+        return f"serial URL {_quote(url)} holds a NUL or newline; {accepted}"
+    if match is None:
+        return None  # a device path
+    scheme = match.group(1).lower()
+    if scheme in ("socket", "rfc2217", "loop"):
+        return None
+    if scheme == "spy":
+        if re.search(r"[?&]file=", url):
+            return (f"serial URL {_quote(url)}: spy:// with file= would write that file; "
+                    f"drop file= (spy:// then logs to stderr); {accepted}")
+        return None
+    if scheme == "hwgrep" and os.environ.get(HWGREP_ENV) == "1":
+        return None
+    return f"serial URL scheme {scheme}:// is not accepted ({_quote(url)}); {accepted}"
+
+
+def _quote(value: str, limit: int = 200) -> str:
+    return repr(value[:limit]) + (f"... ({len(value)} characters)" if len(value) > limit else "")
+
+
 class SerialTransport(Transport):
-    """A serial port through pyserial; ``port`` may be any ``serial_for_url`` URL (``loop://``)."""
+    """A serial port through pyserial; ``port`` is a device path or an allowed URL
+    (:func:`serial_url_refusal`)."""
 
     def __init__(
         self,
@@ -528,6 +567,9 @@ class SerialTransport(Transport):
     def open(self) -> None:
         import serial
 
+        refusal = serial_url_refusal(self.port)
+        if refusal:
+            raise TransportClosedError(data={"reason": refusal})
         try:
             self._ser = serial.serial_for_url(
                 self.port, baudrate=self.baudrate, **self._serial_kwargs

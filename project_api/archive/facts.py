@@ -247,10 +247,20 @@ class _Reports(Protocol):
     def error(self, what: str) -> MLFError: ...
 
 
-def _int_field(entry: dict[str, Any], key: str, parser: _Reports) -> int:
-    value = entry.get(key, 0)
+#: Largest byte count a size field of metadata.json may state: a 32-bit target's address space.
+MAX_SIZE_FIELD = (1 << 32) - 1
+
+
+def _int_field(entry: dict[str, Any], key: str, parser: _Reports, default: int | None = 0) -> Any:
+    value = entry.get(key, default)
+    if value is None and default is None:
+        return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise parser.error(f"memory.functions.main[].{key} must be a non-negative integer")
+        raise parser.error(f"memory.functions.main[].{key} must be a non-negative integer; "
+                           f"got {str(value)[:200]}")
+    if value > MAX_SIZE_FIELD:
+        raise parser.error(f"memory.functions.main[].{key} is {value} bytes, more than a 32-bit "
+                           f"address space ({MAX_SIZE_FIELD}); re-export the model")
     return value
 
 
@@ -276,6 +286,10 @@ def _quantization_from_json(value: Any, parser: _Reports, what: str) -> dict[str
         raise parser.error(
             f"{what}: quantization \"zero_point\" must be a list of integers as long as \"scale\""
         )
+    bad = [s for s in scale if not math.isfinite(s) or s <= 0]
+    if bad:
+        raise parser.error(f"{what}: quantization \"scale\" {bad[0]!r} is not a finite positive "
+                           "number; re-export the model with its real scales")
     result = dict(value)
     result["scale"] = [float(s) for s in scale]
     return result

@@ -74,7 +74,7 @@ class _ModuleParser(_GraphModuleReading):
         workspace = sum(_int_field(m, "workspace_size_bytes", self) for m in mains)
         constants = sum(_int_field(m, "constants_size_bytes", self) for m in mains)
         state = sum(_int_field(m, "state_size_bytes", self) for m in mains)
-        io_sizes = [m.get("io_size_bytes") for m in mains]
+        io_sizes = [_int_field(m, "io_size_bytes", self, None) for m in mains]
         io = sum(io_sizes) if io_sizes and all(isinstance(x, int) for x in io_sizes) else None
 
         codegen = self.root / "codegen" / "host"
@@ -246,7 +246,10 @@ class _ModuleParser(_GraphModuleReading):
             if not isinstance(info["dtype"], str):
                 raise self.error(f"{kind} {tname!r}: \"dtype\" must be a string")
             fact.dtype = info["dtype"]
-            dtype_bits(fact.dtype)  # validates
+            try:
+                dtype_bits(fact.dtype)  # validates
+            except MLFError as exc:
+                raise self.error(f"{kind} {tname[:200]!r}: {exc}") from None
         if "size" in info:
             size = info["size"]
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:

@@ -78,6 +78,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import shutil
 import tarfile
 import tempfile
@@ -92,6 +93,7 @@ from project_api.archive.layouts import _ModuleParser
 from project_api.archive.model import InputSpec, ModuleInfo, _spec_table
 from project_api.archive.unpack import safe_extract
 from project_api.errors import MLFError
+from project_api.system import bounded
 
 #: The public names, those of the parts that callers reach as ``mlf.NAME`` included.
 __all__ = [
@@ -283,6 +285,10 @@ def write_mlf_with_specs(
     return dest
 
 
+#: A module name as TVM writes it (it is mangled into C names and file names).
+_MODULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
 def _load(root: Path, source: Path, tempdir: Path | None,
           specs: dict[str, InputSpec] | None = None) -> ModelLibrary:
     meta_path = root / "metadata.json"
@@ -299,8 +305,8 @@ def _load(root: Path, source: Path, tempdir: Path | None,
             "pass the .tar written by export_model_library_format or 'project-api emit'"
         )
     try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        metadata = bounded.load_json(meta_path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
         raise MLFError(f"{source}: metadata.json is not valid JSON ({exc})") from None
     if not isinstance(metadata, dict):
         raise MLFError(f"{source}: metadata.json must hold a JSON object")
@@ -333,7 +339,12 @@ def _load(root: Path, source: Path, tempdir: Path | None,
     used: set[str] = set()
     for name, raw in raw_modules.items():
         if not isinstance(raw, dict):
-            raise MLFError(f"{source}: metadata.json module {name!r} is not an object")
+            raise MLFError(f"{source}: metadata.json module {bounded.quote(name)} is not an object")
+        if not _MODULE_NAME.fullmatch(name):
+            raise MLFError(
+                f"{source}: metadata.json module name {bounded.quote(name)} is not a name TVM "
+                "writes (letters, digits, '_', '-' and '.', not starting with '.' or '-'); "
+                "re-export the model with --module-name set to a C identifier")
         parser = _ModuleParser(root, source, name, raw, single, specs or {})
         modules[name] = parser.parse()
         used |= parser.used_specs

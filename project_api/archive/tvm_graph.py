@@ -30,7 +30,6 @@ storage.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import struct
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import Any
 
 from project_api.archive import dtypes
 from project_api.errors import MLFError
+from project_api.system import bounded
 
 #: ``kTVMNDArrayListMagic`` and ``kTVMNDArrayMagic`` (include/tvm/runtime/ndarray.h).
 PARAMS_LIST_MAGIC = 0xF7E58D4F05049CB7
@@ -196,10 +196,10 @@ def read_graph(path: str | Path, where: str = "") -> Graph:
     r = _Reader(path, where)
     try:
         text = path.read_bytes()
-        doc = json.loads(text.decode("utf-8"))
+        doc = bounded.load_json(text)
     except OSError as exc:
         raise r.error(f"unreadable ({exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:
         raise r.error(f"not valid JSON ({exc}); re-export the model") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise r.error("not a graph-executor JSON (no \"nodes\" list); re-export the model")

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 from project_api.errors import MLFError
+from project_api.system import bounded
 
 #: Largest single member :func:`safe_extract` writes unless told otherwise (env
 #: ``PROJECT_API_MLF_MAX_MEMBER_BYTES``). Generated C for a large model is a few MB.
@@ -36,10 +37,26 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
-def _normalize_member_name(name: str) -> str:
+def _normalize_member_name(name: str, max_depth: int = bounded.DEFAULT_MAX_PATH_DEPTH,
+                           max_chars: int = bounded.DEFAULT_MAX_PATH_CHARS) -> str:
     """The member's path relative to the archive root ('' for the root), or raise MLFError."""
+    if len(name) > max_chars:
+        raise MLFError(
+            f"archive member {bounded.quote(name, 60)}: its name is {len(name)} characters, over "
+            f"the limit of {max_chars}; raise PROJECT_API_MLF_MAX_PATH_CHARS if it is genuine")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise MLFError(f"archive member {bounded.quote(shown, 60)}: its name is not UTF-8; "
+                       "rename it (MLF names are ASCII) and pack the archive again") from None
     if "\x00" in name:
-        raise MLFError(f"unsafe archive member {name!r}: NUL byte in its name")
+        raise MLFError(f"unsafe archive member {bounded.quote(name)}: NUL byte in its name")
+    depth = len([p for p in name.split("/") if p])
+    if depth > max_depth:
+        raise MLFError(
+            f"archive member {bounded.quote(name, 60)}: {depth} folders deep, over the limit of "
+            f"{max_depth}; raise PROJECT_API_MLF_MAX_PATH_DEPTH if it is genuine")
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or name.startswith("\\"):
         raise MLFError(f"unsafe archive member {name!r}: absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -53,6 +70,8 @@ def _check_members(
     max_member_bytes: int,
     max_total_bytes: int,
     max_members: int,
+    max_depth: int = bounded.DEFAULT_MAX_PATH_DEPTH,
+    max_chars: int = bounded.DEFAULT_MAX_PATH_CHARS,
 ) -> list[tuple[str, tarfile.TarInfo]]:
     """Validate every member; return (normalized name, member) pairs. Writes nothing."""
     if len(members) > max_members:
@@ -64,14 +83,14 @@ def _check_members(
     kinds: dict[str, str] = {}
     total = 0
     for m in members:
-        name = _normalize_member_name(m.name)
+        name = _normalize_member_name(m.name, max_depth, max_chars)
         if m.isdir():
             kind = "dir"
         elif m.isreg():
             kind = "file"
             if m.size > max_member_bytes:
                 raise MLFError(
-                    f"archive member {m.name!r} is {m.size} bytes, over the {max_member_bytes}-byte "
+                    f"archive member {bounded.quote(m.name)} is {m.size} bytes, over the {max_member_bytes}-byte "
                     "limit per member; pass a larger max_member_bytes (or set "
                     "PROJECT_API_MLF_MAX_MEMBER_BYTES) if it is genuine"
                 )
@@ -85,37 +104,37 @@ def _check_members(
             kind = "symlink"
             target = m.linkname
             if target.startswith("/") or re.match(r"^[A-Za-z]:", target):
-                raise MLFError(f"unsafe archive member {m.name!r}: symlink to absolute path {target!r}")
+                raise MLFError(f"unsafe archive member {bounded.quote(m.name)}: symlink to absolute path {target!r}")
             # Any '..' in a link target is refused: combined with other links it can climb out
             # of the archive even when the lexical path looks contained.
             if any(p == ".." for p in target.split("/")):
                 raise MLFError(
-                    f"unsafe archive member {m.name!r}: symlink target {target!r} uses '..' "
+                    f"unsafe archive member {bounded.quote(m.name)}: symlink target {target!r} uses '..' "
                     "and may lead outside the archive"
                 )
             if not name:
-                raise MLFError(f"unsafe archive member {m.name!r}: the archive root is a symlink")
+                raise MLFError(f"unsafe archive member {bounded.quote(m.name)}: the archive root is a symlink")
         elif m.islnk():
             kind = "hardlink"
             try:
                 target = _normalize_member_name(m.linkname)
             except MLFError:
                 raise MLFError(
-                    f"unsafe archive member {m.name!r}: hard link to {m.linkname!r} outside the archive"
+                    f"unsafe archive member {bounded.quote(m.name)}: hard link to {m.linkname!r} outside the archive"
                 ) from None
             if kinds.get(target) != "file":
                 raise MLFError(
-                    f"unsafe archive member {m.name!r}: hard link to {m.linkname!r}, which is not "
+                    f"unsafe archive member {bounded.quote(m.name)}: hard link to {m.linkname!r}, which is not "
                     "an earlier regular file of the archive"
                 )
         elif m.ischr() or m.isblk():
-            raise MLFError(f"unsafe archive member {m.name!r}: device file")
+            raise MLFError(f"unsafe archive member {bounded.quote(m.name)}: device file")
         elif m.isfifo():
-            raise MLFError(f"unsafe archive member {m.name!r}: FIFO")
+            raise MLFError(f"unsafe archive member {bounded.quote(m.name)}: FIFO")
         else:
-            raise MLFError(f"unsafe archive member {m.name!r}: unsupported member type {m.type!r}")
+            raise MLFError(f"unsafe archive member {bounded.quote(m.name)}: unsupported member type {m.type!r}")
         if name in kinds and not (kind == "dir" and kinds[name] == "dir"):
-            raise MLFError(f"archive member {m.name!r} appears more than once")
+            raise MLFError(f"archive member {bounded.quote(m.name)} appears more than once")
         kinds[name] = kind
         plan.append((name, m))
 
@@ -128,10 +147,10 @@ def _check_members(
             kind = kinds.get(parent)
             if kind == "symlink":
                 raise MLFError(
-                    f"unsafe archive member {m.name!r}: its path goes through the symlink {parent!r}"
+                    f"unsafe archive member {bounded.quote(m.name)}: its path goes through the symlink {parent!r}"
                 )
             if kind in ("file", "hardlink"):
-                raise MLFError(f"archive member {m.name!r} lies below the file {parent!r}")
+                raise MLFError(f"archive member {bounded.quote(m.name)} lies below the file {parent!r}")
     return plan
 
 
@@ -188,7 +207,10 @@ def safe_extract(
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise MLFError(f"{tar_path}: corrupt tar archive ({exc})") from None
         _refuse_cut_before_metadata(tar, members, tar_path)
-        plan = _check_members(members, max_member_bytes, max_total_bytes, max_members)
+        plan = _check_members(
+            members, max_member_bytes, max_total_bytes, max_members,
+            _env_int("PROJECT_API_MLF_MAX_PATH_DEPTH", bounded.DEFAULT_MAX_PATH_DEPTH),
+            _env_int("PROJECT_API_MLF_MAX_PATH_CHARS", bounded.DEFAULT_MAX_PATH_CHARS))
 
         created = not dest.exists()
         dest.mkdir(parents=True, exist_ok=True)
@@ -261,7 +283,7 @@ def _write_plan(
             path.parent.mkdir(parents=True, exist_ok=True)
             src = tar.extractfile(m)
             if src is None:
-                raise MLFError(f"cannot read archive member {m.name!r}")
+                raise MLFError(f"cannot read archive member {bounded.quote(m.name)}")
             try:
                 with src, open(path, "xb") as out:
                     remaining = max_member_bytes + 1
@@ -271,7 +293,7 @@ def _write_plan(
                             break
                         remaining -= len(chunk)
                         if remaining <= 0:
-                            raise MLFError(f"archive member {m.name!r} is larger than its header says")
+                            raise MLFError(f"archive member {bounded.quote(m.name)} is larger than its header says")
                         out.write(chunk)
             except FileExistsError:
                 raise MLFError(

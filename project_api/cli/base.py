@@ -28,13 +28,18 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
+
+from project_api.errors import ProjectError
+from project_api.system import bounded
 
 
 class UsageError(Exception):
@@ -317,3 +322,32 @@ def tflite_not_mlf_error(path: str | Path, verb: str) -> UsageError:
         f"with 'project-api run --template host --model {path}'"
     )
 
+
+
+def check_output_file(path: str | Path | None, option: str, force: bool, example: str) -> None:
+    """Refuse at once an output path that is a directory, FIFO, device or socket, that exists
+    without ``--force``, or whose folder is missing or unwritable: nothing may block on open."""
+    if not path:
+        return
+    p = Path(path)
+    shown = bounded.quote(str(p))
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"{option} {shown}: {exc.strerror}; name a file, e.g. {example}") from None
+    if st is not None:
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else None)
+        if kind:
+            raise UsageError(f"{option} {shown} is {kind}, not a regular file; name a file, "
+                             f"e.g. {example}")
+        if not force:
+            raise ProjectError(f"{p} already exists; pass --force to overwrite it")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {shown}: its folder does not exist; create it first")
+    if not os.access(parent, os.W_OK) or (st is not None and not os.access(p, os.W_OK)):
+        raise UsageError(f"{option} {shown} is not writable; name a file you may write")

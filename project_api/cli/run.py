@@ -21,6 +21,7 @@ from project_api.cli.base import (
     UsageError,
     add_option_argument,
     add_retry_arguments,
+    check_output_file,
     retry_policy,
     run_and_time,
 )
@@ -222,10 +223,7 @@ examples:
 
     def invoke(self) -> int:
         a = self.args
-        if a.output and Path(a.output).is_dir():
-            raise UsageError(f"--output {a.output} is a directory; name a file, e.g. y.npz")
-        if a.output and Path(a.output).exists() and not a.force:
-            raise ProjectError(f"{a.output} already exists; pass --force to overwrite it")
+        check_output_file(a.output, "--output", a.force, "y.npz")
         if a.project_dir and (a.template or a.model):
             raise UsageError("give either a project DIR or --template with --model, not both")
         if a.project_dir:

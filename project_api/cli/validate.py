@@ -19,6 +19,7 @@ from project_api.cli.base import (
     UsageError,
     add_option_argument,
     add_retry_arguments,
+    check_output_file,
     retry_policy,
 )
 from project_api.cli.run import _seconds
@@ -188,8 +189,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
             raise UsageError("--repeat must be at least 1 and --number at least 0")
         if a.limit is not None and a.limit < 1:
             raise UsageError("--limit must be at least 1")
-        if a.save and Path(a.save).exists() and not a.force:
-            raise ProjectError(f"{a.save} already exists; pass --force to overwrite it")
+        check_output_file(a.save, "--save", a.force, "out.npz")
         model = Path(a.model) if a.model else None
         if model is not None and not model.is_file():
             raise ProjectError(f"model {model} does not exist; check the path")

@@ -47,7 +47,8 @@ def remote_options(flash: bool = True) -> list[DeclaredOption]:
     opts = [
         option("serial_url", "str", optional=["open_transport"],
                help="pyserial URL of the board's UART (rfc2217://host:port, socket://host:port, "
-                    "hwgrep://regex, ...): replaces port discovery; never starts a local QEMU."),
+                    "loop://, a device path; hwgrep:// with PROJECT_API_ALLOW_HWGREP=1): "
+                    "replaces port discovery; never starts a local QEMU."),
         option("labgrid_place", "str", optional=flash_too,
                help="labgrid place to acquire; its NetworkSerialPort is the UART (released on "
                     "close)" + ("; flash: through labgrid's OpenOCD driver on its USB debugger "

@@ -1,8 +1,9 @@
 """A board's UART on another machine, at a pyserial URL (``-o serial_url``, and the serial port
 of a labgrid place): the transport and its link.
 
-``-o serial_url=URL`` is any pyserial URL (``rfc2217://host:port``, ``socket://host:port``,
-``hwgrep://regex``, ``spy://...``) and replaces port discovery. The serial line is opened
+``-o serial_url=URL`` is a device path or an allowed pyserial URL (``rfc2217://host:port``,
+``socket://host:port``, ``loop://``, ``spy://`` without ``file=``; ``hwgrep://`` only with
+``$PROJECT_API_ALLOW_HWGREP=1``; see ``serial_url_refusal``) and replaces port discovery. The serial line is opened
 lazily on the server's side (:class:`NetworkUartTransport`): our client reaches the device
 through the ``serial`` endpoint itself, and a TCP serial server (QEMU, ser2net) takes one
 connection at a time; microTVM's client, which reads and writes through the server, opens it on
@@ -14,6 +15,8 @@ from __future__ import annotations
 import logging
 
 from project_api.api.server import TransportTimeouts
+from project_api.api.transport import serial_url_refusal
+from project_api.errors import OptionValueError
 from project_api.template.link import Closeable, Link, SerialEndpoint
 from project_api.template.serial_ports import UartTransport
 
@@ -61,6 +64,9 @@ class NetworkUartTransport(UartTransport):
 def network_uart_link(url: str, baudrate: int, *parts: Closeable) -> Link:
     """The link to the UART at pyserial ``url``, with a ``serial`` endpoint our client opens
     itself; ``parts`` (a held labgrid place) are closed after it."""
+    refusal = serial_url_refusal(url)
+    if refusal:
+        raise OptionValueError(f"-o serial_url: {refusal}", option="serial_url")
     _LOG.info("board at %s %s", url, NETWORK_LINK)
     return Link(NetworkUartTransport(url, baudrate), NETWORK_TIMEOUTS,
                 SerialEndpoint(url, baudrate), *parts)

@@ -5,8 +5,10 @@ asked.
 
 from __future__ import annotations
 
+import io
 import math
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ import numpy as np
 from project_api.errors import (
     ValidationError,
 )
+from project_api.system import bounded
 
 if TYPE_CHECKING:
     pass
@@ -78,27 +81,72 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
         if not files:
             raise ValidationError(f"{what} folder {path} holds no .npy files; "
                                   "save one <input name>.npy per input (first axis = sample)")
-        return {f.stem: np.load(f, allow_pickle=False) for f in files}
+        return {f.stem: _load_npy(f, what) for f in files}
     if not path.is_file():
         raise ValidationError(f"{what} {path} does not exist; pass an .npz file or a folder of .npy files")
     if path.suffix == ".npy":
         # One tensor, keyed by index: the only input (or output) of the model.
         return {"0": _load_npy(path, what)}
     try:
+        _check_npz_headers(path, what)
         with np.load(path, allow_pickle=False) as npz:
             if not hasattr(npz, "files"):
                 raise ValidationError(f"{what} {path} is not an .npz archive; "
                                       "write it with np.savez(path, name=array)")
             return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
 
 
+def _check_npy_stream(f: Any, available: int, label: str, what: str) -> None:
+    """Refuse a .npy header that declares more bytes than the file holds or than the limit
+    allows, before anything is allocated for it."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(f)
+        else:
+            return  # np.load says what it makes of other versions
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as err:
+        raise ValidationError(f"{what} {label} cannot be read as a .npy "
+                              f"({' '.join(str(err).split())[:200]}); write it with "
+                              "np.save(path, array)") from None
+    if dtype.hasobject:
+        return  # refused by np.load(allow_pickle=False)
+    available -= f.tell()
+    want = math.prod(shape) * dtype.itemsize
+    limit = bounded.env_limit("PROJECT_API_MAX_ARRAY_BYTES", bounded.DEFAULT_MAX_ARRAY_BYTES)
+    if want > limit:
+        raise ValidationError(
+            f"{what} {label}: its header declares {dtype}{list(shape)} = {want} bytes, over the "
+            f"limit of {limit}; raise PROJECT_API_MAX_ARRAY_BYTES if it is genuine")
+    if want > available:
+        raise ValidationError(
+            f"{what} {label} is truncated: its header declares {want} bytes of data but it holds "
+            f"{available}; write it again with np.save")
+
+
+def _check_npz_headers(path: Path, what: str) -> None:
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as f:
+                head = f.read(65536 + 16)
+            stream = io.BytesIO(head)
+            _check_npy_stream(stream, info.file_size, f"{path}[{info.filename}]", what)
+
+
 def _load_npy(path: Path, what: str) -> np.ndarray:
     try:
+        with open(path, "rb") as f:
+            _check_npy_stream(f, path.stat().st_size, str(path), what)
         return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, EOFError) as err:
         raise ValidationError(f"{what} {path} cannot be read as a .npy ({err}); write it with "
                               "np.save(path, array)") from None
 
