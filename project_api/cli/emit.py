@@ -33,7 +33,8 @@ examples:
 
 --target picks the kernels: generic (portable C, the default), cortex-m4, cortex-m7,
 cortex-m33 (DSP-extension SIMD kernels; on a CPU without the extension they compile to
-portable C with the same results) or cortex-m0 (generic kernels). A TVM target string or
+portable C with the same results), cortex-m0 or cortex-m3 (the portable kernels, each run
+on its own core). A TVM target string or
 -mcpu=CPU selects the same way (cortex-m33+nodsp -> cortex-m0). metadata.json records it.
 cortex-m55 adds Helium (MVE) kernels where they beat the DSP ones (fully connected, unpadded
 convolutions); -mcpu=cortex-m55+nomve keeps the DSP kernels alone, and cortex-m85 (no emulator
@@ -65,9 +66,10 @@ each run; the outputs are the plain build's, bit for bit.
                             help="a profile build: the C times every operator with the "
                                  "platform's counter ('project-api profile' reads the table)")
         parser.add_argument("--target", default=None, metavar="TARGET",
-                            help="kernel target: generic (default), cortex-m0, cortex-m4, "
-                                 "cortex-m7, cortex-m33, riscv32 (rv32imac), rv32imafc, or a "
-                                 "target string with -mcpu=CPU")
+                            help="kernel target: generic (default), cortex-m0, cortex-m3, "
+                                 "cortex-m4, cortex-m7, cortex-m33, cortex-m55, cortex-m85, "
+                                 "riscv32 (rv32imac), rv32imafc, or a target string with "
+                                 "-mcpu=CPU")
         parser.add_argument("--weights", default=None, choices=("int8", "int16"),
                             help="weight layout of the DSP convolutions: int8 (default, the "
                                  "model's bytes reordered) or int16 (pairs in flash, 2x)")

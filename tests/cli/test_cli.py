@@ -397,3 +397,14 @@ def test_builtin_templates_of_the_repo(monkeypatch, capsys):
     host = entries[names.index("host")]
     assert host.get("platform") == "host", host
     assert any(o["name"] == "workspace_size_bytes" and o["type"] == "int" for o in host["options"])
+
+
+def test_emit_help_names_every_kernel_target(capsys):
+    from project_api.emit.target import TARGET_NAMES
+
+    assert cli.main(["emit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--target TARGET kernel target:")
+    option = text[start:text.index("--weights {int8", start)]
+    missing = [t for t in TARGET_NAMES if t not in option]
+    assert not missing, f"emit --help's --target leaves out {missing}"
