@@ -285,8 +285,10 @@ def write_mlf_with_specs(
     return dest
 
 
-#: A module name as TVM writes it (it is mangled into C names and file names).
-_MODULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+#: A module name as TVM writes it (it is mangled into C names and file names): parts of letters,
+#: digits, '_', '.' and '-' not starting with '.' or '-', joined by '/' (a slashed name keeps its
+#: files in sub-folders), at most 128 characters.
+_MODULE_NAME = re.compile(r"(?=.{1,128}\Z)[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 
 
 def _load(root: Path, source: Path, tempdir: Path | None,
@@ -343,7 +345,8 @@ def _load(root: Path, source: Path, tempdir: Path | None,
         if not _MODULE_NAME.fullmatch(name):
             raise MLFError(
                 f"{source}: metadata.json module name {bounded.quote(name)} is not a name TVM "
-                "writes (letters, digits, '_', '-' and '.', not starting with '.' or '-'); "
+                "writes (parts of letters, digits, '_', '-' and '.' joined by '/', none starting "
+                "with '.' or '-'); "
                 "re-export the model with --module-name set to a C identifier")
         parser = _ModuleParser(root, source, name, raw, single, specs or {})
         modules[name] = parser.parse()

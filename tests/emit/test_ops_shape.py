@@ -97,7 +97,7 @@ def _view_cases() -> list[Case]:
 
 #: Builder mode of each element-type scheme.
 MODE_OF = {"float32": "float32", "int8": "int8", "int16": "int16x8", "int32": "int32",
-           "int64": "int64", "bool": "bool"}
+           "int64": "int64", "bool": "bool", "uint8": "uint8"}
 #: int8 inputs whose zero point is at the ends of the range (-128 and 127).
 ZP_LOW, ZP_HIGH = {"value_range": (0.0, 2.0)}, {"value_range": (-2.0, 0.0)}
 PADS4 = ((0, 0), (1, 2), (2, 0), (0, 1))
@@ -261,7 +261,7 @@ def _mover_cases() -> list[Case]:
             {"input_shape": (2, 2), "dims": (4,), "value": -0.5, "seed": 1}],
             branch=_fill_constant))
     # TILE: TFLM has no kernel, so LiteRT is the reference (as SSD detectors use it)
-    for scheme in ("float32", "int8", "int16", "int32", "int64", "bool"):
+    for scheme in ("float32", "int8", "int16", "int32", "int64", "bool", "uint8"):
         cases.append(Case("TILE", MODE_OF[scheme], {}, [
             {"input_shape": (1, 2, 3), "multiples": (2, 1, 3), "seed": 0},
             {"input_shape": (4,), "multiples": (3,), "seed": 1},
