@@ -28,16 +28,13 @@ bench: private SHELL = $(CURDIR)/scripts/timed-shell
 bench: setup
 	$(VENV)/bin/python bench/transport.py
 	$(VENV)/bin/python bench/rpc.py
-	$(VENV)/bin/python bench/size.py
 	$(VENV)/bin/python bench/models.py
 	$(VENV)/bin/python bench/validate.py
 	$(VENV)/bin/python bench/stm32.py
-	$(VENV)/bin/python bench/cortex_m.py
-	$(VENV)/bin/python bench/riscv.py
-	$(VENV)/bin/python bench/profile.py
 	$(VENV)/bin/python bench/farm.py
-	$(VENV)/bin/python bench/graph_memory.py
 	$(VENV)/bin/python bench/faults.py --parts validate,mlperftiny --rates 1e-3 --samples 300 --kws-samples 100
+# The last line's benchmarks count (instructions under QEMU -icount, bytes), so they share the cores.
+	$(VENV)/bin/python scripts/bench_parallel.py --jobs $(TEST_JOBS) bench/size.py bench/graph_memory.py bench/cortex_m.py bench/riscv.py bench/profile.py
 
 clean:
 	rm -rf build demo-out .pytest_cache .ruff_cache
