@@ -229,3 +229,24 @@ def test_crt_includes_nothing_from_templates() -> None:
             resolved = (path.parent / target).resolve()
             assert "templates" not in target and resolved.is_relative_to(crt.resolve()) or \
                 not target.startswith(".."), f"{path} includes {target}, outside crt/"
+
+
+def test_no_module_is_over_800_lines() -> None:
+    """A module a newcomer can read whole: none of ``project_api/`` is over 800 lines."""
+    long = {name: n for name, p in modules().items()
+            if (n := len(p.read_text().splitlines())) > 800}
+    assert long == {}, f"split these modules: {long}"
+
+
+def test_the_tflite_writer_lives_in_tflite_not_emit() -> None:
+    """``project_api/emit`` turns a model into C; the flatbuffer writer (``ModelBuilder``) is
+    ``project_api/tflite``'s, and no emitter module defines one or builds flatbuffers (the
+    signal ops only read a custom op's flexbuffer options)."""
+    for name, path in modules().items():
+        if name.startswith("project_api.emit"):
+            tree = ast.parse(path.read_text())
+            classes = [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+            text = path.read_text()
+            writes = ("flatbuffers.Builder", "from flatbuffers import Builder",
+                      "from flatbuffers import builder", "flatbuffers.builder")
+            assert "ModelBuilder" not in classes and not any(w in text for w in writes), name
