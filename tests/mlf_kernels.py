@@ -406,6 +406,16 @@ def add_host_project(tmp: Path, shape: tuple[int, ...], dtype: str = "int8"):
     return generate_host_project(path, Path(tmp) / "prj"), info
 
 
+def add_samples(n: int, seed: int, shape: tuple[int, ...]) -> tuple[dict[str, np.ndarray],
+                                                                    np.ndarray]:
+    """``n`` seeded int8 samples of the ``a + b`` model of :func:`add_host_project`: the inputs
+    by name and numpy's wrapped sums (the reference)."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 127, (n, *shape), dtype=np.int8, endpoint=True)
+    b = rng.integers(-128, 127, (n, *shape), dtype=np.int8, endpoint=True)
+    return {"a": a, "b": b}, (a + b).astype(np.int8)
+
+
 def device_pids(binary: str | Path) -> list[int]:
     """Ids of the running processes whose executable is ``binary`` (Linux /proc)."""
     want = str(Path(binary).resolve())

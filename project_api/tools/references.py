@@ -83,21 +83,24 @@ def tflm_or_litert_ref(model: bytes, inputs: Sequence[np.ndarray],
 
     failure: Exception | None = None
     printed: list[str] = []
-    try:
-        with reference._captured_fds() as printed:  # TFLM's C code says why it fails
-            try:
-                return "TFLite Micro", tflm_outputs(model, inputs, progress, state=state)
-            except reference.ReferenceArenaError:
-                raise
-            except (RuntimeError, TypeError, IndexError, KeyError) as exc:
-                failure = exc
-    except OSError:  # no descriptors to redirect: run it plainly
+
+    def tflm() -> tuple[str, list[np.ndarray]] | None:
+        nonlocal failure
         try:
             return "TFLite Micro", tflm_outputs(model, inputs, progress, state=state)
         except reference.ReferenceArenaError:
             raise
         except (RuntimeError, TypeError, IndexError, KeyError) as exc:
             failure = exc
+            return None
+
+    try:
+        with reference._captured_fds() as printed:  # TFLM's C code says why it fails
+            got = tflm()
+    except OSError:  # no descriptors to redirect: run it plainly
+        got = tflm()
+    if got is not None:
+        return got
     why = reference.tflm_failure_reason("".join(printed), failure)
     if not reference.litert_ref_stands_in(why):
         raise ValidationError(f"TFLite Micro cannot run this model as the reference ({why})")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import require_tool
 from fault_proxy import Direction, FaultProxy, KillAfter
-from mlf_kernels import add_host_project, device_pids
+from mlf_kernels import add_host_project, add_samples, device_pids
 
 from project_api.api.transport import Transport, WrappedTransport
 from project_api.errors import (
@@ -39,10 +39,8 @@ def add_project(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _data(n: int, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
-    b = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
-    return {"a": a, "b": b}, {"output": (a + b).astype(np.int8)}
+    inputs, want = add_samples(n, seed, SHAPE)
+    return inputs, {"output": want}
 
 
 def _check(report, want: dict[str, np.ndarray], n: int) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import require_tool
 from fault_proxy import FaultProxy
-from mlf_kernels import add_host_project
+from mlf_kernels import add_host_project, add_samples
 
 from project_api.api.transport import Transport, WrappedTransport
 from project_api.errors import SessionDesyncError, SessionTerminatedError
@@ -36,10 +36,7 @@ def big_add(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _data(n: int, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
-    b = rng.integers(-128, 127, (n, *SHAPE), dtype=np.int8, endpoint=True)
-    return {"a": a, "b": b}, (a + b).astype(np.int8)
+    return add_samples(n, seed, SHAPE)
 
 
 class _Tamper(WrappedTransport):
