@@ -42,6 +42,7 @@ from project_api.errors import (
     TemplateStepError,
     TransportClosedError,
 )
+from project_api.system import bounded
 
 #: Verb modules under project_api/cli, in the order ``--help`` lists them.
 VERB_MODULES = [
@@ -241,10 +242,28 @@ def format_error(exc: BaseException) -> str:
     else:
         what = f"internal error: {type(exc).__name__}: {exc}"
         hint = "please report it with the output of -vv"
-    what = " ".join(what.split())
+    what = shorten_values(" ".join(what.split()))
     if ";" in what:
         return what
     return f"{what}; {hint}"
+
+
+#: Longest error line :func:`format_error` returns, whatever the message quotes.
+MAX_ERROR_CHARS = 2000
+
+_LONG_WORD = re.compile(rf"\S{{{bounded.QUOTE_CHARS + 1},}}")
+
+
+def shorten_values(line: str) -> str:
+    """``line`` with each word longer than :data:`bounded.QUOTE_CHARS` characters (a user's
+    120 KB option value, a path too long for the system) cut to that many and its length, and
+    the whole cut to :data:`MAX_ERROR_CHARS`: the last line of defence for a message that quotes
+    a value whole. A message that names the problem and the fix stays whole below these bounds."""
+    line = _LONG_WORD.sub(
+        lambda m: f"{m.group()[:bounded.QUOTE_CHARS]}... ({len(m.group())} characters)", line)
+    if len(line) > MAX_ERROR_CHARS:
+        line = f"{line[:MAX_ERROR_CHARS]}... ({len(line)} characters)"
+    return line
 
 
 def _raised_in_server(data: Any) -> str:

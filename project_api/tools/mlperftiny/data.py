@@ -6,6 +6,7 @@ anything is sent.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from project_api.errors import ProjectAPIError
+from project_api.system import bounded
 from project_api.tools.mlperftiny.device import MlperfTinyError
 
 
@@ -95,13 +97,14 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
                                   "stride] per line)")
         folder = path.resolve()
         with labels.open(newline="") as f:
-            for row_no, row in enumerate(csv.reader(f), 1):
+            for row_no, row in enumerate(_rows(f, labels), 1):
                 if not row or not row[0].strip():
                     continue
                 where = f"{labels}:{row_no}"
                 if len(row) not in (3, 5):
                     raise MlperfTinyError(f"{where}: expected file,classes,class"
-                                          f"[,window,stride], got {row!r}")
+                                          f"[,window,stride], got {len(row)} fields: "
+                                          f"{bounded.quote(','.join(row))}")
                 name = row[0].strip()
                 file = path / name
                 if Path(name).is_absolute() or not file.resolve().is_relative_to(folder):
@@ -143,12 +146,28 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
     return samples
 
 
+def _rows(f: Any, labels: Path) -> Iterator[list[str]]:
+    """The rows of y_labels.csv; a field over the csv module's limit (128 KiB) or a line that
+    is no CSV is an MlperfTinyError naming the file and line."""
+    reader = csv.reader(f)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise MlperfTinyError(f"{labels}:{reader.line_num}: not a line of "
+                                  f"file,classes,class[,window,stride] ({exc})") from None
+        yield row
+
+
 def _whole(text: str, what: str, where: str) -> int:
     """An integer field of y_labels.csv, or MlperfTinyError quoting it."""
     try:
         return int(str(text).strip())
     except ValueError:
-        raise MlperfTinyError(f"{where}: {what} {text!r} is not an integer; write whole numbers "
+        raise MlperfTinyError(f"{where}: {what} {bounded.quote(text)} is not an integer; write "
+                              "whole numbers "
                               "in y_labels.csv (file,classes,class[,window,stride])") from None
 
 
