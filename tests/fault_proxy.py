@@ -210,7 +210,9 @@ class FaultNth(WrappedTransport):
     check at open, the model lookup, ...). ``framing`` says what a request is: ``"rpc"``, a
     micro-RPC frame (a damaged one fails its CRC and is dropped); ``"text"``, an MLPerf Tiny
     command up to its ``%``. With ``nth=None`` nothing is damaged and :attr:`requests` counts
-    the requests of a clean run. :attr:`damaged` tells whether the fault was made."""
+    the requests of a clean run. :attr:`damaged` tells whether the fault was made; with text
+    framing :attr:`commands` keeps each request's command (its first word, the sync's token
+    dropped), in order."""
 
     def __init__(self, child: Transport, nth: int | None, *, framing: str = "rpc",
                  reply: bool = False) -> None:
@@ -220,6 +222,8 @@ class FaultNth(WrappedTransport):
         self.nth, self.framing, self.reply = nth, framing, reply
         self.requests = 0
         self.damaged = False
+        self.commands: list[str] = []
+        self._text = bytearray()
         self._unframer = Unframer()
         self._reply_due = False
 
@@ -237,6 +241,11 @@ class FaultNth(WrappedTransport):
         data = bytearray(data)
         start = 0
         for end in self._ends(bytes(data)):
+            if self.framing == "text":
+                words = (bytes(self._text) + bytes(data[start:end - 1])).split()
+                word = words[0].decode("ascii", "replace") if words else ""
+                self.commands.append("sync" if word.startswith("sync") else word)
+                self._text.clear()
             if self.nth is not None and self.requests == self.nth and not self.damaged:
                 if self.reply:
                     self._reply_due = True
@@ -247,6 +256,8 @@ class FaultNth(WrappedTransport):
                     self.damaged = True
             self.requests += 1
             start = end
+        if self.framing == "text":
+            self._text += data[start:]
         self.child.write(bytes(data), timeout_sec)
 
     def read(self, n: int, timeout_sec: float | None) -> bytes:

@@ -79,10 +79,19 @@ def test_a_fault_in_each_command_of_a_run_is_mended(hello, mode: str) -> None:
     clean = FaultNth(project.transport(), None, framing="text")
     _run(mode, clean, samples, scores)
     assert clean.requests >= 5, clean.requests  # name, sync, profile, db crc, db load, ...
+    faulted: set[str] = set()
     for nth in range(clean.requests):
         link = FaultNth(project.transport(), nth, framing="text")
         _run(mode, link, samples, scores)
-        assert link.damaged, (mode, nth)
+        if not link.damaged:
+            # Only a performance window's length is timing-dependent: a clean window found
+            # shorter than asked (a loaded machine) is re-run, so a faulted run may send fewer
+            # requests than the clean one did. Never so in accuracy mode, nor in the set-up.
+            assert mode == "performance" and link.requests <= nth, (mode, nth, link.commands)
+            assert "infer" in clean.commands[:nth], (nth, clean.commands)
+            continue
+        faulted.add(link.commands[nth])
+    assert faulted == set(clean.commands), (faulted, clean.commands)
 
 
 @pytest.mark.parametrize("mode", ["accuracy", "performance"])
