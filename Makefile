@@ -6,7 +6,9 @@ export VENV
 # Test workers (make test TEST_JOBS=0 runs in one process); PYTEST_ARGS adds pytest options.
 # --dist loadfile keeps a module's tests on one worker, so its module fixtures (builds, QEMU
 # boards, labgrid places) are made once.
-TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+# (nproc is asked once, at parse time, so the bench target's timed shell never runs it.)
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+TEST_JOBS ?= $(NPROC)
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test lint bench clean
