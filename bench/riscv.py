@@ -58,12 +58,14 @@ def seeded_inputs(mlf: Any, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def measure(tflite: Path, board: str, work: Path) -> dict[str, Any]:
+def measure(tflite: Path, board: str, work: Path, opt_level: str | None = None) -> dict[str, Any]:
     entry = board_entry(template_dir("riscv"), board) or {}
     mlf = emit(tflite, work / f"{tflite.stem}.tar", name="default", target=for_cpu(entry["cpu"]))
     inputs = seeded_inputs(mlf)
     options = {"board": board, **(BIG_OPTIONS if entry["memory"]["ram"]["length"] > 1 << 20
                                   else {})}
+    if opt_level is not None:
+        options["opt_level"] = opt_level
     with generate_project("riscv", mlf.path, work / tflite.stem, options, build=True) as project:
         project.flash()
         with project.session() as session:
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--board", default="qemu_virt_rv32")
     ap.add_argument("--model", action="append", help="only this model (stem); repeatable")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--opt-level", help="the template's opt_level option (default: its own)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     anchors = json.loads(ANCHORS.read_text()) if ANCHORS.is_file() else {"models": {}}
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.model and tflite.stem not in args.model:
                 continue
             try:
-                rows[tflite.stem] = measure(tflite, args.board, Path(tmp))
+                rows[tflite.stem] = measure(tflite, args.board, Path(tmp), args.opt_level)
             except Exception as exc:  # noqa: BLE001 - one line per model, the table goes on
                 rows[tflite.stem] = {"error": str(exc).splitlines()[0]}
             tflm = anchors["models"].get(tflite.stem, {}).get("instructions")

@@ -183,15 +183,30 @@ def test_rejects_unknown_operator():
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 def test_wide_layers_take_accumulators_from_the_pool(tmp_path, dtype):
-    """Per-pixel accumulators over 512 bytes are planned in the pool, not on the C stack."""
+    """Per-pixel accumulators over 512 bytes are planned in the pool, not on the C stack (162
+    channels: not a multiple of the int8 loops' 4 channels a pass, which need no array)."""
     b = ModelBuilder(seed=8, per_channel=True)
     x = b.input((1, 5, 5, 3), dtype)
-    y = b.conv2d(x, 160, kernel_size=3, activation="RELU")  # SAME 3x3: "tap" form
+    y = b.conv2d(x, 162, kernel_size=3, activation="RELU")  # SAME 3x3: "tap" form
     y = b.depthwise_conv2d(y, kernel_size=3)
     y = b.average_pool2d(y, 2)
     b.output(y)
     gen = check_parity(b.build(), tmp_path)
     assert gen.source.count("acc = (") == 3  # three kernels read scratch from the pool
-    act = 5 * 5 * 160 * (1 if dtype == "int8" else 4)
+    act = 5 * 5 * 162 * (1 if dtype == "int8" else 4)
     # conv: its output + scratch; dw: input + output + scratch
-    assert gen.workspace_size_bytes >= 2 * act + 640
+    assert gen.workspace_size_bytes >= 2 * act + 648
+
+
+def test_int8_convolutions_of_4n_channels_keep_their_accumulators_in_registers(tmp_path):
+    """The same layers at 160 channels, int8: 4 channels a pass in registers, so the
+    convolutions plan no accumulator in the pool (only the pool op does), and stay exact."""
+    b = ModelBuilder(seed=8, per_channel=True)
+    x = b.input((1, 5, 5, 3), "int8")
+    y = b.conv2d(x, 160, kernel_size=3, activation="RELU")
+    y = b.depthwise_conv2d(y, kernel_size=3)
+    y = b.average_pool2d(y, 2)
+    b.output(y)
+    gen = check_parity(b.build(), tmp_path)
+    assert gen.source.count("int32_t a[4] = {0};") == 2
+    assert gen.source.count("acc = (") == 1

@@ -53,6 +53,11 @@ from .common import (
 
 SPEC = OpSpec(opcodes=("CONV_2D",), schemes=("float32", "int8", "int16x8"), dsp=("int8",))
 
+#: Output channels per pass of the portable int8 loops, where the channel count is a multiple of
+#: it: their accumulators stay in registers and share each input load (on RV32, the weights of
+#: the pass are at immediate offsets from one pointer).
+ROWS = 4
+
 def conv_geometry(op: Operator, x: Tensor, kh: int, kw: int) -> dict:
     check_spatial(op)
     if len(x.shape) != 4:
@@ -124,6 +129,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
               ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
                                                                                bound)
     params["mve"] = mve  # the portable loops with their dot products on Helium
+    if not mve and oc % ROWS == 0:
+        params["rows"] = ROWS  # ROWS channels a pass, in registers: no accumulator array
+        scratch, params["scratch"] = 0, False
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch, headers=("mve.h.j2",) if mve else ())
 

@@ -40,7 +40,7 @@ from .common import (
     per_tensor,
     unsupported,
 )
-from .conv2d import conv_geometry, prepare_dsp, prepare_dsp8
+from .conv2d import ROWS, conv_geometry, prepare_dsp, prepare_dsp8
 
 SPEC = OpSpec(opcodes=("DEPTHWISE_CONV_2D",), schemes=("float32", "int8", "int16x8"),
               dsp=("int8",))
@@ -116,6 +116,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     # where no DSP kernel applies, Helium's taps (where the DSP ones do, they beat these:
     # bench/cortex_m.py on mps3-an547)
     params["mve"] = target.mve and dm == 1
+    if not params["mve"] and dm == 1 and oc % ROWS == 0:
+        params["rows"] = ROWS  # ROWS channels a pass, in registers: no accumulator array
+        scratch, params["scratch"] = 0, False
     return Kernel(op, "depthwise_conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch, headers=("mve.h.j2",) if params["mve"] else ())
 
