@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import FaultNth, FaultProxy
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     stm32_tools_and_no_qemu_left,
@@ -68,30 +68,56 @@ def _inputs(tensor, seed: int, n: int) -> np.ndarray:
     return rng.integers(-128, 127, (n, *tensor.shape), dtype=np.int8, endpoint=True)
 
 
-@pytest.mark.parametrize("command", ["validate", "run --repeat", "Session.time"])
+def _run(hello, link, command: str, seed: int) -> None:
+    """One run of ``command`` on a session opened over ``link``, checked against TFLite Micro."""
+    project, _, info, model_bytes, tensor = hello
+    xs = _inputs(tensor, seed, 2)
+    want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
+    with Session(link, timeout_sec=REPLY_SEC, retry=RetryPolicy(),
+                 verify=project.build_hash_check()) as session:
+        if command == "validate":
+            report = validate(session, {tensor.name: xs}, module=info, number=0)
+            assert report.samples == 2
+            assert not (report.recovery and report.recovery.failed_samples)
+            np.testing.assert_array_equal(report.outputs[0].reshape(want.shape), want)
+        elif command == "run --repeat":
+            outputs, timing = run_and_time(session, info, [xs[0]], 2, 2)
+            np.testing.assert_array_equal(outputs[0].reshape(want[0].shape), want[0])
+            assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
+        else:
+            timing = session.time(session.model(info.name), number=2, repeat=2)
+            assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
+
+
+COMMANDS = ["validate", "run --repeat", "Session.time"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_seed_sweep_faulting_from_byte_0_on_qemu(hello, command: str) -> None:
-    project, link, info, model_bytes, tensor = hello
+    link = hello[1]
     injected = 0
     for seed in SEEDS:
         proxy = FaultProxy.from_byte_0(link, RATE, 3400 + seed)
-        xs = _inputs(tensor, seed, 2)
-        want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
-        with Session(proxy, timeout_sec=REPLY_SEC, retry=RetryPolicy(),
-                     verify=project.build_hash_check()) as session:
-            if command == "validate":
-                report = validate(session, {tensor.name: xs}, module=info, number=0)
-                assert report.samples == 2
-                assert not (report.recovery and report.recovery.failed_samples)
-                np.testing.assert_array_equal(report.outputs[0].reshape(want.shape), want)
-            elif command == "run --repeat":
-                outputs, timing = run_and_time(session, info, [xs[0]], 2, 2)
-                np.testing.assert_array_equal(outputs[0].reshape(want[0].shape), want[0])
-                assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
-            else:
-                timing = session.time(session.model(info.name), number=2, repeat=2)
-                assert len(timing.results) == 2 and all(r > 0 for r in timing.results)
+        _run(hello, proxy, command, seed)
         injected += proxy.counts.total
     assert injected > 0
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_fault_in_each_request_of_the_opening_is_mended_on_qemu(hello, command: str) -> None:
+    """Each request of the opening (the handshake, the build-hash check, the boot mark, the
+    model lookup: what a session's open and its first ``model`` send) damaged in turn, one run
+    each: every run completes, equal to TFLite Micro's."""
+    project, link, info = hello[:3]
+    clean = FaultNth(link, None)
+    with Session(clean, timeout_sec=REPLY_SEC, verify=project.build_hash_check()) as session:
+        session.model(info.name)
+        opening = clean.requests
+    assert opening >= 4, clean.commands
+    for nth in range(opening):
+        faulted = FaultNth(link, nth)
+        _run(hello, faulted, command, nth)
+        assert faulted.damaged, (command, nth)
 
 
 #: The project's own opener, kept before the places test replaces it.
