@@ -21,6 +21,8 @@ import numpy as np
 from project_api.api.transport import Transport, WrappedTransport
 from project_api.errors import IoTimeoutError
 from project_api.micro.framing import Unframer
+from project_api.micro.rpc import RPCCode
+from project_api.micro.session import MessageType
 
 _LOG = logging.getLogger(__name__)
 
@@ -210,9 +212,10 @@ class FaultNth(WrappedTransport):
     check at open, the model lookup, ...). ``framing`` says what a request is: ``"rpc"``, a
     micro-RPC frame (a damaged one fails its CRC and is dropped); ``"text"``, an MLPerf Tiny
     command up to its ``%``. With ``nth=None`` nothing is damaged and :attr:`requests` counts
-    the requests of a clean run. :attr:`damaged` tells whether the fault was made; with text
-    framing :attr:`commands` keeps each request's command (its first word, the sync's token
-    dropped), in order."""
+    the requests of a clean run. :attr:`damaged` tells whether the fault was made;
+    :attr:`commands` keeps each request's command in order: with text framing its first word
+    (the sync's token dropped), with rpc framing the RPC code of a normal message
+    (``FREE_HANDLE``, ...) or the session message (``TERMINATE_SESSION``, ...)."""
 
     def __init__(self, child: Transport, nth: int | None, *, framing: str = "rpc",
                  reply: bool = False) -> None:
@@ -233,7 +236,8 @@ class FaultNth(WrappedTransport):
             return [i + 1 for i, b in enumerate(data) if b == ord("%")]
         ends = []
         for i in range(len(data)):
-            if list(self._unframer.feed(data[i:i + 1])):
+            for payload in self._unframer.feed(data[i:i + 1]):
+                self.commands.append(_rpc_command(payload))
                 ends.append(i + 1)
         return ends
 
@@ -268,3 +272,18 @@ class FaultNth(WrappedTransport):
             hit = len(data) // 2
             data = data[:hit] + bytes([data[hit] ^ 0x10]) + data[hit + 1:]
         return data
+
+
+def _rpc_command(payload: bytes) -> str:
+    """A micro-RPC frame's command: a normal message's RPC code (the body's u64 length, then
+    its i32 code), else the session message's type; "?" for what is neither (a piece)."""
+    try:
+        kind = MessageType(payload[2])
+    except (IndexError, ValueError):
+        return "?"
+    if kind != MessageType.NORMAL:
+        return kind.name
+    try:
+        return RPCCode(int.from_bytes(payload[11:15], "little", signed=True)).name
+    except ValueError:
+        return "?"

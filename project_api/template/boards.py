@@ -2,7 +2,8 @@
 
 The file maps ``boards`` to one entry per board (a file of entries alone is read as that map);
 an optional top-level ``defaults`` mapping holds what every board shares (the debug probe's OpenOCD script, what a firmware image is), merged
-into each entry, whose own keys win. Template servers, the flash runners and the command line's
+into each entry, whose own keys win. Other top-level mappings are tables a template reads with
+:func:`load_table` (the zephyr template's ``runners``). Template servers, the flash runners and the command line's
 warnings (:mod:`.targets`) all read boards through :func:`read_boards`.
 """
 
@@ -55,6 +56,22 @@ def templates_boards(templates_root: Path | None = None) -> Iterator[tuple[str, 
 def load_boards(server_file: str | Path) -> dict[str, dict[str, Any]]:
     """The boards of the ``boards.yaml`` beside a template's server (``__file__``)."""
     return read_boards(Path(server_file).resolve().parent / BOARDS_FILE)
+
+
+def load_table(server_file: str | Path, key: str) -> dict[str, dict[str, Any]]:
+    """A top-level mapping other than ``boards`` and ``defaults`` of the ``boards.yaml`` beside a
+    template's server (the zephyr template's ``runners``: what each flash runner can do); {}
+    when the file has none. ValueError when ``key`` holds something else than a mapping."""
+    import yaml
+
+    path = Path(server_file).resolve().parent / BOARDS_FILE
+    data = yaml.safe_load(path.read_text()) or {}
+    table = data.get(key) if isinstance(data, dict) else None
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: {key!r} is not a mapping")
+    return {name: dict(entry or {}) for name, entry in table.items()}
 
 
 def board_entry(template_dir: Path, board: str | None) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ What makes this platform different (everything else is project_api.template):
   ``boards/`` whatever the layout, else ``ram_bytes`` of boards.yaml) must hold the heap;
 * ``build`` is ``west build -b <board> -d build -p auto``; ``flash`` is ``west flash`` with the
   probe's serial number in the form its runner takes;
+* before a reopen (``do_reset``), a real board on a local probe is reset with ``west reset`` when
+  its flash runner implements that command (``reset`` of the runner in boards.yaml's ``runners``);
 * ``open_transport``: real boards through the shared serial-port discovery, at the console's
   ``current-speed`` read from the built devicetree (``build/zephyr/zephyr.dts``). QEMU boards are
   started by this server (template.qemu: the emulator dies with the server) on the board's
@@ -48,6 +50,7 @@ from project_api.template import (
     uart_link,
 )
 from project_api.template.ai_api import STANDALONE_OPTIONS
+from project_api.template.boards import load_table
 from project_api.template.mlperftiny_model import MLPERFTINY_MODEL_OPTION
 from project_api.template.profile import PROFILE_OPTION
 from project_api.template.qemu import QemuSocketLine, emulator_argv, emulator_link, require_image
@@ -68,12 +71,15 @@ from project_api.template.zephyr import (
 _LOG = logging.getLogger("zephyr")
 TEMPLATE_DIR = Path(__file__).resolve().parent
 BOARDS = load_boards(__file__)
+#: What each flash runner can do besides ``west flash`` (``reset``: ``west reset`` through it).
+RUNNERS = load_table(__file__, "runners")
 #: The start of the firmware's first line (host_driven and mlperftiny). open_transport reads up to
 #: its end; what follows (mlperftiny: the benchmark's start-up lines) is left for the client.
 BANNER = b"project-api zephyr ready"
 ELF = "build/zephyr/zephyr.elf"
 DTS = "build/zephyr/zephyr.dts"
 BUILD_LOG = "build.log"
+RESET_LOG = "build/reset.log"
 #: The system heap replaces the runtime's static pool (platform.c allocates with k_aligned_alloc).
 REPLACED_BY_ZEPHYR = {"src/platform/memory_pool.c", "src/memory/page_allocator.c"}
 PROJECT_TYPES = {
@@ -221,6 +227,26 @@ class Handler(TemplateHandler):
                *flash_serial_args(runner, values["serial_number"])]
         run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / "build" / "flash.log",
                    step="flash", error=FlashError, env=env)
+
+    def do_reset(self, values: dict) -> None:
+        """Before a reopen: ``west reset -d build -r <runner>`` (with the probe's serial number
+        in the runner's form) for a real board on a local probe whose runner implements it.
+        An emulated board restarts with QEMU, a serial_url or labgrid place has no local probe,
+        and a runner without ``west reset`` leaves the running firmware as it is."""
+        name, board = self.board(values)
+        if board["qemu"] or values["serial_url"] or values["labgrid_place"]:
+            return
+        runner = str(board["flash_runner"])
+        if not RUNNERS.get(runner, {}).get("reset"):
+            _LOG.info("%s: west cannot reset it through its runner %s; reopening its link on "
+                      "the running firmware", name, runner)
+            return
+        west, env, _ = self._west(values, "open_transport")
+        cmd = [*west, "reset", "-d", str(self.project_dir / "build"), "-r", runner,
+               *flash_serial_args(runner, values["serial_number"])]
+        _LOG.info("resetting %s (west reset, runner %s) before reopening its link", name, runner)
+        run_logged(cmd, cwd=self.project_dir, log_path=self.project_dir / RESET_LOG,
+                   step="reset", error=FlashError, env=env)
 
     # --- transport ---------------------------------------------------------------------------
 

@@ -134,3 +134,68 @@ def test_seed_sweep_faulting_from_byte_0(add_project, command: str) -> None:
             proxy.close()
         injected += proxy.counts.total
     assert injected > 0
+
+
+#: What a run's closing sends: the handles freed, then the end of the session.
+CLOSING = {"FREE_HANDLE", "TERMINATE_SESSION"}
+
+
+def _cli_validate(monkeypatch: pytest.MonkeyPatch, project: Any, tmp: Any, link: Any,
+                  capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, np.ndarray, np.ndarray]:
+    """``project-api validate <prj> --data --reference --save --json`` in-process, its
+    transport wrapped by ``link(transport)``: exit status, JSON report, saved outputs, numpy's."""
+    import json
+
+    from project_api.api.project import GeneratedProject
+    from project_api.cli import main
+
+    data, want = _data(SAMPLES, 7)
+    np.savez(tmp / "data.npz", **data)
+    np.save(tmp / "reference.npy", want)
+    saved = tmp / "outputs.npz"
+    saved.unlink(missing_ok=True)
+    opened = GeneratedProject.transport
+    monkeypatch.setattr(GeneratedProject, "transport",
+                        lambda self, **kw: link(opened(self, **kw)))
+    capsys.readouterr()
+    status = main(["validate", str(project.directory), "--data", str(tmp / "data.npz"),
+                   "--reference", str(tmp / "reference.npy"), "--save", str(saved), "--json",
+                   "--timeout", str(REPLY_SEC)])
+    report = json.loads(capsys.readouterr().out)
+    with np.load(saved) as outputs:
+        got = outputs[next(iter(outputs.files))]
+    return status, report, got, want
+
+
+def test_a_fault_in_each_request_of_the_closing_ends_the_run_cleanly(
+        add_project, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``validate`` on the command line with each request of its closing damaged in turn (each
+    handle freed, the end of the session) and each freed handle's reply damaged: the command
+    exits 0 with its report printed and its outputs saved, every sample answered, exact."""
+    project, _ = add_project
+    links: list[FaultNth] = []
+
+    def wrap(nth: int | None, reply: bool = False) -> Callable[[Transport], FaultNth]:
+        def make(transport: Transport) -> FaultNth:
+            links.append(FaultNth(transport, nth, reply=reply))
+            return links[-1]
+        return make
+
+    status, report, _, _ = _cli_validate(monkeypatch, project, tmp_path, wrap(None), capsys)
+    clean = links.pop()
+    assert status == 0 and report["ok"] and not links
+    closing = len(clean.commands)
+    while closing and clean.commands[closing - 1] in CLOSING:
+        closing -= 1
+    assert clean.commands[closing:].count("FREE_HANDLE") >= 2, clean.commands
+    assert clean.commands[-1] == "TERMINATE_SESSION"
+    cases = [(nth, False) for nth in range(closing, clean.requests)]
+    cases += [(nth, True) for nth in range(closing, clean.requests - 1)]  # none to the last
+    for nth, reply in cases:
+        status, report, got, want = _cli_validate(monkeypatch, project, tmp_path,
+                                                  wrap(nth, reply), capsys)
+        assert links[-1].damaged, (nth, reply)
+        assert status == 0 and report["ok"], (nth, reply, report)
+        assert report["samples"] == SAMPLES, (nth, reply, report)
+        np.testing.assert_array_equal(got.reshape(SAMPLES, -1), want.reshape(SAMPLES, -1))

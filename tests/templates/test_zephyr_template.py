@@ -710,3 +710,75 @@ def test_open_transport_finds_the_nrf_console_port(mlf: Path, tmp_path: Path,
     with pytest.raises(ServerError, match=r"no serial port of nrf5340dk_nrf5340_cpuapp's debug "
                                           r"probe \(USB ID 1366:1055 and serial number 77\)"):
         handler.open_transport({"serial_number": "77"})
+
+
+# --- reset before a reopen ---------------------------------------------------------------------
+
+
+def test_every_flash_runner_says_whether_west_resets_through_it() -> None:
+    runners = yaml.safe_load((TEMPLATE / "boards.yaml").read_text())["runners"]
+    for name, board in BOARDS.items():
+        if board["flash_runner"] is not None:
+            assert isinstance(runners[board["flash_runner"]]["reset"], bool), name
+    assert Z.RUNNERS["jlink"]["reset"] is True and Z.RUNNERS["openocd"]["reset"] is False
+
+
+def _reopened(prj: Path, options: dict) -> None:
+    """open_transport, then the reopen the client's recovery makes after a fault on the link
+    (a second open_transport to the same server); each link carries bytes."""
+    handler = Z.Handler(project_dir=prj)
+    try:
+        for _ in range(2):
+            handler.open_transport(options)
+            handler.write_transport(b"\x01\x02", 1.0)
+            assert handler.read_transport(2, 1.0) == b"\x01\x02"
+    finally:
+        handler.close_transport()
+
+
+def _real_board_project(mlf: Path, where: Path, board: str, base: Path) -> Path:
+    prj = _generate(mlf, where, board=board, zephyr_base=str(base), west_cmd="west")
+    (prj / "build/zephyr").mkdir(parents=True)
+    (prj / "build/zephyr/zephyr.dts").write_text(DTS)
+    return prj
+
+
+def test_reopen_resets_a_board_whose_runner_has_west_reset(mlf: Path, tmp_path: Path,
+                                                           west) -> None:
+    """mimxrt1050_evk flashes with jlink, which implements ``west reset``: the first open resets
+    nothing, the reopen runs ``west reset`` once, with the probe's serial number as the runner
+    takes it, given to west as an argv list (the stand-in records it word for word)."""
+    base = fake_zephyr(tmp_path / "z")
+    prj = _real_board_project(mlf, tmp_path / "prj", "mimxrt1050_evk", base)
+    serial = "000621000000"
+    _reopened(prj, {"serial_port": "loop://", "serial_number": serial})
+    assert west() == [{"argv": ["reset", "-d", str(prj / "build"), "-r", "jlink",
+                                "--dev-id", serial],
+                       "zephyr_base": str(base), "cwd": str(prj)}]
+    assert "$ " in (prj / "build/reset.log").read_text()
+
+
+@pytest.mark.parametrize("board, options", [
+    ("nucleo_f746zg", {"serial_port": "loop://"}),  # openocd: no west reset
+    ("b_u585i_iot02a", {"serial_port": "loop://"}),  # stm32cubeprogrammer: none either
+    ("mimxrt1050_evk", {"serial_url": "loop://"}),  # a remote link: no local probe
+])
+def test_reopen_resets_nothing_without_west_reset_or_a_local_probe(
+        mlf: Path, tmp_path: Path, west, board: str, options: dict) -> None:
+    base = fake_zephyr(tmp_path / "z")
+    prj = _real_board_project(mlf, tmp_path / "prj", board, base)
+    _reopened(prj, options)
+    assert west() == []
+
+
+def test_reopen_after_a_failed_west_reset_warns_once_and_opens(
+        mlf: Path, tmp_path: Path, west, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    base = fake_zephyr(tmp_path / "z")
+    prj = _real_board_project(mlf, tmp_path / "prj", "mimxrt1050_evk", base)
+    monkeypatch.setenv("WEST_STATUS", "3")
+    with caplog.at_level("WARNING"):
+        _reopened(prj, {"serial_port": "loop://"})
+    assert [c["argv"][0] for c in west()] == ["reset"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "could not reset the board" in warnings[0], warnings
