@@ -164,7 +164,7 @@ class _Reader:
         self.label = f"{where}: {path.name}" if where else str(path)
 
     def error(self, what: str) -> MLFError:
-        return MLFError(f"{self.label}: {what}")
+        return MLFError(bounded.one_line(f"{self.label}: {what}"))
 
     def attr_list(self, attrs: dict[str, Any], key: str, kind: str,
                   required: bool = True) -> list[Any] | None:
