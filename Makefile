@@ -1,6 +1,7 @@
 # Everyday entry points. Each target sets up what it needs first (toolchains + .venv).
 #   make demo   generate, build and run the bundled demo model on the host template
 #   make test   lint and run the whole test suite, one pytest-xdist worker per core
+#   make fuzz   the readers' property-based suite (tests/fuzz) with its long profile
 VENV ?= .venv
 export VENV
 # Test workers (make test TEST_JOBS=0 runs in one process); PYTEST_ARGS adds pytest options.
@@ -11,7 +12,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 1)
 TEST_JOBS ?= $(NPROC)
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +25,10 @@ lint: setup
 
 test: setup lint
 	$(VENV)/bin/python -m pytest -ra -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# 2,000 Hypothesis examples per reader with random seeds (CI runs 40 each, derandomized).
+fuzz: setup
+	HYPOTHESIS_PROFILE=long $(VENV)/bin/python -m pytest -n 0 -q tests/fuzz
 
 # Each bench line's time is printed after it (scripts/timed-shell).
 bench: private SHELL = $(CURDIR)/scripts/timed-shell

@@ -39,6 +39,7 @@ from project_api.archive.graph_module import _GraphModuleReading
 from project_api.archive.model import InputSpec, ModuleInfo, TensorInfo
 from project_api.archive.params import read_param_dtypes, read_param_names
 from project_api.errors import MLFError
+from project_api.system import bounded
 
 _LOG = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class _ModuleParser(_GraphModuleReading):
         self.used_specs: set[str] = set()
 
     def error(self, what: str) -> MLFError:
-        return MLFError(f"{self.where}: {what}")
+        return MLFError(bounded.one_line(f"{self.where}: {what}"))
 
     def parse(self) -> ModuleInfo:
         raw = self.raw

@@ -49,6 +49,9 @@ CPU_DEVICE_TYPE = 1
 #: graph executor starts at this alignment (NDArray::Empty through the device API).
 ALLOC_ALIGNMENT = 64
 
+#: Most elements one entry's shape may multiply to: a byte each fills a 32-bit address space.
+MAX_ENTRY_ELEMENTS = (1 << 32) - 1
+
 _DEVICE_NAMES = {1: "CPU", 2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
                  10: "ROCm", 12: "ext_dev", 14: "oneAPI", 15: "WebGPU", 16: "Hexagon"}
 
@@ -164,7 +167,7 @@ class _Reader:
         self.label = f"{where}: {path.name}" if where else str(path)
 
     def error(self, what: str) -> MLFError:
-        return MLFError(f"{self.label}: {what}")
+        return MLFError(bounded.one_line(f"{self.label}: {what}"))
 
     def attr_list(self, attrs: dict[str, Any], key: str, kind: str,
                   required: bool = True) -> list[Any] | None:
@@ -264,6 +267,10 @@ def read_graph(path: str | Path, where: str = "") -> Graph:
         if any(d < 0 for d in shape):
             raise r.error(f"{entry_where(eid)} has the dynamic shape {shape!r}; only static "
                           "shapes are lowered: rebuild the model with fixed input shapes")
+        elements = math.prod(shape)
+        if elements > MAX_ENTRY_ELEMENTS:
+            raise r.error(f"{entry_where(eid)} has shape {shape!r}: {elements} elements, over "
+                          f"the limit of {MAX_ENTRY_ELEMENTS} (a 32-bit address space)")
         dt = dltypes[eid]  # type: ignore[index]
         try:
             parsed = dtypes.parse(dt) if isinstance(dt, str) else None
@@ -275,6 +282,10 @@ def read_graph(path: str | Path, where: str = "") -> Graph:
         if not _int(sid) or sid < 0:
             raise r.error(f"{entry_where(eid)} has storage id {sid!r}, not a non-negative "
                           "integer")
+        if sid >= n_entries:
+            raise r.error(f"{entry_where(eid)} has storage id {sid!r}, out of range: the graph "
+                          f"has {n_entries} entries, so at most {n_entries} storages "
+                          f"(ids 0..{n_entries - 1})")
         if devices is not None:
             dev = devices[eid]
             if dev != CPU_DEVICE_TYPE:

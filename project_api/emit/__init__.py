@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from project_api.errors import EmitError
+from project_api.system import bounded
 from project_api.tflite.reader import read_tflite
 
 from .codegen import Generated, IOTensor, generate
@@ -86,6 +88,10 @@ class EmitResult:
         return [u for u in self.kernels if u.kernel == "generic"]
 
 
+#: Longest module name (``--name``): the archive reader takes names of at most 128 characters.
+MAX_NAME_CHARS = 128
+
+
 def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
                  target: str | Target | None = None, weights: str | None = None,
                  profile: bool = False) -> Generated:
@@ -95,6 +101,9 @@ def emit_sources(model: bytes | bytearray | str | Path, name: str = "default",
     with ``-mcpu=``, or None for ``generic`` (see :mod:`.target`). ``weights``: the weight
     layout of the DSP convolutions, ``int8`` (default) or ``int16``. ``profile``: a profile
     build, whose C times every operator (:mod:`.profile`)."""
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise EmitError(f"module name {bounded.quote(name)} must have 1 to {MAX_NAME_CHARS} "
+                        "characters (--name)")
     gen = generate(read_tflite(model), name, with_weights(resolve(target), weights))
     if profile:
         from .profile import instrument

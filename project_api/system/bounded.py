@@ -47,6 +47,19 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
     return shown
 
 
+#: Longest error line a reader builds (a message quoting a value it did not cut is cut here).
+MAX_LINE_CHARS = 1000
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` as one line (line breaks as spaces) of at most ``limit`` characters plus a note
+    of how many were left out: the last guard of a reader's error message."""
+    text = " ".join(text.splitlines())
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
 def env_limit(name: str, default: int) -> int:
     """A positive integer limit from the environment variable ``name``, else ``default``.
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from project_api.errors import ServerError
-from project_api.system import extras
+from project_api.errors import OptionValueError, ServerError
+from project_api.system import bounded, extras
 from project_api.template.quoting import tcl_word
 
 _LOG = logging.getLogger(__name__)
@@ -54,7 +54,14 @@ def coordinator_address(values: Mapping[str, Any]) -> str:
     if not address:
         raise ServerError(message="labgrid_place needs the coordinator's address: set "
                                   "LG_COORDINATOR=HOST:PORT or pass -o labgrid_coordinator=HOST:PORT")
-    return address if ":" in address.rsplit("]", 1)[-1] else f"{address}:{LABGRID_DEFAULT_PORT}"
+    address = str(address)
+    if ":" not in address.rsplit("]", 1)[-1]:
+        address = f"{address}:{LABGRID_DEFAULT_PORT}"
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port[-6:]) < 65536 or len(port) > 5:
+        raise OptionValueError(f"the labgrid coordinator {bounded.quote(address)} is no "
+                               "HOST:PORT (PORT a number 1..65535); give e.g. lab-pc:20408")
+    return address
 
 
 def serial_url(resource: Mapping[str, Any]) -> str:

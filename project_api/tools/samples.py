@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import tokenize
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -111,7 +112,8 @@ def _check_npy_stream(f: Any, available: int, label: str, what: str) -> None:
             shape, _, dtype = fmt.read_array_header_2_0(f)
         else:
             return  # np.load says what it makes of other versions
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as err:
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError, tokenize.TokenError) as err:
+        # numpy reads the header dict with Python's tokenizer: an unclosed bracket is a TokenError.
         raise ValidationError(f"{what} {label} cannot be read as a .npy "
                               f"({' '.join(str(err).split())[:200]}); write it with "
                               "np.save(path, array)") from None

@@ -77,3 +77,16 @@ def test_devices_with_an_unreachable_coordinator(capsys: pytest.CaptureFixture) 
     err = capsys.readouterr().err
     assert status == 1
     assert "labgrid coordinator 127.0.0.1:1" in err
+
+
+@pytest.mark.parametrize("address", ["no:port:here", "lab-pc:0", "lab-pc:99999", ":20408"])
+def test_devices_with_a_malformed_coordinator(capsys: pytest.CaptureFixture, address: str) -> None:
+    """Issue 35: `devices --coordinator no:port:here` was "internal error: ValueError"; now one
+    usage line naming the address and the form wanted."""
+    with comports():
+        status = cli_main(["devices", "--no-probes", "--coordinator", address])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "internal error" not in err
+    assert err.count("\n") == 1
+    assert f"the labgrid coordinator {address!r} is no HOST:PORT" in err

@@ -125,3 +125,20 @@ def test_ops_lists_the_registry(capsys):
     text = capsys.readouterr().out
     assert text.splitlines()[0].split()[:3] == ["operator", "schemes", "generic"]
     assert any(line.startswith("CONV_2D ") and "int8" in line for line in text.splitlines())
+
+
+def test_emit_name_length_is_capped(tmp_path, capsys):
+    """Issue 35: a 120 KB --name is refused in one short line before anything is written; a
+    128-character name (the archive reader's limit) still emits and opens."""
+    from project_api.archive.mlf import open_mlf
+
+    model = model_file(tmp_path)
+    out = tmp_path / "m.tar"
+    assert main(["emit", str(model), "-o", str(out), "--name", "n" * 120_000]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 600
+    assert "must have 1 to 128 characters (--name)" in err
+    assert not out.exists()
+    assert main(["emit", str(model), "-o", str(out), "--name", "n" * 128]) == 0
+    with open_mlf(out) as lib:
+        assert list(lib.modules) == ["n" * 128]

@@ -42,12 +42,13 @@ from project_api.archive.relay.scanner import (
     _Syntax,
 )
 from project_api.archive.relay.types import TensorType, TupleType, Type, is_dtype
+from project_api.errors import MLFError
 
 _LOG = logging.getLogger(__name__)
 
 
-class RelayError(ValueError):
-    """The text is not Relay text this reader can use."""
+class RelayError(MLFError):
+    """The text is not Relay text this reader can use (an MLFError, so a ValueError too)."""
 
 
 @dataclass

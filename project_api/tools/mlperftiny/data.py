@@ -106,6 +106,9 @@ def load_dataset(path: str | Path, facts: ModelFacts) -> list[Sample]:
                                           f"[,window,stride], got {len(row)} fields: "
                                           f"{bounded.quote(','.join(row))}")
                 name = row[0].strip()
+                if "\x00" in name:
+                    raise MlperfTinyError(f"{where}: file name {bounded.quote(name)} holds a NUL "
+                                          "byte; no file can have that name")
                 file = path / name
                 if Path(name).is_absolute() or not file.resolve().is_relative_to(folder):
                     raise MlperfTinyError(f"{where}: {name!r} lies outside {path}; name the "
