@@ -83,6 +83,12 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                    "kernel_size": 3, "padding": "VALID"}),
     ("CONV_2D", "k3_c19_f5_valid_d2", {"input_shape": (1, 7, 8, 19), "filters": 5,
                                        "kernel_size": 3, "padding": "VALID", "dilation": 2}),
+    # padded: the window gathered into a column (63, 45 and 36 bytes: at least MVE_COL_MIN)
+    ("CONV_2D", "k3_c7_f6_same", {"input_shape": (1, 6, 7, 7), "filters": 6, "kernel_size": 3}),
+    ("CONV_2D", "k3_c5_f4_same_s2", {"input_shape": (1, 7, 6, 5), "filters": 4,
+                                     "kernel_size": 3, "stride": 2}),
+    ("CONV_2D", "k3_c4_f3_same_d2", {"input_shape": (1, 7, 8, 4), "filters": 3,
+                                     "kernel_size": 3, "dilation": 2}),
     ("DEPTHWISE_CONV_2D", "c7_k3_same", {"input_shape": (1, 5, 6, 7), "kernel_size": 3}),
     ("DEPTHWISE_CONV_2D", "c13_k3_s2", {"input_shape": (1, 7, 6, 13), "kernel_size": 3,
                                         "stride": 2}),
