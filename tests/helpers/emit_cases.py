@@ -90,6 +90,10 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("CONV_2D", "k3_c4_f3_same_d2", {"input_shape": (1, 7, 8, 4), "filters": 3,
                                      "kernel_size": 3, "dilation": 2}),
     ("DEPTHWISE_CONV_2D", "c7_k3_same", {"input_shape": (1, 5, 6, 7), "kernel_size": 3}),
+    # Helium's lanes: 16-channel blocks then a 4-channel one (20), padded and strided
+    ("DEPTHWISE_CONV_2D", "c20_k3_same_lanes", {"input_shape": (1, 5, 6, 20), "kernel_size": 3}),
+    ("DEPTHWISE_CONV_2D", "c16_k3_s2_lanes", {"input_shape": (1, 7, 6, 16), "kernel_size": 3,
+                                              "stride": 2}),
     ("DEPTHWISE_CONV_2D", "c13_k3_s2", {"input_shape": (1, 7, 6, 13), "kernel_size": 3,
                                         "stride": 2}),
     ("FULLY_CONNECTED", "d23_u5", {"input_shape": (1, 23), "units": 5}),

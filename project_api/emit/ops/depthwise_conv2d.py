@@ -87,6 +87,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     rq, consts = int8_requant(op, x, w, y, oc, 3, act)
     params.update(rq, in_off=-in_zp)
     bias = int32_bias(op, b, oc).astype(np.int32)
+    if target.mve and dm == 1 and oc % 4 == 0 and oc >= MVE_LANES_MIN:
+        kernel = _prepare_mve_lanes(op, x, w, y, params, bias, consts, in_zp)
+        if kernel is not None:
+            return kernel
     if target.dsp and g["c"] == 1:
         # out[.., o] = sum over taps of w[ky, kx, o] * x[.., 0]: CONV_2D weights [o, ky, kx, 1]
         as_conv = SimpleNamespace(shape=(oc, kh, kw, 1),
@@ -188,3 +192,30 @@ def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
     return Kernel(op, "depthwise_conv2d_i8.dsp.c.j2", p, [x.index], [y.index],
                   [ConstArray("w", "int32_t", _dsp.words(wi)),
                    ConstArray("b", "int32_t", b.astype(np.int32))] + rq)
+
+
+#: Helium's depthwise kernel from this many channels (a full block of 16): on mps3-an547,
+#: VWW's 8-channel layer ran at 4.76 instructions per MAC against the DSP kernel's 3.03, its
+#: 16- to 256-channel ones at 2.4-3.0 against 2.6-3.6.
+MVE_LANES_MIN = 16
+
+
+def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
+                       bias: np.ndarray, consts: list, in_zp: int) -> Kernel | None:
+    """Helium's depthwise kernel (multiplier 1, channels a multiple of 4): the input offset
+    folded into the bias over every tap, a padded tap reading a row of the zero point. None
+    where that folded bias leaves int32 (the DSP kernel keeps the offset apart)."""
+    _, kh, kw, oc = w.shape
+    wi = w.data.astype(np.int64).reshape(kh * kw, oc)
+    folded = bias.astype(np.int64) - in_zp * wi.sum(axis=0)
+    if np.abs(folded).max(initial=0) > _dsp.INT32_MAX:
+        return None
+    p = dict(params, lanes=True, scratch=False, mve=True)
+    bound = _dsp.acc_bound(wi.T, folded, 128)
+    rq = _dsp.requant(p, *consts, bound)
+    consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
+              ConstArray("b", "int32_t", folded.astype(np.int32)),
+              ConstArray("z", "int8_t", np.full(params["c"], in_zp, np.int8))] + rq
+    return Kernel(op, "depthwise_conv2d.c.j2", p, [x.index], [y.index], consts,
+                  headers=("mve.h.j2",))
+
