@@ -180,6 +180,9 @@ def test_places_a_fault_in_each_request_of_a_places_opening_is_mended_on_qemu(
     want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
     monkeypatch.setattr(GeneratedProject, "from_directory",
                         classmethod(lambda cls, d, options=None, debug=False: _OPEN(d)))
+    # 17 runs (the opening is 17 requests), about 2.3 s each: the places' start-up and
+    # streaming, not the damage (no run reopens its link; a damaged request costs about as
+    # much as in the single-session test above).
     for nth in range(opening):
         links: list[FaultNth] = []
         lock = threading.Lock()
