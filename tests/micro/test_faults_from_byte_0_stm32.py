@@ -159,3 +159,53 @@ def test_places_seed_sweep_faulting_from_byte_0_on_qemu(hello, second_link, monk
         assert list(shard.done) == [1] * samples
         np.testing.assert_array_equal(shard.outputs[0].reshape(want.shape), want)
     assert len(proxies) >= 20 and sum(p.counts.total for p in proxies) > 0
+
+
+def test_places_a_fault_in_each_request_of_a_places_opening_is_mended_on_qemu(
+        hello, second_link, monkeypatch) -> None:
+    """``validate --places`` with two places over the places sweep's two emulators: each
+    request of the places' opening (the handshake, the build-hash check, the boot mark, the
+    model lookup) damaged in turn, in both places at once (so a run costs one reopen's wait,
+    not two), one run each: both places ok, every sample stored once, equal to TFLite
+    Micro's."""
+    project, link, info, model_bytes, tensor = hello
+    shared = [link, second_link]
+    clean = FaultNth(link, None)
+    with Session(clean, timeout_sec=REPLY_SEC, verify=project.build_hash_check()) as session:
+        session.model(info.name)
+        opening = clean.requests
+    assert opening >= 4, clean.commands
+    samples = 2
+    xs = _inputs(tensor, 600, samples)
+    want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
+    monkeypatch.setattr(GeneratedProject, "from_directory",
+                        classmethod(lambda cls, d, options=None, debug=False: _OPEN(d)))
+    # 17 runs (the opening is 17 requests), about 2.3 s each: the places' start-up and
+    # streaming, not the damage (no run reopens its link; a damaged request costs about as
+    # much as in the single-session test above).
+    for nth in range(opening):
+        links: list[FaultNth] = []
+        lock = threading.Lock()
+
+        def session(self, *, debug=False, verify=None, links=links, lock=lock, nth=nth,  # noqa: ANN001, ANN202
+                    **kwargs):
+            with lock:  # only each place's first opening is faulted, not a reopen
+                k = len(links)
+                wrapped = FaultNth(shared[k % 2], nth if k < 2 else None)
+                links.append(wrapped)
+            return Session(wrapped, verify=verify, **kwargs)
+
+        monkeypatch.setattr(GeneratedProject, "session", session)
+        plan = plan_validation(info, {tensor.name: xs}, None)
+        shard = farm._Shard(plan, project_build_hash(project.directory), 2, None,
+                            {"timeout_sec": REPLY_SEC, "timeout_advice": None,
+                             "retry": RetryPolicy()})
+        shard.queue_chunks(2)
+        runs = [farm.PlaceRun("p0"), farm.PlaceRun("p1")]
+        farm._stream_on_places(runs, project.directory, {}, shard)
+        shard.check_every_sample_ran_once(runs)
+        assert [r.status for r in runs] == ["ok", "ok"], \
+            (nth, [(r.status, r.error) for r in runs])
+        assert list(shard.done) == [1] * samples, nth
+        np.testing.assert_array_equal(shard.outputs[0].reshape(want.shape), want)
+        assert links[0].damaged and links[1].damaged, (nth, [w.commands for w in links])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import FaultNth, FaultProxy
 from stm32_support import (  # noqa: F401  (the fixture is autouse)
     build_project,
     stm32_tools_and_no_qemu_left,
@@ -44,6 +44,47 @@ def kws(models_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     yield link, samples, scores
     link.close()
     project.close()
+
+
+def _run(link, mode: str, samples, scores) -> None:
+    """As the CLI does over the shared boot: ``name`` (a garbled one is left to the run's
+    set-up), then the mode with recovery on."""
+    device = mt.Device(link, timeout_sec=TIMEOUT_SEC)
+    try:
+        device.name()
+    except mt.MlperfTinyError as err:
+        if isinstance(err, mt.LinkClosedError):
+            raise
+    if mode == "accuracy":
+        report = mt.accuracy(device, samples, retry=RetryPolicy())
+        assert not report.failed and not report.stopped
+        assert report.answered == [0, 1] and report.scores == scores
+    else:
+        perf = mt.performance(device, samples[:1], windows=1, warmups=1,
+                              min_window_seconds=0.01, retry=RetryPolicy())
+        assert not perf.failed and not perf.stopped
+        assert len(perf.windows) == 1 and perf.windows[0].inference_ms > 0
+
+
+@pytest.mark.parametrize("mode", ["accuracy", "performance"])
+def test_a_fault_in_each_command_of_the_opening_is_mended_on_qemu(kws, mode: str) -> None:
+    """Each command of a run's opening (``name``, the set-up's sync, ``profile``, ``db crc``,
+    the loads, the first ``infer``) damaged in turn, one run each over the shared boot: every
+    run completes, scores equal to TensorFlow Lite Micro's. Only the opening, to keep QEMU time
+    down; the host test faults every command. A performance window's length is
+    timing-dependent (a short window is re-run), but nothing before the first ``infer`` is, so
+    every faulted run reaches and damages its chosen command."""
+    link, samples, scores = kws
+    clean = FaultNth(link, None, framing="text")
+    _run(clean, mode, samples, scores)
+    assert "infer" in clean.commands, clean.commands
+    opening = clean.commands.index("infer") + 1
+    assert opening >= 5, clean.commands  # name, sync, profile, db crc, db load, ..., infer
+    for nth in range(opening):
+        faulted = FaultNth(link, nth, framing="text")
+        _run(faulted, mode, samples, scores)
+        assert faulted.damaged, (mode, nth, faulted.commands)
+        assert faulted.commands[nth] == clean.commands[nth], (nth, faulted.commands)
 
 
 @pytest.mark.parametrize("mode", ["accuracy", "performance"])
