@@ -95,7 +95,10 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
                 raise ValidationError(f"{what} {path} is not an .npz archive; "
                                       "write it with np.savez(path, name=array)")
             return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
+        # NotImplementedError: zipfile's word for a damaged header that reads as a zip feature
+        # it lacks ("zip file version 25.5", "compressed patched data (flag bit 5)").
+        err = " ".join(str(err).split())[:200]
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
 
