@@ -50,10 +50,14 @@ def test_host_cap_is_an_option(tmp_path: Path) -> None:
         assert (tmp_path / "ok" / "model").is_dir()
 
 
-def test_stm32_refuses_a_workspace_over_the_boards_ram(tmp_path: Path) -> None:
-    board = "qemu_netduinoplus2"
-    ram = read_boards(paths.template_dir("stm32") / "boards.yaml")[board]["memory"]["ram"]["length"]
-    text = _refused("stm32", _mlf(tmp_path, ram + 1), tmp_path / "prj", {"board": board})
+@pytest.mark.parametrize(("template", "board"), [("stm32", "qemu_netduinoplus2"),
+                                               ("stm32", "nucleo_l432kc"),
+                                               ("riscv", "qemu_sifive_e")])
+def test_boards_refuse_a_workspace_over_their_ram(tmp_path: Path, template: str,
+                                                  board: str) -> None:
+    boards = read_boards(paths.template_dir(template) / "boards.yaml")
+    ram = boards[board]["memory"]["ram"]["length"]
+    text = _refused(template, _mlf(tmp_path, ram + 1), tmp_path / "prj", {"board": board})
     assert f"module 'big' needs a workspace of {ram + 1} bytes" in text, text
     assert f"the RAM of board {board} ({ram} bytes, boards.yaml)" in text, text
     assert "-o board=" in text, text
