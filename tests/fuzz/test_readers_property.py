@@ -16,7 +16,8 @@ integer or a value of the wrong type. The one property, for every example:
 
 Examples per reader: the ``ci`` profile (the default) runs 40 examples for each of the 10
 readers below, derandomized (a fixed seed), about 20 s in all on a 2-core machine; ``make fuzz``
-runs the ``long`` profile (``HYPOTHESIS_PROFILE=long``): 2,000 examples per reader, random seeds.
+runs the ``long`` profile (``HYPOTHESIS_PROFILE=long``): 2,000 examples per reader, random seeds
+(``FUZZ_EXAMPLES=300`` for another count).
 """
 
 from __future__ import annotations
