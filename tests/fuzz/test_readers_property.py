@@ -392,6 +392,16 @@ def test_found_metadata_target_of_a_million_entries(tmp_path: Path) -> None:
     assert "\n" not in str(exc.value)
 
 
+def test_found_tflite_dynamic_shape_of_many_dimensions_is_cut() -> None:
+    # The whole shape was quoted: a 2,037-character line (found at 300 examples per reader).
+    b = ModelBuilder(seed=3)
+    x = b.input((1, *([-1] * 2000)), "int8")
+    b.output(b.reshape(x, (1, -1)))
+    with pytest.raises(ProjectAPIError, match=r"dynamic shape .*\(2001 dimensions\)") as exc:
+        read_tflite(b.build())
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 600, str(exc.value)
+
+
 def test_found_relay_error_is_a_project_api_error() -> None:
     # RelayError was a bare ValueError.
     with pytest.raises(ProjectAPIError, match="def @name"):
