@@ -95,9 +95,11 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
                 raise ValidationError(f"{what} {path} is not an .npz archive; "
                                       "write it with np.savez(path, name=array)")
             return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
-        # NotImplementedError: zipfile's word for a damaged header that reads as a zip feature
-        # it lacks ("zip file version 25.5", "compressed patched data (flag bit 5)").
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError,
+            RuntimeError) as err:
+        # NotImplementedError / RuntimeError: zipfile's words for a damaged header that reads as
+        # a zip feature it lacks ("zip file version 25.5", "compressed patched data (flag bit
+        # 5)", "File ... is encrypted, password required").
         err = " ".join(str(err).split())[:200]
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
@@ -180,7 +182,8 @@ def check_source(source: str | Path, what: str = "data") -> None:
                     pass
             else:
                 _check_npz_headers(f, what)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as err:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError,
+            RuntimeError) as err:
             kind = "an .npz" if f.suffix not in (".npy", *_TEXT_SUFFIXES) else f"a {f.suffix}"
             err_text = " ".join(str(err).split())[:200]
             raise ValidationError(f"{what} {f} cannot be read as {kind} ({err_text}); write it "

@@ -369,6 +369,7 @@ def test_found_label_file_name_with_nul(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("offset", "byte"), [
     (6, 0xFF),  # the version needed to extract: "zip file version 25.5"
     (8, 0x20),  # the flags: "compressed patched data (flag bit 5)"
+    (8, 0x01),  # the flags: "File ... is encrypted, password required" (a RuntimeError)
 ])
 def test_found_npz_zip_header_unknown_to_zipfile(tmp_path: Path, offset: int, byte: int) -> None:
     # zipfile raised NotImplementedError (found at 300 examples per reader). Both fields are
