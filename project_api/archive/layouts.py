@@ -43,6 +43,9 @@ from project_api.system import bounded
 
 _LOG = logging.getLogger(__name__)
 
+#: Most entries a module's metadata.json "target" may list (TVM writes one per target: a few).
+MAX_TARGETS = 64
+
 
 class _ModuleParser(_GraphModuleReading):
     def __init__(self, root: Path, source: Path, name: str, raw: dict[str, Any], single: bool,
@@ -354,6 +357,10 @@ class _ModuleParser(_GraphModuleReading):
         """(cpu, family, evidence) from metadata ``target`` strings, ``// tvm target:`` lines and
         the Arm headers the generated C includes."""
         raw_target = self.raw.get("target")
+        count = len(raw_target) if isinstance(raw_target, (list, dict)) else 1
+        if count > MAX_TARGETS:
+            raise self.error(f"metadata.json \"target\" has {count} entries, more than the "
+                             f"limit of {MAX_TARGETS}; re-export the model")
         targets: list[str] = []
         if isinstance(raw_target, dict):
             targets = [str(v) for v in raw_target.values()]

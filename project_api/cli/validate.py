@@ -219,7 +219,9 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
                 if not (a.coordinator or os.environ.get("LG_COORDINATOR")):
                     raise UsageError("--places needs the labgrid coordinator: pass --coordinator "
                                      "HOST:PORT or set LG_COORDINATOR")
+                self._check_sources()
                 return self._on_places(model if is_tflite else None, thresholds)
+            self._check_sources()
             from project_api.api.project import GeneratedProject
 
             with GeneratedProject.from_directory(a.project_dir, debug=self.verbosity > 1) as project:
@@ -236,7 +238,17 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
         thresholds = self._thresholds(is_tflite)
         return self._one_go(model, is_tflite, thresholds)
 
+    def _check_sources(self) -> None:
+        """--data (and --reference) read as far as their headers, before any project is
+        generated, built or opened: a wrong path or a damaged file is one line at once."""
+        from project_api.tools.samples import check_source
+
+        check_source(self.args.data, "data")
+        if self.args.reference:
+            check_source(self.args.reference, "reference")
+
     def _one_go(self, model: Path, is_tflite: bool, thresholds: list[Any]) -> int:
+        self._check_sources()
         with self.one_go_project(model, "project-api-validate-") as project:
             return self._validate(project, model if is_tflite else None, thresholds)
 
@@ -276,6 +288,7 @@ state: a model that keeps state from one run to the next (LSTM, SVDF, resource v
         if not (a.project_dir or a.template):
             raise UsageError("--per-layer needs a project DIR (its template and board are used) "
                              "or --template")
+        self._check_sources()
         from project_api.emit.target import for_cpu
         from project_api.template.targets import board_cpu
 

@@ -28,6 +28,10 @@ COMMON: dict[str, dict[str, Any]] = {
     "workspace_size_bytes": dict(
         type="int", minimum=4096, maximum=1 << 30, optional=["generate_project"],
         help="TVM_WORKSPACE_SIZE_BYTES: the runtime's pool for tensors the host allocates."),
+    "max_model_workspace_bytes": dict(
+        type="int", default=1 << 30, minimum=4096, maximum=1 << 40, optional=["generate_project"],
+        help="The largest model workspace (an archive module's workspace_size_bytes) generate "
+             "accepts on a template with no board RAM to check it against."),
     "warning_as_error": dict(
         type="bool", default=False, optional=["generate_project"],
         help="Treat warnings as errors (-Werror), in the runtime and the model's code too."),

@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 from project_api.api import server
 from project_api.errors import (
     BuildError,
+    OptionValueError,
     ServerError,
     TemplateStepError,
     TransportClosedError,
@@ -186,9 +187,44 @@ class TemplateHandler(server.ProjectAPIHandler):
             project_type=self.project_type(values),
             env=quoting.environment(self.project_dir / "templates"),
         )
+        self.check_workspace(project.library, values)
         self.render(project)
         save_options(project_dir, values)
         _LOG.info("generated a project of %s in %s", self.where, project_dir)
+
+    def workspace_limit(self, values: Mapping[str, Any]) -> tuple[int, str] | None:
+        """The most bytes of model workspace one module of a project of ``values`` may take,
+        and the words naming that limit and what changes it; None: no limit is known.
+
+        A board with a RAM length in its boards.yaml entry: that RAM. Otherwise the option
+        ``max_model_workspace_bytes`` when the template takes it (the host template: a cap)."""
+        board = values.get("board")
+        if board is not None and board in self.BOARDS:
+            ram = (self.BOARDS[board].get("memory") or {}).get("ram") or {}
+            length = ram.get("length") if isinstance(ram, dict) else None
+            if isinstance(length, int) and length > 0:
+                return length, (f"the RAM of board {board} ({length} bytes, boards.yaml); pick "
+                                "a board with more RAM (-o board=NAME)")
+        cap = values.get("max_model_workspace_bytes")
+        if isinstance(cap, int):
+            return cap, (f"the cap of {cap} bytes; raise it with "
+                         "-o max_model_workspace_bytes=BYTES")
+        return None
+
+    def check_workspace(self, library: Any, values: Mapping[str, Any]) -> None:
+        """OptionValueError, before anything is rendered, when a module's workspace (metadata.json's
+        ``workspace_size_bytes``) is larger than :meth:`workspace_limit`, rather than an
+        ``#error`` or a link failure in the C build."""
+        limit = self.workspace_limit(values)
+        if limit is None:
+            return
+        cap, words = limit
+        for mod in library.modules.values():
+            need = mod.workspace_size_bytes
+            if isinstance(need, int) and need > cap:
+                raise OptionValueError(
+                    f"generate_project: module {mod.name!r} needs a workspace of {need} bytes, "
+                    f"more than {words}")
 
     # --- the steps after generate ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from project_api.errors import EmitError, UnsupportedOperatorError
+from project_api.system import bounded
 from project_api.tflite import schema
 from project_api.tflite.graph import Graph, Operator, Quantization, Tensor
 
@@ -263,8 +264,9 @@ def _read_tensor(buf: _Buf, t: _Table, i: int, buffers: list[_Table]) -> Tensor:
     name = t.string("name") or f"tensor_{i}"
     if any(d < 0 for d in shape):
         raise UnsupportedOperatorError(
-            f"tensor {i} '{name}' has a dynamic shape {list(shape)}; only static shapes are "
-            "supported")
+            f"tensor {i} {bounded.quote(name)} has a dynamic shape "
+            f"{bounded.quote(list(shape)).strip(chr(39))} ({len(shape)} dimensions); only "
+            "static shapes are supported")
     code = int(t.raw("type"))
     if code not in schema.TENSOR_TYPES:
         raise UnsupportedOperatorError(

@@ -95,7 +95,12 @@ def load_arrays(source: str | Path | Mapping[str, Any], what: str = "data") -> d
                 raise ValidationError(f"{what} {path} is not an .npz archive; "
                                       "write it with np.savez(path, name=array)")
             return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError,
+            RuntimeError) as err:
+        # NotImplementedError / RuntimeError: zipfile's words for a damaged header that reads as
+        # a zip feature it lacks ("zip file version 25.5", "compressed patched data (flag bit
+        # 5)", "File ... is encrypted, password required").
+        err = " ".join(str(err).split())[:200]
         raise ValidationError(f"{what} {path} cannot be read as an .npz ({err}); "
                               "write it with np.savez(path, name=array)") from None
 
@@ -141,6 +146,48 @@ def _check_npz_headers(path: Path, what: str) -> None:
                 head = f.read(65536 + 16)
             stream = io.BytesIO(head)
             _check_npy_stream(stream, info.file_size, f"{path}[{info.filename}]", what)
+
+
+def check_source(source: str | Path, what: str = "data") -> None:
+    """Before a project is generated, built or opened: ValidationError in one line when
+    ``source`` (a ``--data`` or ``--reference`` path) does not exist, is neither a file nor a
+    folder, holds nothing :func:`load_tensor_files` reads, or is a ``.npy``/``.npz`` whose
+    headers do not read (headers only: no array is loaded). What the model makes of the arrays
+    (names, shapes, dtypes) is checked when they are read, against the model."""
+    path = Path(source)
+    if not path.exists():
+        raise ValidationError(f"{what} {path} does not exist; pass an .npz file, a folder of "
+                              "<input name>.npy files, or one .npy, .txt or .h")
+    if path.is_dir():
+        try:
+            files = sorted(f for f in path.iterdir() if f.suffix in (".npy", *_TEXT_SUFFIXES))
+        except OSError as err:
+            raise ValidationError(f"{what} folder {path} cannot be listed ({err.strerror}); "
+                                  "check its permissions") from None
+        if not files:
+            raise ValidationError(f"{what} folder {path} holds no .npy, .txt or .h files; save "
+                                  "one <input name>.npy per input (first axis = sample)")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise ValidationError(f"{what} {path} is neither a file nor a folder; pass an .npz file "
+                              "or a folder of .npy files")
+    for f in files:
+        try:
+            if f.suffix == ".npy":
+                with open(f, "rb") as stream:
+                    _check_npy_stream(stream, f.stat().st_size, str(f), what)
+            elif f.suffix in _TEXT_SUFFIXES:
+                with open(f, "rb"):
+                    pass
+            else:
+                _check_npz_headers(f, what)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError,
+            RuntimeError) as err:
+            kind = "an .npz" if f.suffix not in (".npy", *_TEXT_SUFFIXES) else f"a {f.suffix}"
+            err_text = " ".join(str(err).split())[:200]
+            raise ValidationError(f"{what} {f} cannot be read as {kind} ({err_text}); write it "
+                                  "with np.savez(path, name=array) or np.save(path, array)") from None
 
 
 def _load_npy(path: Path, what: str) -> np.ndarray:

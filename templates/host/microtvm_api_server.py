@@ -65,6 +65,7 @@ class Handler(TemplateHandler):
         MLPERFTINY_MODEL_OPTION,
         common("verbose"),
         common("workspace_size_bytes", default=2 * 1024 * 1024),
+        common("max_model_workspace_bytes"),
         common("warning_as_error"),
         common("compile_definitions"),
         common("max_packet_size_bytes", default=2048, maximum=16 << 20,
