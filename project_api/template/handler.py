@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 from project_api.api import server
 from project_api.errors import (
     BuildError,
+    MLFError,
     OptionValueError,
     ServerError,
     TemplateStepError,
@@ -187,7 +188,7 @@ class TemplateHandler(server.ProjectAPIHandler):
             project_type=self.project_type(values),
             env=quoting.environment(self.project_dir / "templates"),
         )
-        self.check_workspace(project.library, values)
+        self.check_workspace(project, values)
         self.render(project)
         save_options(project_dir, values)
         _LOG.info("generated a project of %s in %s", self.where, project_dir)
@@ -211,7 +212,7 @@ class TemplateHandler(server.ProjectAPIHandler):
                          "-o max_model_workspace_bytes=BYTES")
         return None
 
-    def check_workspace(self, library: Any, values: Mapping[str, Any]) -> None:
+    def check_workspace(self, project: NewProject, values: Mapping[str, Any]) -> None:
         """OptionValueError, before anything is rendered, when a module's workspace (metadata.json's
         ``workspace_size_bytes``) is larger than :meth:`workspace_limit`, rather than an
         ``#error`` or a link failure in the C build."""
@@ -219,7 +220,11 @@ class TemplateHandler(server.ProjectAPIHandler):
         if limit is None:
             return
         cap, words = limit
-        for mod in library.modules.values():
+        try:
+            modules = project.library.modules.values()
+        except MLFError:
+            return  # no modules to weigh: whether such an archive will do is render's to say
+        for mod in modules:
             need = mod.workspace_size_bytes
             if isinstance(need, int) and need > cap:
                 raise OptionValueError(
