@@ -147,17 +147,7 @@ def test_places_seed_sweep_faulting_from_byte_0_on_qemu(hello, second_link, monk
     for run in range(10):
         xs = _inputs(tensor, 500 + run, samples)
         want = np.stack([run_tflm(model_bytes, [x])[0] for x in xs])
-        plan = plan_validation(info, {tensor.name: xs}, None)
-        shard = farm._Shard(plan, project_build_hash(project.directory), 2, None,
-                            {"timeout_sec": REPLY_SEC, "timeout_advice": None,
-                             "retry": RetryPolicy()})
-        shard.queue_chunks(2)
-        runs = [farm.PlaceRun("p0"), farm.PlaceRun("p1")]
-        farm._stream_on_places(runs, project.directory, {}, shard)
-        shard.check_every_sample_ran_once(runs)
-        assert [r.status for r in runs] == ["ok", "ok"], [(r.status, r.error) for r in runs]
-        assert list(shard.done) == [1] * samples
-        np.testing.assert_array_equal(shard.outputs[0].reshape(want.shape), want)
+        _validate_on_two_places(project, info, tensor, xs, want, run)
     assert len(proxies) >= 20 and sum(p.counts.total for p in proxies) > 0
 
 
@@ -196,16 +186,21 @@ def test_places_a_fault_in_each_request_of_a_places_opening_is_mended_on_qemu(
             return Session(wrapped, verify=verify, **kwargs)
 
         monkeypatch.setattr(GeneratedProject, "session", session)
-        plan = plan_validation(info, {tensor.name: xs}, None)
-        shard = farm._Shard(plan, project_build_hash(project.directory), 2, None,
-                            {"timeout_sec": REPLY_SEC, "timeout_advice": None,
-                             "retry": RetryPolicy()})
-        shard.queue_chunks(2)
-        runs = [farm.PlaceRun("p0"), farm.PlaceRun("p1")]
-        farm._stream_on_places(runs, project.directory, {}, shard)
-        shard.check_every_sample_ran_once(runs)
-        assert [r.status for r in runs] == ["ok", "ok"], \
-            (nth, [(r.status, r.error) for r in runs])
-        assert list(shard.done) == [1] * samples, nth
-        np.testing.assert_array_equal(shard.outputs[0].reshape(want.shape), want)
+        _validate_on_two_places(project, info, tensor, xs, want, nth)
         assert links[0].damaged and links[1].damaged, (nth, [w.commands for w in links])
+
+
+def _validate_on_two_places(project, info, tensor, xs, want, what) -> None:  # noqa: ANN001
+    """``validate --places`` of ``xs`` over two places (each GeneratedProject.session the test
+    patched in): both places ok, every sample stored once, equal to ``want``."""
+    plan = plan_validation(info, {tensor.name: xs}, None)
+    shard = farm._Shard(plan, project_build_hash(project.directory), 2, None,
+                        {"timeout_sec": REPLY_SEC, "timeout_advice": None,
+                         "retry": RetryPolicy()})
+    shard.queue_chunks(2)
+    runs = [farm.PlaceRun("p0"), farm.PlaceRun("p1")]
+    farm._stream_on_places(runs, project.directory, {}, shard)
+    shard.check_every_sample_ran_once(runs)
+    assert [r.status for r in runs] == ["ok", "ok"], (what, [(r.status, r.error) for r in runs])
+    assert list(shard.done) == [1] * len(xs), what
+    np.testing.assert_array_equal(shard.outputs[0].reshape(want.shape), want)

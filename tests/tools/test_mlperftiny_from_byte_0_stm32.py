@@ -93,20 +93,6 @@ def test_seed_sweep_faulting_from_byte_0_on_qemu(kws, mode: str) -> None:
     injected = 0
     for seed in range(20):
         proxy = FaultProxy.from_byte_0(link, 1e-3, 3500 + seed)
-        device = mt.Device(proxy, timeout_sec=TIMEOUT_SEC)
-        try:  # as the CLI: a garbled name is left to the run's set-up
-            device.name()
-        except mt.MlperfTinyError as err:
-            if isinstance(err, mt.LinkClosedError):
-                raise
-        if mode == "accuracy":
-            report = mt.accuracy(device, samples, retry=RetryPolicy())
-            assert not report.failed and not report.stopped
-            assert report.answered == [0, 1] and report.scores == scores
-        else:
-            perf = mt.performance(device, samples[:1], windows=1, warmups=1,
-                                  min_window_seconds=0.01, retry=RetryPolicy())
-            assert not perf.failed and not perf.stopped
-            assert len(perf.windows) == 1 and perf.windows[0].inference_ms > 0
+        _run(proxy, mode, samples, scores)
         injected += proxy.counts.total
     assert injected > 0
