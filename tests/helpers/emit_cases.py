@@ -83,12 +83,21 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                    "kernel_size": 3, "padding": "VALID"}),
     ("CONV_2D", "k3_c19_f5_valid_d2", {"input_shape": (1, 7, 8, 19), "filters": 5,
                                        "kernel_size": 3, "padding": "VALID", "dilation": 2}),
-    # padded: the window gathered into a column (63, 45 and 36 bytes: at least MVE_COL_MIN)
+    # padded: the window gathered into a column (63, 45, 36 and 27 bytes: at least MVE_COL_MIN)
     ("CONV_2D", "k3_c7_f6_same", {"input_shape": (1, 6, 7, 7), "filters": 6, "kernel_size": 3}),
+    ("CONV_2D", "k3_c3_f9_same_s2", {"input_shape": (1, 9, 8, 3), "filters": 9,
+                                     "kernel_size": 3, "stride": 2}),
     ("CONV_2D", "k3_c5_f4_same_s2", {"input_shape": (1, 7, 6, 5), "filters": 4,
                                      "kernel_size": 3, "stride": 2}),
     ("CONV_2D", "k3_c4_f3_same_d2", {"input_shape": (1, 7, 8, 4), "filters": 3,
                                      "kernel_size": 3, "dilation": 2}),
+    # multipliers above 1 that the fast form cannot prove exact: TFLM's own requantization,
+    # four channels a vector (m_requant4q)
+    ("CONV_2D", "pw_c40_f6_tiny_out_scale", {"input_shape": (1, 3, 4, 40), "filters": 6,
+                                             "kernel_size": 1, "out_quant": (2e-9, 3)}),
+    ("DEPTHWISE_CONV_2D", "c16_k3_tiny_out_scale_lanes", {"input_shape": (1, 5, 5, 16),
+                                                          "kernel_size": 3,
+                                                          "out_quant": (2e-9, 0)}),
     ("DEPTHWISE_CONV_2D", "c7_k3_same", {"input_shape": (1, 5, 6, 7), "kernel_size": 3}),
     # Helium's lanes: 16-channel blocks then a 4-channel one (20), padded and strided
     ("DEPTHWISE_CONV_2D", "c20_k3_same_lanes", {"input_shape": (1, 5, 6, 20), "kernel_size": 3}),
