@@ -16,12 +16,13 @@ int8-weight form cannot hold, left shifts, FULLY_CONNECTED's input made in regis
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers.emit_cases import dsp_cases
+from helpers.emit_cases import MVE_CASES, dsp_cases
 from helpers.emit_parity import Case, Prefetcher, check_parity, with_targets
 from helpers.emit_parity import with_branches as _with_branches
 
@@ -319,8 +320,14 @@ def _int16_edge_cases() -> Iterator[Case]:
             yield case
 
 
+#: The Helium cases emitted for the M55 and built for the host: the plain C that the MVE helpers
+#: stand for (mve.h.j2's portable branches, the filters interleaved as on the M55), against the
+#: references. (tests/emit/test_emit_cores.py runs the same cases' Helium code on mps3-an547.)
+MVE_HOST_CASES = [dataclasses.replace(c, target="cortex-m55")
+                  for c in dsp_cases(SEEDS, rows=MVE_CASES)]
+
 CASES = with_targets(list(_cases()) + list(_edge_cases()) + list(dsp_cases(SEEDS))
-                     + list(_int16_cases()) + list(_int16_edge_cases()))
+                     + list(_int16_cases()) + list(_int16_edge_cases())) + MVE_HOST_CASES
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
