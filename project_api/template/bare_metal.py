@@ -159,7 +159,7 @@ class BareMetalHandler(TemplateHandler):
         picks). An emulated board restarts with QEMU, and a serial_url or labgrid place has no
         local probe: nothing to do for them."""
         name, board = self.board(values)
-        if board["emulated"] or values["serial_url"] or values["labgrid_place"]:
+        if board["emulated"] or remote.reached_remotely(values):
             return
         runner = flash_runners.runner_for(values["flash_runner"], board, values)
         _LOG.info("resetting %s (%s) before reopening its link", name, runner.NAME)

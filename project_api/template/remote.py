@@ -83,6 +83,12 @@ def probe_id(values: Mapping[str, Any]) -> str | None:
     return f"remote:{host}:{port}"
 
 
+def reached_remotely(values: Mapping[str, Any]) -> bool:
+    """Whether the board is reached through ``-o serial_url`` or ``-o labgrid_place``: no local
+    probe, so nothing here can reset it."""
+    return bool(values.get("serial_url") or values.get("labgrid_place"))
+
+
 def remote_link(values: Mapping[str, Any], baudrate: int = 115200) -> Link | None:
     """The link to the board ``-o serial_url`` or ``-o labgrid_place`` names (the place held
     until the link closes), or None when neither option is set."""

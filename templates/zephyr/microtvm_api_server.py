@@ -234,7 +234,7 @@ class Handler(TemplateHandler):
         An emulated board restarts with QEMU, a serial_url or labgrid place has no local probe,
         and a runner without ``west reset`` leaves the running firmware as it is."""
         name, board = self.board(values)
-        if board["qemu"] or values["serial_url"] or values["labgrid_place"]:
+        if board["qemu"] or remote.reached_remotely(values):
             return
         runner = str(board["flash_runner"])
         if not RUNNERS.get(runner, {}).get("reset"):
