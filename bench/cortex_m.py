@@ -84,8 +84,10 @@ def core_schemes(core: str) -> list[tuple[str, str | None, str]]:
 
 
 def kernel_label(kernel) -> str:
-    """The kernel's template, ``+mve`` where its loops are Helium's."""
-    return kernel.template.replace(".c.j2", "") + ("+mve" if kernel.params.get("mve") else "")
+    """The kernel's template, ``+mve`` where the portable loops are Helium's (a ``.mve``
+    template is Helium's throughout)."""
+    name = kernel.template.replace(".c.j2", "")
+    return name + ("+mve" if kernel.params.get("mve") and ".mve" not in name else "")
 
 
 def load_anchors(path: Path) -> dict[tuple[str, str], dict]:

@@ -106,6 +106,12 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("DEPTHWISE_CONV_2D", "c13_k3_s2", {"input_shape": (1, 7, 6, 13), "kernel_size": 3,
                                         "stride": 2}),
     ("FULLY_CONNECTED", "d23_u5", {"input_shape": (1, 23), "units": 5}),
+    # ADD of two same-shape inputs: 4 lanes a step, a 2-element tail (90 = 22 x 4 + 2)
+    ("ADD", "same_shape_tail", {"input_shape": (1, 5, 6, 3), "b_shape": (1, 5, 6, 3)}),
+    ("ADD", "relu_same_shape_c16", {"input_shape": (1, 3, 3, 16), "b_shape": (1, 3, 3, 16),
+                                    "activation": "RELU"}),
+    ("ADD", "const_b_same_shape", {"input_shape": (1, 2, 3, 5), "b_shape": (1, 2, 3, 5),
+                                   "b_input": False}),
     ("FULLY_CONNECTED", "d33_u3_batch2", {"input_shape": (2, 33), "units": 3}),
 ]
 

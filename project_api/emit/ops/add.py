@@ -5,7 +5,8 @@ int32 arithmetic, and no clamp: TFLM's int32 ADD sets the whole int32 range what
 activation).
 
 On a DSP target an int8 ADD whose three requantizations the emitter proves exact in the SMMULR
-form (:func:`._dsp.fast_requant`) gets ``add.dsp.c.j2``."""
+form (:func:`._dsp.fast_requant`) gets ``add.dsp.c.j2``; on Helium an int8 ADD of two inputs of
+the output's shape gets ``add.mve.c.j2`` (TFLM's arithmetic four lanes a step, any scales)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     params["kind"] = "add"
     if y.dtype in ("int8", "int16"):
         params.update(rescaled_sum_params(op, a, b, y, act))
+        if target.mve and y.dtype == "int8" and params["flat"] and _right_shifts(params):
+            params["mve"] = True
+            return Kernel(op, "add.mve.c.j2", params, inputs, [y.index], consts,
+                          headers=("mve.h.j2",))
         if target.dsp and y.dtype == "int8" and _fast_add(params):
             return Kernel(op, "add.dsp.c.j2", params, inputs, [y.index], consts)
     elif y.dtype == "int32":
@@ -37,6 +42,12 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         lo, hi = q.activation_range_float(act)
         params.update(act_min=lo, act_max=hi)
     return Kernel(op, "add.c.j2", params, inputs, [y.index], consts)
+
+
+def _right_shifts(p: dict) -> bool:
+    """Whether the three requantizations only shift right (multipliers below one), the form
+    ``m_add8`` computes."""
+    return max(p["s1"], p["s2"], p["so"]) <= 0
 
 
 def _scaled_bound(bound: int, m: int, s: int) -> int:
