@@ -175,6 +175,8 @@ def test_mve_cases_on_m55_match_tflm(arm_tools, tmp_path):
             assert any(kn.params.get("mve") for kn in gen.kernels), case.id
             if "_same" in case.id and case.op == "CONV_2D":  # padded: through a column
                 assert any(kn.params.get("col") for kn in gen.kernels), case.id
+            if "_direct" in case.id:  # and its inner pixels straight from the input rows
+                assert any(kn.params.get("direct") for kn in gen.kernels), case.id
             if "_lanes" in case.id:  # depthwise, channels a multiple of 4: Helium lanes
                 assert any(kn.params.get("lanes") for kn in gen.kernels), case.id
         inputs = _inputs(gen, 11)

@@ -91,6 +91,11 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                      "kernel_size": 3, "stride": 2}),
     ("CONV_2D", "k3_c4_f3_same_d2", {"input_shape": (1, 7, 8, 4), "filters": 3,
                                      "kernel_size": 3, "dilation": 2}),
+    # a filter row of whole vectors (3 x 16 bytes): the pixels inside the input read its rows
+    ("CONV_2D", "k3_c16_f6_same_direct", {"input_shape": (1, 5, 6, 16), "filters": 6,
+                                          "kernel_size": 3}),
+    ("CONV_2D", "k3_c16_f4_same_s2_direct", {"input_shape": (1, 7, 6, 16), "filters": 4,
+                                             "kernel_size": 3, "stride": 2}),
     # multipliers above 1 that the fast form cannot prove exact: TFLM's own requantization,
     # four channels a vector (m_requant4q)
     ("CONV_2D", "pw_c40_f6_tiny_out_scale", {"input_shape": (1, 3, 4, 40), "filters": 6,

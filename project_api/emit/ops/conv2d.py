@@ -120,7 +120,8 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     col = (target.mve and not mve and params["kh"] * params["kw"] * params["c"] >= MVE_COL_MIN
            and not _folded_overflows(op, graph, w, b, oc))
     if col:  # the tap form's window gathered into a column: a dot product on Helium
-        params.update(form="dot", col=True, scratch=False)
+        params.update(form="dot", col=True, scratch=False,
+                      direct=params["dw"] == 1 and params["kw"] * params["c"] % 16 == 0)
         mve, scratch = True, params["kh"] * params["kw"] * params["c"]
     if target.dsp and not mve:
         if target.weights == "int8":
