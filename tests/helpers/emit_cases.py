@@ -104,8 +104,9 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                                           "kernel_size": 3,
                                                           "out_quant": (2e-9, 0)}),
     ("DEPTHWISE_CONV_2D", "c7_k3_same", {"input_shape": (1, 5, 6, 7), "kernel_size": 3}),
-    # Helium's lanes: 16-channel blocks then a 4-channel one (20), padded and strided
+    # Helium's lanes: 16-channel blocks then 4-channel ones (20, 28), padded and strided
     ("DEPTHWISE_CONV_2D", "c20_k3_same_lanes", {"input_shape": (1, 5, 6, 20), "kernel_size": 3}),
+    ("DEPTHWISE_CONV_2D", "c28_k3_same_lanes", {"input_shape": (1, 4, 5, 28), "kernel_size": 3}),
     ("DEPTHWISE_CONV_2D", "c16_k3_s2_lanes", {"input_shape": (1, 7, 6, 16), "kernel_size": 3,
                                               "stride": 2}),
     ("DEPTHWISE_CONV_2D", "c13_k3_s2", {"input_shape": (1, 7, 6, 13), "kernel_size": 3,

@@ -200,22 +200,35 @@ def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
 MVE_LANES_MIN = 16
 
 
+#: The channels of a block of 16 in the order of m_dw16's accumulators (VMULLB/VMULLT.S8 split
+#: even and odd channels, VMOVLB/VMOVLT.S16 each of those again).
+_DW16_LANES = np.array([0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15])
+
+
 def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
                        bias: np.ndarray, consts: list, in_zp: int) -> Kernel | None:
     """Helium's depthwise kernel (multiplier 1, channels a multiple of 4): the input offset
-    folded into the bias over every tap, a padded tap reading a row of the zero point. None
-    where that folded bias leaves int32 (the DSP kernel keeps the offset apart)."""
+    folded into the bias over every tap, a padded tap reading a row of the zero point, 16 channels
+    a block (weights [block][tap][16], each block's constants in its accumulators' order), the
+    rest 4 at a time in channel order. None where that folded bias leaves int32
+    (the DSP kernel keeps the offset apart)."""
     _, kh, kw, oc = w.shape
+    m, s = consts
     wi = w.data.astype(np.int64).reshape(kh * kw, oc)
     folded = bias.astype(np.int64) - in_zp * wi.sum(axis=0)
     if np.abs(folded).max(initial=0) > _dsp.INT32_MAX:
         return None
-    p = dict(params, lanes=True, scratch=False, mve=True)
-    bound = _dsp.acc_bound(wi.T, folded, 128)
-    rq = _dsp.requant(p, *consts, bound)
-    consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", folded.astype(np.int32)),
-              ConstArray("z", "int8_t", np.full(params["c"], in_zp, np.int8))] + rq
+    c16 = oc - oc % 16
+    order = np.concatenate([o + _DW16_LANES for o in range(0, c16, 16)]
+                           + [np.arange(c16, oc)]).astype(np.int64)
+    wl = np.concatenate([wi[:, o:o + 16].reshape(-1) for o in range(0, c16, 16)]
+                        + [wi[:, o:o + 4].reshape(-1) for o in range(c16, oc, 4)])
+    p = dict(params, lanes=True, scratch=False, mve=True, rq_left=bool((s.values > 0).any()))
+    consts = [ConstArray("w", "int8_t", wl.astype(np.int8)),
+              ConstArray("b", "int32_t", folded[order].astype(np.int32)),
+              ConstArray("z", "int8_t", np.full(params["c"], in_zp, np.int8)),
+              ConstArray("m", "int32_t", m.values[order]),
+              ConstArray("s", "int8_t", s.values[order])]
     return Kernel(op, "depthwise_conv2d.c.j2", p, [x.index], [y.index], consts,
                   headers=("mve.h.j2",))
 
