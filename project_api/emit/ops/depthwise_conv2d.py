@@ -200,6 +200,25 @@ def _prepare_dsp8(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
 MVE_LANES_MIN = 16
 
 
+def _block_constants(b: np.ndarray, m: np.ndarray, s: np.ndarray, c16: int) -> np.ndarray:
+    """Helium's depthwise constants block by block, each block's biases, multipliers and shifts
+    (int8, four to a word) one after another, so that one pointer reaches them all: 36 words a
+    block of 16 channels, then 9 a block of 4."""
+    parts = []
+    for o, n in [(o, 16) for o in range(0, c16, 16)] + [(o, 4) for o in range(c16, len(b), 4)]:
+        packed = np.ascontiguousarray(s[o:o + n].astype(np.int8)).view(np.int32)
+        parts += [b[o:o + n].astype(np.int32), m[o:o + n].astype(np.int32), packed]
+    return np.concatenate(parts)
+
+
+def _mve_rq_form(shifts: np.ndarray) -> str:
+    """The form of Helium's m_mbqm4 for these TFLM shifts: a left shift somewhere, a right shift
+    in every channel, or right shifts and zeros."""
+    if (shifts > 0).any():
+        return "M_RQ_LEFT"
+    return "M_RQ_RIGHT" if (shifts < 0).all() else "M_RQ_ANY"
+
+
 #: The channels of a block of 16 in the order of m_dw16's accumulators (VMULLB/VMULLT.S8 split
 #: even and odd channels, VMOVLB/VMOVLT.S16 each of those again).
 _DW16_LANES = np.array([0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15])
@@ -209,7 +228,8 @@ def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: di
                        bias: np.ndarray, consts: list, in_zp: int) -> Kernel | None:
     """Helium's depthwise kernel (multiplier 1, channels a multiple of 4): the input offset
     folded into the bias over every tap, a padded tap reading a row of the zero point, 16 channels
-    a block (weights [block][tap][16], each block's constants in its accumulators' order), the
+    a block (weights [block][tap][16], each block's constants in its accumulators' order, the
+    blocks' constants in one array), the
     rest 4 at a time in channel order. None where that folded bias leaves int32
     (the DSP kernel keeps the offset apart)."""
     _, kh, kw, oc = w.shape
@@ -223,12 +243,11 @@ def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: di
                            + [np.arange(c16, oc)]).astype(np.int64)
     wl = np.concatenate([wi[:, o:o + 16].reshape(-1) for o in range(0, c16, 16)]
                         + [wi[:, o:o + 4].reshape(-1) for o in range(c16, oc, 4)])
-    p = dict(params, lanes=True, scratch=False, mve=True, rq_left=bool((s.values > 0).any()))
+    p = dict(params, lanes=True, scratch=False, mve=True, rq_form=_mve_rq_form(s.values))
     consts = [ConstArray("w", "int8_t", wl.astype(np.int8)),
-              ConstArray("b", "int32_t", folded[order].astype(np.int32)),
-              ConstArray("z", "int8_t", np.full(params["c"], in_zp, np.int8)),
-              ConstArray("m", "int32_t", m.values[order]),
-              ConstArray("s", "int8_t", s.values[order])]
+              ConstArray("q", "int32_t", _block_constants(folded[order], m.values[order],
+                                                          s.values[order], c16)),
+              ConstArray("z", "int8_t", np.full(params["c"], in_zp, np.int8))]
     return Kernel(op, "depthwise_conv2d.c.j2", p, [x.index], [y.index], consts,
                   headers=("mve.h.j2",))
 
