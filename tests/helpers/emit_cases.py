@@ -96,8 +96,8 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                           "kernel_size": 3}),
     ("CONV_2D", "k3_c16_f4_same_s2_direct", {"input_shape": (1, 7, 6, 16), "filters": 4,
                                              "kernel_size": 3, "stride": 2}),
-    # multipliers above 1 that the fast form cannot prove exact: TFLM's own requantization,
-    # four channels a vector (m_requant4q)
+    # multipliers above 1: TFLM's requantization with its left shifts, four channels a vector
+    # (m_mbqm4's M_RQ_LEFT form)
     ("CONV_2D", "pw_c40_f6_tiny_out_scale", {"input_shape": (1, 3, 4, 40), "filters": 6,
                                              "kernel_size": 1, "out_quant": (2e-9, 3)}),
     ("DEPTHWISE_CONV_2D", "c16_k3_tiny_out_scale_lanes", {"input_shape": (1, 5, 5, 16),

@@ -68,6 +68,18 @@ def fast_requant(mults: np.ndarray, shifts: np.ndarray, acc_bound: np.ndarray) -
     return True
 
 
+def mve_requant(params: dict, m: ConstArray, s: ConstArray) -> list[ConstArray]:
+    """Choose the requantization of a Helium kernel: TFLM's own, four lanes at a time
+    (``m_mbqm4``), in the form its shifts allow (``params["rq_form"]``: a left shift somewhere,
+    a right shift in every channel, or right shifts and zeros); exact for every accumulator, so
+    nothing to prove. Returns TFLM's ``m`` and ``s``."""
+    shifts = s.values
+    params["fast_rq"] = False
+    params["rq_form"] = ("M_RQ_LEFT" if (shifts > 0).any()
+                         else "M_RQ_RIGHT" if (shifts < 0).all() else "M_RQ_ANY")
+    return [m, s]
+
+
 def requant(params: dict, m: ConstArray, s: ConstArray,
             acc_bound: np.ndarray) -> list[ConstArray]:
     """Choose the requantization of a DSP kernel: sets ``params`` ``fast_rq`` and ``no_left``

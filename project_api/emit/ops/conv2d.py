@@ -140,9 +140,9 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         run = (params["kh"] * params["kw"] * params["c"] if params.get("col")
                else params["kw"] * params["c"] if params["dw"] == 1 else params["c"])
         wl = interleave4(w.data.reshape(oc, -1), run)
+    rq = _dsp.mve_requant(params, *consts) if mve else _dsp.requant(params, *consts, bound)
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
-              ConstArray("b", "int32_t", bias.astype(np.int32))] + _dsp.requant(params, *consts,
-                                                                               bound)
+              ConstArray("b", "int32_t", bias.astype(np.int32))] + rq
     params["mve"] = mve  # the portable loops with their dot products on Helium
     if not mve and oc % ROWS == 0:
         params["rows"] = ROWS  # ROWS channels a pass, in registers: no accumulator array

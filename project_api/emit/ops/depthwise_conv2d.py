@@ -211,14 +211,6 @@ def _block_constants(b: np.ndarray, m: np.ndarray, s: np.ndarray, c16: int) -> n
     return np.concatenate(parts)
 
 
-def _mve_rq_form(shifts: np.ndarray) -> str:
-    """The form of Helium's m_mbqm4 for these TFLM shifts: a left shift somewhere, a right shift
-    in every channel, or right shifts and zeros."""
-    if (shifts > 0).any():
-        return "M_RQ_LEFT"
-    return "M_RQ_RIGHT" if (shifts < 0).all() else "M_RQ_ANY"
-
-
 #: The channels of a block of 16 in the order of m_dw16's accumulators (VMULLB/VMULLT.S8 split
 #: even and odd channels, VMOVLB/VMOVLT.S16 each of those again).
 _DW16_LANES = np.array([0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15])
@@ -243,7 +235,8 @@ def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: di
                            + [np.arange(c16, oc)]).astype(np.int64)
     wl = np.concatenate([wi[:, o:o + 16].reshape(-1) for o in range(0, c16, 16)]
                         + [wi[:, o:o + 4].reshape(-1) for o in range(c16, oc, 4)])
-    p = dict(params, lanes=True, scratch=False, mve=True, rq_form=_mve_rq_form(s.values))
+    p = dict(params, lanes=True, scratch=False, mve=True)
+    _dsp.mve_requant(p, m, s)
     consts = [ConstArray("w", "int8_t", wl.astype(np.int8)),
               ConstArray("q", "int32_t", _block_constants(folded[order], m.values[order],
                                                           s.values[order], c16)),
