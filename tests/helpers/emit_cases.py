@@ -77,6 +77,10 @@ DSP_CASES: list[tuple[str, str, dict[str, Any]]] = [
 #: at a time when dilated), depthwise convolutions no DSP kernel takes, fully connected.
 MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("CONV_2D", "pw_c19_f5", {"input_shape": (1, 3, 4, 19), "filters": 5, "kernel_size": 1}),
+    # runs of 8 and 12 bytes: a single tail-predicated vector per dot product
+    ("CONV_2D", "pw_c8_f6", {"input_shape": (1, 4, 5, 8), "filters": 6, "kernel_size": 1}),
+    ("CONV_2D", "k2x1_c12_f4_valid", {"input_shape": (1, 5, 4, 12), "filters": 4,
+                                      "kernel_size": (2, 1), "padding": "VALID"}),
     ("CONV_2D", "pw_c37_f3_s2", {"input_shape": (1, 5, 5, 37), "filters": 3, "kernel_size": 1,
                                  "stride": 2, "padding": "VALID"}),
     ("CONV_2D", "k3_c7_f6_valid", {"input_shape": (1, 6, 7, 7), "filters": 6,
