@@ -219,11 +219,10 @@ _DW16_LANES = np.array([0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15])
 def _prepare_mve_lanes(op: Operator, x: Tensor, w: Tensor, y: Tensor, params: dict,
                        bias: np.ndarray, consts: list, in_zp: int) -> Kernel | None:
     """Helium's depthwise kernel (multiplier 1, channels a multiple of 4): the input offset
-    folded into the bias over every tap, a padded tap reading a row of the zero point, 16 channels
-    a block (weights [block][tap][16], each block's constants in its accumulators' order, the
-    blocks' constants in one array), the
-    rest 4 at a time in channel order. None where that folded bias leaves int32
-    (the DSP kernel keeps the offset apart)."""
+    folded into the bias over every tap, a padded tap reading a row of the zero point, 16
+    channels a block (weights [block][tap][16], each block's constants in its accumulators'
+    order, the blocks' constants in one array), the rest 4 at a time in channel order. None
+    where that folded bias leaves int32 (the DSP kernel keeps the offset apart)."""
     _, kh, kw, oc = w.shape
     m, s = consts
     wi = w.data.astype(np.int64).reshape(kh * kw, oc)
