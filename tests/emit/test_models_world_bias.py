@@ -102,7 +102,7 @@ def test_the_folded_bias_overflows_and_tflm_still_runs_it(model):
 
 
 KERNEL_TARGETS = [("generic", None), ("cortex-m0", None), ("cortex-m4", "int8"),
-                  ("cortex-m4", "int16"), ("cortex-m7", "int8"), ("cortex-m33", "int8")]
+                  ("cortex-m4", "int16"), ("cortex-m7", "int8"), ("cortex-m33", "int8"), ("cortex-m55", "int8")]
 
 
 @pytest.mark.parametrize(("target", "weights"), KERNEL_TARGETS,

@@ -123,6 +123,12 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("ADD", "const_b_same_shape", {"input_shape": (1, 2, 3, 5), "b_shape": (1, 2, 3, 5),
                                    "b_input": False}),
     ("FULLY_CONNECTED", "d33_u3_batch2", {"input_shape": (2, 33), "units": 3}),
+    # four rows a pass (m_dot8x4): a single tail-predicated vector, batches, a row tail, and
+    # multipliers above 1 (a left shift in the per-tensor vector requantization)
+    ("FULLY_CONNECTED", "d8_u12", {"input_shape": (1, 8), "units": 12}),
+    ("FULLY_CONNECTED", "d20_u7_batch3", {"input_shape": (3, 20), "units": 7}),
+    ("FULLY_CONNECTED", "d40_u6_tiny_out_scale", {"input_shape": (1, 40), "units": 6,
+                                                  "out_quant": (2e-9, 3)}),
 ]
 
 

@@ -80,6 +80,24 @@ def mve_requant(params: dict, m: ConstArray, s: ConstArray) -> list[ConstArray]:
     return [m, s]
 
 
+def interleave4(w: np.ndarray, run: int) -> np.ndarray:
+    """Filters ``w`` ([oc][k], k a multiple of ``run``) in the order Helium's ``m_dot8x4`` reads
+    them: each block of four filters run by run, each run's full 16-byte vectors as the four
+    rows' vectors one after another, then the four rows' last ``run % 16`` bytes one after
+    another; the last ``oc % 4`` filters as they are. A permutation: the size is unchanged."""
+    oc, k = w.shape
+    full = run - run % 16
+    parts = []
+    for o in range(0, oc - oc % 4, 4):
+        rows = w[o:o + 4]
+        for s in range(0, k, run):
+            seg = rows[:, s:s + run]
+            parts.append(seg[:, :full].reshape(4, -1, 16).transpose(1, 0, 2).reshape(-1))
+            parts.append(seg[:, full:].reshape(-1))
+    parts.append(w[oc - oc % 4:].reshape(-1))
+    return np.concatenate(parts)
+
+
 def requant(params: dict, m: ConstArray, s: ConstArray,
             acc_bound: np.ndarray) -> list[ConstArray]:
     """Choose the requantization of a DSP kernel: sets ``params`` ``fast_rq`` and ``no_left``

@@ -139,7 +139,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     if mve and params["form"] == "dot":  # four filters a pass, interleaved run by run
         run = (params["kh"] * params["kw"] * params["c"] if params.get("col")
                else params["kw"] * params["c"] if params["dw"] == 1 else params["c"])
-        wl = interleave4(w.data.reshape(oc, -1), run)
+        wl = _dsp.interleave4(w.data.reshape(oc, -1), run)
     rq = _dsp.mve_requant(params, *consts) if mve else _dsp.requant(params, *consts, bound)
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + rq
@@ -149,24 +149,6 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         scratch, params["scratch"] = 0, False
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch, headers=("mve.h.j2",) if mve else ())
-
-
-def interleave4(w: np.ndarray, run: int) -> np.ndarray:
-    """Filters ``w`` ([oc][k], k a multiple of ``run``) in the order Helium's ``m_dot8x4`` reads
-    them: each block of four filters run by run, each run's full 16-byte vectors as the four
-    rows' vectors one after another, then the four rows' last ``run % 16`` bytes one after
-    another; the last ``oc % 4`` filters as they are. A permutation: the size is unchanged."""
-    oc, k = w.shape
-    full = run - run % 16
-    parts = []
-    for o in range(0, oc - oc % 4, 4):
-        rows = w[o:o + 4]
-        for s in range(0, k, run):
-            seg = rows[:, s:s + run]
-            parts.append(seg[:, :full].reshape(4, -1, 16).transpose(1, 0, 2).reshape(-1))
-            parts.append(seg[:, full:].reshape(-1))
-    parts.append(w[oc - oc % 4:].reshape(-1))
-    return np.concatenate(parts)
 
 
 def _mve_wins(params: dict) -> bool:

@@ -91,13 +91,14 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                   shift=int(s.values[0]), wrap=wrap)
     if target.dsp and not target.mve and depth % 4 == 0 and not wrap:
         return prepare_dsp(op, x, y, params, wi, folded, m, s)
-    params["mve"] = target.mve  # the portable kernel with its dot product on Helium
-    consts = [ConstArray("w", "int8_t", w.data.astype(np.int8).reshape(-1)),
+    params["mve"] = target.mve  # four rows a pass of Helium dot products (m_dot8x4)
+    wl = _dsp.interleave4(w.data, depth) if target.mve else w.data
+    consts = [ConstArray("w", "int8_t", wl.astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", _dsp.wrap32(folded))]
     # wrapping: nothing bounds the accumulator below int32, so TFLM's general requantization
     bound = (np.full(out_ch, _dsp.INT32_MAX, np.int64) if wrap
              else _dsp.acc_bound(wi, folded, 128))
-    rq = _dsp.requant(params, m, s, bound)
+    rq = _dsp.mve_requant(params, m, s) if target.mve else _dsp.requant(params, m, s, bound)
     if w.quant.per_channel:
         consts += rq
     return Kernel(op, "fully_connected.c.j2", params, [x.index], [y.index], consts,
