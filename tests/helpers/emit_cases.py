@@ -126,6 +126,18 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
     # four rows a pass (m_dot8x4): a single tail-predicated vector, batches, a row tail, and
     # multipliers above 1 (a left shift in the per-tensor vector requantization)
     ("FULLY_CONNECTED", "d8_u12", {"input_shape": (1, 8), "units": 12}),
+    # pooling, 16 channels a call then a predicated tail: clipped windows down to one element
+    # (7 x 7, filter 2, stride 2, SAME: the corner), a window of whole rows, batches, a clamp
+    ("AVERAGE_POOL_2D", "c20_f2_same_corner", {"input_shape": (1, 7, 7, 20), "filter_size": 2,
+                                               "stride": 2, "padding": "SAME"}),
+    ("AVERAGE_POOL_2D", "global_9x4_c35", {"input_shape": (1, 9, 4, 35),
+                                           "filter_size": (9, 4)}),
+    ("AVERAGE_POOL_2D", "c5_f3_batch2", {"input_shape": (2, 5, 6, 5), "filter_size": 3,
+                                         "stride": 1, "padding": "SAME"}),
+    ("MAX_POOL_2D", "c19_f3_same", {"input_shape": (1, 7, 6, 19), "filter_size": 3,
+                                    "stride": 2, "padding": "SAME"}),
+    ("MAX_POOL_2D", "c32_f2_relu6", {"input_shape": (1, 6, 4, 32), "filter_size": 2,
+                                     "activation": "RELU6"}),
     ("FULLY_CONNECTED", "d20_u7_batch3", {"input_shape": (3, 20), "units": 7}),
     ("FULLY_CONNECTED", "d40_u6_tiny_out_scale", {"input_shape": (1, 40), "units": 6,
                                                   "out_quant": (2e-9, 3)}),

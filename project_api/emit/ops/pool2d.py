@@ -6,6 +6,8 @@ input and output must share scale and zero point (as TFLite requires).
 
 On a DSP target an int8 pool over a multiple of 4 channels (an average over at most 255
 elements) gets ``pool2d.dsp.c.j2``: four channels per word (SXTAB16 sums, SSUB8/SEL maxima).
+On Helium (an average over at most 255 elements, any channel count) ``pool2d.mve.c.j2``: 8
+int16 sums or 16 int8 maxima a vector.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     else:
         lo, hi = q.activation_range_float(act)
     params.update(act_min=lo, act_max=hi)
+    if target.mve and x.dtype == "int8" and (params["kind"] == "max" or fh * fw <= 255):
+        params["mve"] = True
+        return Kernel(op, "pool2d.mve.c.j2", params, [x.index], [y.index],
+                      headers=("mve.h.j2",))
     if target.dsp and x.dtype == "int8" and c % 4 == 0 and (
             params["kind"] == "max" or fh * fw <= 255):
         return Kernel(op, "pool2d.dsp.c.j2", params, [x.index], [y.index])
