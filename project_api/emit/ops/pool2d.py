@@ -66,12 +66,13 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     else:
         lo, hi = q.activation_range_float(act)
     params.update(act_min=lo, act_max=hi)
-    if target.mve and x.dtype == "int8" and (params["kind"] == "max" or fh * fw <= 255):
+    # an int8 average's sums of at most 255 elements fit 16 bits (the vector kernels' lanes)
+    lanes16 = params["kind"] == "max" or fh * fw <= 255
+    if target.mve and x.dtype == "int8" and lanes16:
         params["mve"] = True
         return Kernel(op, "pool2d.mve.c.j2", params, [x.index], [y.index],
                       headers=("mve.h.j2",))
-    if target.dsp and x.dtype == "int8" and c % 4 == 0 and (
-            params["kind"] == "max" or fh * fw <= 255):
+    if target.dsp and x.dtype == "int8" and c % 4 == 0 and lanes16:
         return Kernel(op, "pool2d.dsp.c.j2", params, [x.index], [y.index])
     scratch = accumulator(params, c) if params["kind"] == "avg" else 0
     return Kernel(op, "pool2d.c.j2", params, [x.index], [y.index], scratch_bytes=scratch)
