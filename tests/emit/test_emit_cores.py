@@ -208,6 +208,21 @@ def test_mve_c_is_helium_on_the_m55_and_portable_elsewhere(arm_tools, model_byte
     assert ("vmladava.s8" in asm) == helium
 
 
+@pytest.mark.parametrize("label, paired", [("k3_c16_f5_valid_pairs_odd", True),
+                                           ("k3_c48_f8_same_pairs", True),
+                                           ("k3_c16_f4_valid_dh2_pairs", True),
+                                           ("pw_c64_f6_pairs", True),
+                                           ("k3_c64_f4_same_s2_single", False)])
+def test_mve_pair_cases_take_the_two_pixel_loop(label, paired):
+    """The MVE_CASES rows written for M_DOT4X2 reach it (and the one past its immediate does
+    not), so the M55 parity run and the host's portable run cover the two-pixel kernel."""
+    row = [r for r in MVE_CASES if r[1] == label]
+    (case,) = [c for c in dsp_cases((0,), rows=row) if c.mode == "int8"]
+    model, _ = case.build()
+    source = emit_sources(model, target="cortex-m55").source
+    assert ("M_DOT4X2(a, e, op" in source) == paired  # a call, not the macro itself
+
+
 @pytest.mark.parametrize("core", ["cortex-m0", "cortex-m3"])
 def test_generic_cases_on_plain_cores_match_tflm(arm_tools, tmp_path, core):
     """Small random layers with the portable kernels on the cores without the DSP extension."""

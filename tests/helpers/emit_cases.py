@@ -100,6 +100,21 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                           "kernel_size": 3}),
     ("CONV_2D", "k3_c16_f4_same_s2_direct", {"input_shape": (1, 7, 6, 16), "filters": 4,
                                              "kernel_size": 3, "stride": 2}),
+    # two output pixels a pass (M_DOT4X2: the weights loaded once for both): an odd output
+    # width leaves a pixel alone, oc % 4 channels one at a time for both; a padded window of 9
+    # vectors a row; a dilated height (the row skip); a 1x1 of 4 vectors. A second pixel 128
+    # bytes on is past VLDRB's immediate: single pixels.
+    ("CONV_2D", "k3_c16_f5_valid_pairs_odd", {"input_shape": (1, 5, 7, 16), "filters": 5,
+                                              "kernel_size": 3, "padding": "VALID"}),
+    ("CONV_2D", "k3_c48_f8_same_pairs", {"input_shape": (1, 4, 9, 48), "filters": 8,
+                                         "kernel_size": 3}),
+    ("CONV_2D", "k3_c16_f4_valid_dh2_pairs", {"input_shape": (1, 7, 6, 16), "filters": 4,
+                                              "kernel_size": 3, "padding": "VALID",
+                                              "dilation": (2, 1)}),
+    ("CONV_2D", "pw_c64_f6_pairs", {"input_shape": (1, 3, 3, 64), "filters": 6,
+                                    "kernel_size": 1}),
+    ("CONV_2D", "k3_c64_f4_same_s2_single", {"input_shape": (1, 5, 5, 64), "filters": 4,
+                                             "kernel_size": 3, "stride": 2}),
     # multipliers above 1: TFLM's requantization with its left shifts, four channels a vector
     # (m_mbqm4's M_RQ_LEFT form)
     ("CONV_2D", "pw_c40_f6_tiny_out_scale", {"input_shape": (1, 3, 4, 40), "filters": 6,

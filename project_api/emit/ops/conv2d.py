@@ -144,11 +144,24 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + rq
     params["mve"] = mve  # the portable loops with their dot products on Helium
+    params["pair"] = mve and _pairs(params)
     if not mve and oc % ROWS == 0:
         params["rows"] = ROWS  # ROWS channels a pass, in registers: no accumulator array
         scratch, params["scratch"] = 0, False
     return Kernel(op, "conv2d.c.j2", params, [x.index], [y.index], consts,
                   scratch_bytes=scratch, headers=("mve.h.j2",) if mve else ())
+
+
+def _pairs(params: dict) -> bool:
+    """Whether Helium's dot form takes two output pixels a pass (M_DOT4X2 in mve.h): filter rows
+    of whole vectors (kw x c contiguous bytes, a multiple of 16), the second pixel's input at most
+    127 bytes on (an immediate offset) and the skip from a row's end to the next row's an
+    immediate of ADDW (at most 4095), at least four output channels."""
+    run = params["kw"] * params["c"]
+    skip = params["dh"] * params["w"] * params["c"] - run
+    return (params["dw"] == 1 and run % 16 == 0 and params["sw"] * params["c"] <= 127
+            and 0 <= skip <= 4095 and params["oc"] >= 4 and params["ow"] >= 2
+            and params["kh"] * run >= 48)
 
 
 def _mve_wins(params: dict) -> bool:
