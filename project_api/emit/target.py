@@ -7,7 +7,7 @@ own ``<arm_acle.h>``, and a portable C definition of each intrinsic (``kernels/a
 when the C is compiled for a CPU without the extension, so the same source runs bit-exact on the
 host. ``cortex-m55`` gets the Helium (MVE) kernels (scheme ``mve-int8``: the convolutions, depthwise
 convolutions and FULLY_CONNECTED as the portable loops with their dot products in MVE intrinsics,
-``kernels/mve.h.j2``, ADD of same-shape inputs four lanes a step, and int8 pooling 16 channels a
+``kernels/mve.h.j2``, ADD and MUL of same-shape inputs four lanes a step, and int8 pooling 16 channels a
 vector; every other operator the DSP kernels); ``-mcpu=cortex-m55+nomve`` the DSP
 kernels alone. ``cortex-m85`` has the same MVE but no emulator runs it, so it gets the DSP kernels
 that ran on the M55's machine, never the MVE ones. ``cortex-m0`` (and M0+, M1, M23, M33 without

@@ -137,6 +137,15 @@ MVE_CASES: list[tuple[str, str, dict[str, Any]]] = [
                                     "activation": "RELU"}),
     ("ADD", "const_b_same_shape", {"input_shape": (1, 2, 3, 5), "b_shape": (1, 2, 3, 5),
                                    "b_input": False}),
+    # MUL of two same-shape inputs: 4 lanes a step, a 3-element tail (63 = 15 x 4 + 3); a
+    # constant operand; a RELU6 clamp. (A product scale above one, m_mbqm_n4's left shift, is
+    # FULLY_CONNECTED d40_u6_tiny_out_scale's: a MUL with such a scale matched TFLM but LiteRT
+    # gave other saturated values, so it cannot run against both references.)
+    ("MUL", "same_shape_tail", {"input_shape": (1, 3, 7, 3), "b_shape": (1, 3, 7, 3)}),
+    ("MUL", "const_b_same_shape", {"input_shape": (1, 2, 4, 5), "b_shape": (1, 2, 4, 5),
+                                   "b_input": False}),
+    ("MUL", "relu6_c20", {"input_shape": (1, 2, 3, 20), "b_shape": (1, 2, 3, 20),
+                          "activation": "RELU6"}),
     ("FULLY_CONNECTED", "d33_u3_batch2", {"input_shape": (2, 33), "units": 3}),
     # four rows a pass (m_dot8x4): a single tail-predicated vector, batches, a row tail, and
     # multipliers above 1 (a left shift in the per-tensor vector requantization)

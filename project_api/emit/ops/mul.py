@@ -1,6 +1,9 @@
 """MUL with broadcasting: int8 and int16 (TFLM reference: ``(a - za) * (b - zb)`` requantized by
 ``sa * sb / so``; int16 with zero points 0), float32, and int32 (plain values, the product
-wrapping as TFLM's int32 arithmetic, clamped to the fused activation's range)."""
+wrapping as TFLM's int32 arithmetic, clamped to the fused activation's range).
+
+On Helium an int8 MUL of two inputs of the output's shape gets ``mul.mve.c.j2`` (four lanes a
+step)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,10 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
         mo, sho = q.quantize_multiplier(q.f32(sa) * q.f32(sb) / q.f32(so))
         lo, hi = q.activation_range_quantized(act, so, zo, *quantized_range(y))
         params.update(a_off=-za, b_off=-zb, mo=mo, so=sho, out_zp=zo, act_min=lo, act_max=hi)
+        if target.mve and y.dtype == "int8" and params["flat"]:
+            params["mve"] = True
+            return Kernel(op, "mul.mve.c.j2", params, inputs, [y.index], consts,
+                          headers=("mve.h.j2",))
     elif y.dtype == "int32":
         check_unquantized(op, a, b, y)
         params["clamp"] = int32_activation(act)
