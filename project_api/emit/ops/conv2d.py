@@ -144,7 +144,7 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
     consts = [ConstArray("w", "int8_t", np.ascontiguousarray(wl).astype(np.int8).reshape(-1)),
               ConstArray("b", "int32_t", bias.astype(np.int32))] + rq
     params["mve"] = mve  # the portable loops with their dot products on Helium
-    params["pair"] = mve and _pairs(params)
+    params["pair"] = _pair_geometry(params) if mve else None
     if not mve and oc % ROWS == 0:
         params["rows"] = ROWS  # ROWS channels a pass, in registers: no accumulator array
         scratch, params["scratch"] = 0, False
@@ -152,16 +152,20 @@ def prepare(op: Operator, graph: Graph, target: Target = GENERIC) -> Kernel:
                   scratch_bytes=scratch, headers=("mve.h.j2",) if mve else ())
 
 
-def _pairs(params: dict) -> bool:
-    """Whether Helium's dot form takes two output pixels a pass (M_DOT4X2 in mve.h): filter rows
-    of whole vectors (kw x c contiguous bytes, a multiple of 16), the second pixel's input at most
-    127 bytes on (an immediate offset) and the skip from a row's end to the next row's an
-    immediate of ADDW (at most 4095), at least four output channels."""
+def _pair_geometry(params: dict) -> dict | None:
+    """M_DOT4X2's literals (mve.h) where Helium's dot form takes two output pixels a pass, else
+    None: filter rows of whole vectors (kw x c contiguous bytes, a multiple of 16; nv vectors
+    each), at least three in the window, the second pixel's input dx <= 127 bytes on (an
+    immediate offset), the skip from a row's end to the next row's an immediate of ADDW (at
+    most 4095), at least four output channels; xb: the input bytes the two windows read."""
     run = params["kw"] * params["c"]
+    dx = params["sw"] * params["c"]
     skip = params["dh"] * params["w"] * params["c"] - run
-    return (params["dw"] == 1 and run % 16 == 0 and params["sw"] * params["c"] <= 127
-            and 0 <= skip <= 4095 and params["oc"] >= 4 and params["ow"] >= 2
-            and params["kh"] * run >= 48)
+    if not (params["dw"] == 1 and run % 16 == 0 and dx <= 127 and 0 <= skip <= 4095
+            and params["oc"] >= 4 and params["ow"] >= 2 and params["kh"] * run >= 48):
+        return None
+    return {"nv": run // 16, "dx": dx, "skip": skip,
+            "xb": (params["kh"] - 1) * (run + skip) + run + dx}
 
 
 def _mve_wins(params: dict) -> bool:
